@@ -1,0 +1,270 @@
+"""Memory: claims the fleet has learned, the evidence behind them, and their audit trail.
+
+A claim reaches agents only once a person promotes it (claims/moderation.py is the only
+writer of its status). Evidence citations must name a session and a message, and the
+database itself refuses an empty one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+
+from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.db import models, transaction
+from django.db.models import Q
+from django.db.models.functions import Length
+from django.db.models.lookups import LessThanOrEqual
+from django.utils import timezone
+from pgvector.django import HnswIndex, VectorField
+
+from fleet.models import Agent, Fleet
+
+EMBEDDING_DIMS = 384
+MAX_EXCERPT = 2000
+_SPACE = re.compile(r"\s+")
+
+
+def normalised_text(text: str) -> str:
+    """What two claims must share to be exact duplicates: NFKC, casefolded, one space."""
+    return _SPACE.sub(" ", unicodedata.normalize("NFKC", text)).strip().casefold()
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(normalised_text(text).encode()).hexdigest()
+
+
+def _in_choices(field: str, choices: type[models.TextChoices], name: str) -> models.CheckConstraint:
+    return models.CheckConstraint(condition=Q(**{f"{field}__in": choices.values}), name=name)
+
+
+class ClaimQuerySet(models.QuerySet["Claim"]):
+    def for_fleet(self, fleet: Fleet) -> ClaimQuerySet:
+        return self.filter(fleet=fleet)
+
+    def promoted(self) -> ClaimQuerySet:
+        return self.filter(status=Claim.Status.PROMOTED)
+
+    def proposed(self) -> ClaimQuerySet:
+        return self.filter(status=Claim.Status.PROPOSED)
+
+    def by_public_id(self, public_id: str) -> ClaimQuerySet:
+        match = re.fullmatch(r"cc-(\d{1,9})", public_id.strip().lower())
+        return self.filter(number=int(match[1])) if match else self.none()
+
+
+class ClaimType(models.TextChoices):
+    FACT = "fact", "fact"
+    GOTCHA = "gotcha", "gotcha"
+    PROCEDURE = "procedure", "procedure"
+    DECISION = "decision", "decision"
+    PREFERENCE = "preference", "preference"
+
+
+class ClaimScope(models.TextChoices):
+    AGENT = "agent", "agent (proposed by one agent)"
+    FLEET = "fleet", "fleet (admitted by a moderator)"
+
+
+class ClaimStatus(models.TextChoices):
+    PROPOSED = "proposed", "proposed"
+    PROMOTED = "promoted", "promoted"
+    REJECTED = "rejected", "rejected"
+    RETRACTED = "retracted", "retracted"
+
+
+class Claim(models.Model):
+    Type = ClaimType
+
+    Scope = ClaimScope
+
+    Status = ClaimStatus
+
+    fleet = models.ForeignKey(Fleet, on_delete=models.CASCADE, related_name="claims")
+    number = models.PositiveIntegerField(editable=False, help_text="Per-fleet; shown as cc-NN.")
+    text = models.TextField()
+    type = models.CharField(max_length=16, choices=Type.choices)
+    subject = models.CharField(max_length=200)
+    scope = models.CharField(max_length=8, choices=Scope.choices, default=Scope.AGENT)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PROPOSED)
+    contested = models.BooleanField(default=False)
+    confidence = models.FloatField(default=0.5)
+    staleness = models.FloatField(
+        default=0.0, help_text="0 = fresh; towards 1 as the cited files change."
+    )
+    independent_sessions = models.PositiveIntegerField(
+        default=0, help_text="Kept up to date by the moderation functions; filterable."
+    )
+    text_hash = models.CharField(max_length=64, editable=False)
+    embedding = VectorField(dimensions=EMBEDDING_DIMS, null=True, blank=True)
+    embedding_model = models.CharField(max_length=100, blank=True)
+    search_vector = models.GeneratedField(
+        expression=SearchVector("text", weight="A", config="english")
+        + SearchVector("subject", weight="B", config="english"),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
+    proposed_by = models.ForeignKey(
+        Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="claims_proposed"
+    )
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    promoted_at = models.DateTimeField(null=True, blank=True, editable=False)
+    promoted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        editable=False,
+        related_name="claims_promoted",
+    )
+    valid_until = models.DateTimeField(null=True, blank=True)
+    superseded_by = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="supersedes"
+    )
+
+    objects = ClaimQuerySet.as_manager()
+
+    class Meta:
+        ordering = ("fleet", "number")
+        permissions = [("promote_claim", "Can promote, reject, contest and retract claims")]
+        constraints = [
+            models.UniqueConstraint(fields=("fleet", "number"), name="claims_claim_number_unique"),
+            _in_choices("type", ClaimType, "claims_claim_type_valid"),
+            _in_choices("scope", ClaimScope, "claims_claim_scope_valid"),
+            _in_choices("status", ClaimStatus, "claims_claim_status_valid"),
+            models.CheckConstraint(condition=~Q(text=""), name="claims_claim_text_not_blank"),
+            models.CheckConstraint(condition=~Q(subject=""), name="claims_claim_subject_not_blank"),
+            models.CheckConstraint(
+                condition=Q(confidence__gte=0) & Q(confidence__lte=1),
+                name="claims_claim_confidence_0_1",
+            ),
+            models.CheckConstraint(
+                condition=Q(staleness__gte=0) & Q(staleness__lte=1),
+                name="claims_claim_staleness_0_1",
+            ),
+            # Promotion and fleet scope go together; neither exists without the other.
+            models.CheckConstraint(
+                condition=~Q(status="promoted") | (Q(scope="fleet") & Q(promoted_at__isnull=False)),
+                name="claims_claim_promoted_is_fleet_scoped",
+            ),
+            models.CheckConstraint(
+                condition=~Q(superseded_by=models.F("id")), name="claims_claim_not_self_superseded"
+            ),
+            models.CheckConstraint(
+                condition=Q(text_hash__regex=r"^[0-9a-f]{64}$"), name="claims_claim_hash_is_sha256"
+            ),
+        ]
+        indexes = [
+            HnswIndex(
+                name="claims_claim_embedding_hnsw",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+            GinIndex(fields=["search_vector"], name="claims_claim_search_gin"),
+            models.Index(fields=("fleet", "status", "created_at"), name="claims_claim_queue"),
+            models.Index(fields=("fleet", "text_hash"), name="claims_claim_by_hash"),
+            models.Index(fields=("fleet", "subject"), name="claims_claim_by_subject"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.public_id}: {self.text[:60]}"
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        self.text_hash = text_hash(self.text)
+        with transaction.atomic():
+            if self.number is None:
+                self.number = _next_claim_number(self.fleet_id)
+            super().save(*args, **kwargs)  # type: ignore[arg-type]
+
+    @property
+    def public_id(self) -> str:
+        return f"cc-{self.number:02d}"
+
+
+def _next_claim_number(fleet_id: int) -> int:
+    """Take the fleet's next claim number; the row lock serialises concurrent proposals."""
+    fleet = Fleet.objects.select_for_update().only("claim_seq").get(pk=fleet_id)
+    fleet.claim_seq += 1
+    fleet.save(update_fields=["claim_seq"])
+    return fleet.claim_seq
+
+
+class Evidence(models.Model):
+    """One citation: the session and message where the fleet observed what the claim says."""
+
+    claim = models.ForeignKey(Claim, on_delete=models.CASCADE, related_name="evidence")
+    session_id = models.CharField(max_length=128)
+    message_id = models.CharField(max_length=128)
+    agent = models.ForeignKey(Agent, on_delete=models.SET_NULL, null=True, blank=True)
+    repo = models.CharField(max_length=500, blank=True)
+    path = models.CharField(max_length=1024, blank=True)
+    commit = models.CharField(max_length=64, blank=True)
+    excerpt = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ("claim", "created_at")
+        verbose_name_plural = "evidence"
+        constraints = [
+            models.UniqueConstraint(
+                fields=("claim", "session_id", "message_id"), name="claims_evidence_one_citation"
+            ),
+            models.CheckConstraint(
+                condition=~Q(session_id__regex=r"^\s*$"), name="claims_evidence_session_not_blank"
+            ),
+            models.CheckConstraint(
+                condition=~Q(message_id__regex=r"^\s*$"), name="claims_evidence_message_not_blank"
+            ),
+            models.CheckConstraint(
+                condition=LessThanOrEqual(Length("excerpt"), MAX_EXCERPT),
+                name="claims_evidence_excerpt_short",
+            ),
+        ]
+        indexes = [models.Index(fields=("path",), name="claims_evidence_by_path")]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}/{self.message_id}"
+
+
+class EventKind(models.TextChoices):
+    PROPOSED = "proposed", "proposed"
+    CORROBORATED = "corroborated", "corroborated"
+    PROMOTED = "promoted", "promoted"
+    REJECTED = "rejected", "rejected"
+    CONTESTED = "contested", "contested"
+    RETRACTED = "retracted", "retracted"
+    EDITED = "edited", "edited"
+
+
+class ClaimEvent(models.Model):
+    """Append-only audit trail of a claim; a database trigger refuses UPDATE and DELETE."""
+
+    Kind = EventKind
+
+    claim = models.ForeignKey(Claim, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    actor_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    actor_agent = models.ForeignKey(Agent, on_delete=models.SET_NULL, null=True, blank=True)
+    note = models.TextField(blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("claim", "at", "id")
+        constraints = [_in_choices("kind", EventKind, "claims_event_kind_valid")]
+        indexes = [models.Index(fields=("claim", "at"), name="claims_event_by_claim")]
+
+    def __str__(self) -> str:
+        return f"{self.claim.public_id} {self.kind}"
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        if self.pk is not None:
+            raise TypeError("claim events are append-only; record a new event instead")
+        super().save(*args, **kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,174 @@
+"""ctxlake settings: the only settings module, driven entirely by the environment.
+
+Local defaults just work (embedded Postgres, a generated secret key kept under
+$CTXLAKE_HOME); production sets SECRET_KEY, ALLOWED_HOSTS, DATABASE_URL and
+CTXLAKE_HTTPS=true, and then `manage.py check --deploy` passes.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import dj_database_url
+import django_stubs_ext
+from django.core.exceptions import ImproperlyConfigured
+
+from ctxlake_site import paths
+from ctxlake_site.env import env_bool, env_int, env_list, env_str
+
+django_stubs_ext.monkeypatch()
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+CTXLAKE_HOME = paths.home()
+CTXLAKE_CACHE_DIR = paths.cache_dir()
+CTXLAKE_SPOOL_DIR = paths.spool_dir()
+
+
+def _local_secret_key() -> str:
+    """A per-machine key, created once, so local sessions survive restarts."""
+    key_file = CTXLAKE_HOME / "secret_key"
+    if not key_file.exists():
+        CTXLAKE_HOME.mkdir(parents=True, exist_ok=True)
+        key_file.touch(mode=0o600)
+        key_file.write_text(secrets.token_urlsafe(50))
+    return key_file.read_text().strip()
+
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = env_str("SECRET_KEY") or _local_secret_key()
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+# Behind TLS (a load balancer or a reverse proxy), turn on every secure-transport setting.
+HTTPS = env_bool("CTXLAKE_HTTPS", False)
+SECURE_SSL_REDIRECT = HTTPS
+SESSION_COOKIE_SECURE = HTTPS
+CSRF_COOKIE_SECURE = HTTPS
+SECURE_HSTS_SECONDS = env_int("CTXLAKE_HSTS_SECONDS", 31_536_000 if HTTPS else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
+SECURE_HSTS_PRELOAD = HTTPS
+if env_bool("CTXLAKE_BEHIND_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "rest_framework",
+    "django_q",
+    "fleet",
+    "claims",
+    "ctxlake_site",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "ctxlake_site.urls"
+WSGI_APPLICATION = "ctxlake_site.wsgi.application"
+ASGI_APPLICATION = "ctxlake_site.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "ctxlake_site" / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+
+def _database() -> dict[str, object]:
+    """DATABASE_URL when set; otherwise the embedded Postgres, started on first connection."""
+    url = env_str("DATABASE_URL")
+    if url:
+        try:
+            config = dj_database_url.parse(url, conn_max_age=env_int("DB_CONN_MAX_AGE", 60))
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"DATABASE_URL is not a database URL: {exc}") from None
+        if config.get("ENGINE") != "django.db.backends.postgresql":
+            raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL (with pgvector).")
+        return dict(config)
+    return {
+        "ENGINE": "ctxlake_site.embedded_pg",
+        "NAME": env_str("CTXLAKE_DB_NAME", "ctxlake"),
+        "USER": "postgres",
+        "CONN_MAX_AGE": env_int("DB_CONN_MAX_AGE", 60),
+    }
+
+
+DATABASES = {"default": _database()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# The database cache lets separate processes (doctor, the web, the cluster) see
+# django-q2's cluster statistics: that is the worker heartbeat.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+        "LOCATION": "ctxlake_cache",
+    }
+}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = Path(env_str("CTXLAKE_STATIC_ROOT") or CTXLAKE_HOME / "static")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+# Tests and `runserver` should not need collectstatic first.
+WHITENOISE_USE_FINDERS = DEBUG or env_bool("CTXLAKE_STATIC_FINDERS", True)
+WHITENOISE_MANIFEST_STRICT = False
+
+REST_FRAMEWORK = {
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+}
+
+Q_CLUSTER = {
+    "name": "ctxlake",
+    "orm": "default",
+    "workers": env_int("CTXLAKE_Q_WORKERS", 2, minimum=1),
+    "timeout": 60,
+    "retry": 90,  # must exceed timeout, or a slow task is retried while still running
+    "max_attempts": 3,
+    "catch_up": False,
+    "cache": "default",
+    "sync": env_bool("CTXLAKE_Q_SYNC", False),
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("CTXLAKE_LOG_LEVEL", "WARNING")},
+}

@@ -1,0 +1,44 @@
+"""`manage.py create_fleet SLUG`: create (or show) a fleet."""
+
+from __future__ import annotations
+
+from argparse import ArgumentParser
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
+
+from fleet.models import Fleet, MemoryMode
+
+
+class Command(BaseCommand):
+    help = "Create a fleet; an existing fleet with that slug is left as it is."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("slug")
+        parser.add_argument("--name", default="")
+        parser.add_argument("--memory-mode", choices=MemoryMode.values, default=MemoryMode.SHADOW)
+        parser.add_argument("--lease-ttl", type=int, default=3600, help="Default lease TTL, s.")
+
+    def handle(
+        self, *args: Any, slug: str, name: str, memory_mode: str, lease_ttl: int, **options: Any
+    ) -> None:
+        fleet = Fleet(
+            slug=slug, name=name or slug, memory_mode=memory_mode, default_lease_ttl_secs=lease_ttl
+        )
+        try:
+            fleet.full_clean(validate_unique=False)
+        except ValidationError as exc:
+            raise CommandError(
+                "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
+            ) from None
+        existing, created = Fleet.objects.get_or_create(
+            slug=slug,
+            defaults={
+                "name": fleet.name,
+                "memory_mode": memory_mode,
+                "default_lease_ttl_secs": lease_ttl,
+            },
+        )
+        verb = "created" if created else "exists"
+        self.stdout.write(f"fleet {existing.slug} {verb} (memory mode {existing.memory_mode})")

@@ -1,0 +1,278 @@
+"""Coordination: who is in a fleet, what they are doing, what they hold, what they hand over.
+
+Rules that must hold whatever code writes the rows (enumerations, non-empty identifiers,
+one live lease per agent and path) are database constraints, not only form validation.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+def _in_choices(field: str, choices: type[models.TextChoices], name: str) -> models.CheckConstraint:
+    return models.CheckConstraint(condition=Q(**{f"{field}__in": choices.values}), name=name)
+
+
+def _not_blank(field: str, name: str) -> models.CheckConstraint:
+    return models.CheckConstraint(condition=~Q(**{field: ""}), name=name)
+
+
+class MemoryMode(models.TextChoices):
+    OFF = "off", "off: no snapshot, search disabled"
+    SHADOW = "shadow", "shadow: snapshot rendered, nothing agent-visible"
+    LIVE = "live", "live: promoted claims visible to agents"
+
+
+class Fleet(models.Model):
+    MemoryMode = MemoryMode
+
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    memory_mode = models.CharField(
+        max_length=8, choices=MemoryMode.choices, default=MemoryMode.SHADOW
+    )
+    default_lease_ttl_secs = models.PositiveIntegerField(default=3600)
+    min_independent_sessions = models.PositiveSmallIntegerField(
+        default=1, help_text="Independent sessions a claim needs before it can be promoted."
+    )
+    # Per-fleet counter behind claims' short public ids (cc-01, cc-02, …).
+    claim_seq = models.PositiveIntegerField(default=0, editable=False)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ("slug",)
+        constraints = [
+            _in_choices("memory_mode", MemoryMode, "fleet_memory_mode_valid"),
+            _not_blank("slug", "fleet_slug_not_blank"),
+            models.CheckConstraint(
+                condition=Q(default_lease_ttl_secs__gte=1), name="fleet_lease_ttl_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(min_independent_sessions__gte=1), name="fleet_min_sessions_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Agent(models.Model):
+    """One agent identity in a fleet (what CTXLAKE_AGENT_ID names on the bridge)."""
+
+    fleet = models.ForeignKey(Fleet, on_delete=models.CASCADE, related_name="agents")
+    agent_id = models.CharField(max_length=128)
+    runtime = models.CharField(max_length=64, blank=True, help_text="claude-code, cursor, codex…")
+    host = models.CharField(max_length=255, blank=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ("fleet", "agent_id")
+        constraints = [
+            models.UniqueConstraint(fields=("fleet", "agent_id"), name="fleet_agent_unique_id"),
+            _not_blank("agent_id", "fleet_agent_id_not_blank"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id}@{self.fleet.slug}"
+
+
+class SessionOutcome(models.TextChoices):
+    UNKNOWN = "", "unknown"
+    SUCCESS = "success", "success"
+    PARTIAL = "partial", "partial"
+    FAILED = "failed", "failed"
+    ABANDONED = "abandoned", "abandoned"
+
+
+class Session(models.Model):
+    Outcome = SessionOutcome
+
+    fleet = models.ForeignKey(Fleet, on_delete=models.CASCADE, related_name="sessions")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="sessions")
+    session_id = models.CharField(max_length=128)
+    repo = models.CharField(max_length=500, blank=True)
+    branch = models.CharField(max_length=255, blank=True)
+    started_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, blank=True, default="")
+    summary = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ("-started_at",)
+        constraints = [
+            models.UniqueConstraint(fields=("fleet", "session_id"), name="fleet_session_unique_id"),
+            _not_blank("session_id", "fleet_session_id_not_blank"),
+            _in_choices("outcome", SessionOutcome, "fleet_session_outcome_valid"),
+            models.CheckConstraint(
+                condition=Q(ended_at__isnull=True) | Q(ended_at__gte=models.F("started_at")),
+                name="fleet_session_ends_after_start",
+            ),
+        ]
+        indexes = [models.Index(fields=("fleet", "-started_at"), name="fleet_session_recent")]
+
+    def __str__(self) -> str:
+        return self.session_id
+
+
+class LeaseQuerySet(models.QuerySet["Lease"]):
+    def active(self, *, at: datetime | None = None) -> LeaseQuerySet:
+        return self.filter(released_at__isnull=True, expires_at__gt=at or timezone.now())
+
+    def expired(self, *, at: datetime | None = None) -> LeaseQuerySet:
+        """Unreleased leases whose TTL has run out: still rows, no longer held."""
+        return self.filter(released_at__isnull=True, expires_at__lte=at or timezone.now())
+
+
+class Lease(models.Model):
+    """An advisory hold on a path or glob. Advisory: overlapping holders are told, not refused."""
+
+    fleet = models.ForeignKey(Fleet, on_delete=models.CASCADE, related_name="leases")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="leases")
+    session = models.ForeignKey(
+        Session, on_delete=models.SET_NULL, null=True, blank=True, related_name="leases"
+    )
+    path = models.CharField(max_length=1024, help_text="A repo-relative path or glob.")
+    reason = models.CharField(max_length=500, blank=True)
+    acquired_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    objects = LeaseQuerySet.as_manager()
+
+    class Meta:
+        ordering = ("fleet", "path")
+        constraints = [
+            # A replayed claim renews the live lease instead of adding a second one.
+            models.UniqueConstraint(
+                fields=("fleet", "agent", "path"),
+                condition=Q(released_at__isnull=True),
+                name="fleet_lease_one_per_key",
+            ),
+            _not_blank("path", "fleet_lease_path_not_blank"),
+            models.CheckConstraint(
+                condition=Q(expires_at__gt=models.F("acquired_at")),
+                name="fleet_lease_expires_after_acquired",
+            ),
+            models.CheckConstraint(
+                condition=Q(released_at__isnull=True) | Q(released_at__gte=models.F("acquired_at")),
+                name="fleet_lease_released_after_acquired",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=("fleet", "expires_at"),
+                condition=Q(released_at__isnull=True),
+                name="fleet_lease_live_by_expiry",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.path} ({self.agent.agent_id})"
+
+    def is_active(self, at: datetime | None = None) -> bool:
+        return self.released_at is None and self.expires_at > (at or timezone.now())
+
+
+class HandoffStatus(models.TextChoices):
+    IN_PROGRESS = "in_progress", "in progress"
+    BLOCKED = "blocked", "blocked"
+    DONE = "done", "done"
+
+
+class SourceTrust(models.TextChoices):
+    OPERATOR = "operator", "operator"
+    AGENT = "agent", "agent"
+    INGESTED = "ingested", "ingested"
+
+
+class HandoffState(models.TextChoices):
+    PENDING = "pending", "pending"
+    PICKED_UP = "picked_up", "picked up"
+    CLEARED = "cleared", "cleared"
+
+
+class Handoff(models.Model):
+    """A note left for whoever picks the work up next; versioned for compare-and-swap."""
+
+    Status = HandoffStatus
+
+    SourceTrust = SourceTrust
+
+    State = HandoffState
+
+    fleet = models.ForeignKey(Fleet, on_delete=models.CASCADE, related_name="handoffs")
+    from_agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="handoffs_sent")
+    from_session = models.ForeignKey(
+        Session, on_delete=models.SET_NULL, null=True, blank=True, related_name="handoffs_sent"
+    )
+    summary = models.TextField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.IN_PROGRESS)
+    next_steps = models.TextField(blank=True)
+    source_trust = models.CharField(
+        max_length=10, choices=SourceTrust.choices, default=SourceTrust.AGENT
+    )
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
+    picked_up_by = models.ForeignKey(
+        Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="handoffs_taken"
+    )
+    picked_up_session = models.ForeignKey(
+        Session, on_delete=models.SET_NULL, null=True, blank=True, related_name="handoffs_taken"
+    )
+    picked_up_at = models.DateTimeField(null=True, blank=True)
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("-created_at",)
+        constraints = [
+            _in_choices("status", HandoffStatus, "fleet_handoff_status_valid"),
+            _in_choices("source_trust", SourceTrust, "fleet_handoff_trust_valid"),
+            _in_choices("state", HandoffState, "fleet_handoff_state_valid"),
+            _not_blank("summary", "fleet_handoff_summary_not_blank"),
+            models.CheckConstraint(
+                condition=~Q(state="picked_up") | Q(picked_up_at__isnull=False),
+                name="fleet_handoff_pickup_has_time",
+            ),
+            models.CheckConstraint(condition=Q(version__gte=1), name="fleet_handoff_version_ge_1"),
+        ]
+        indexes = [
+            models.Index(
+                fields=("fleet", "-created_at"),
+                condition=Q(state="pending"),
+                name="fleet_handoff_open",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"handoff #{self.pk} from {self.from_agent.agent_id} ({self.state})"
+
+
+class Activity(models.Model):
+    """The fleet's append-only activity log: one row per state change, with its actor."""
+
+    fleet = models.ForeignKey(Fleet, on_delete=models.CASCADE, related_name="activity")
+    verb = models.CharField(max_length=64, help_text='Dotted, e.g. "lease.claimed".')
+    agent = models.ForeignKey(Agent, on_delete=models.SET_NULL, null=True, blank=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    target_type = models.CharField(max_length=64, blank=True)
+    target_id = models.CharField(max_length=64, blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("-at",)
+        verbose_name_plural = "activity"
+        constraints = [_not_blank("verb", "fleet_activity_verb_not_blank")]
+        indexes = [models.Index(fields=("fleet", "-at"), name="fleet_activity_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.verb} at {self.at:%Y-%m-%d %H:%M}"

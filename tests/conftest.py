@@ -1,0 +1,46 @@
+"""Personas shared by the whole suite: two fleets and the people and agents in them.
+
+- fleet_a, fleet_b: two fleets that must never see each other's data
+- ada: an agent in fleet_a (all scopes); bo: an agent in fleet_a (read-only)
+- cy: an agent in fleet_b
+- mod: a staff moderator holding claims.promote_claim
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Permission, User
+
+from fleet.models import Agent, Fleet
+
+
+@pytest.fixture
+def fleet_a(db: None) -> Fleet:
+    return Fleet.objects.create(slug="fleet-a", name="Fleet A", memory_mode="live")
+
+
+@pytest.fixture
+def fleet_b(db: None) -> Fleet:
+    return Fleet.objects.create(slug="fleet-b", name="Fleet B", memory_mode="live")
+
+
+@pytest.fixture
+def ada(fleet_a: Fleet) -> Agent:
+    return Agent.objects.create(fleet=fleet_a, agent_id="ada", runtime="claude-code")
+
+
+@pytest.fixture
+def bo(fleet_a: Fleet) -> Agent:
+    return Agent.objects.create(fleet=fleet_a, agent_id="bo", runtime="cursor")
+
+
+@pytest.fixture
+def cy(fleet_b: Fleet) -> Agent:
+    return Agent.objects.create(fleet=fleet_b, agent_id="cy", runtime="codex")
+
+
+@pytest.fixture
+def mod(db: None) -> User:
+    user = User.objects.create_user("mod", password="mod-pass-1234", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="promote_claim"))
+    return user

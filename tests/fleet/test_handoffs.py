@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import pytest
+
+from fleet import handoffs
+from fleet.models import Agent, Handoff, Session
+
+
+def _handoff(agent: Agent, trust: str = "agent") -> Handoff:
+    return handoffs.create_handoff(agent, summary="half done", source_trust=trust)
+
+
+def test_it_returns_a_conflict_for_a_stale_version_instead_of_overwriting(ada: Agent) -> None:
+    handoff = _handoff(ada)
+    assert isinstance(handoffs.update_handoff(handoff, expected_version=1, summary="v2"), Handoff)
+    stale = handoffs.update_handoff(handoff, expected_version=1, summary="clobber")
+    assert stale == handoffs.Conflict(handoff.pk, expected_version=1, current_version=2)
+    handoff.refresh_from_db()
+    assert (handoff.summary, handoff.version) == ("v2", 2)
+
+
+def test_it_asks_for_confirmation_before_picking_up_an_agent_written_handoff(
+    ada: Agent, bo: Agent
+) -> None:
+    handoff = _handoff(ada, trust="agent")
+    result = handoffs.pick_up_handoff(handoff, by=bo, expected_version=1)
+    assert isinstance(result, handoffs.NeedsConfirmation)
+    handoff.refresh_from_db()
+    assert handoff.state == "pending"
+    done = handoffs.pick_up_handoff(handoff, by=bo, expected_version=1, confirm=True)
+    assert isinstance(done, Handoff)
+    assert (done.state, done.picked_up_by, done.version) == ("picked_up", bo, 2)
+
+
+def test_it_picks_up_an_operator_handoff_in_one_call(ada: Agent, bo: Agent) -> None:
+    handoff = _handoff(ada, trust="operator")
+    assert isinstance(handoffs.pick_up_handoff(handoff, by=bo, expected_version=1), Handoff)
+
+
+def test_only_one_of_two_racing_pickups_wins(ada: Agent, bo: Agent) -> None:
+    handoff = _handoff(ada, trust="operator")
+    copy = Handoff.objects.get(pk=handoff.pk)
+    first = handoffs.pick_up_handoff(handoff, by=bo, expected_version=1)
+    second = handoffs.pick_up_handoff(copy, by=ada, expected_version=1)
+    assert isinstance(first, Handoff)
+    assert isinstance(second, handoffs.Conflict)
+
+
+def test_it_refuses_to_pick_up_a_cleared_handoff(ada: Agent, bo: Agent) -> None:
+    handoff = _handoff(ada, trust="operator")
+    cleared = handoffs.clear_handoff(handoff, expected_version=1, by=ada)
+    assert isinstance(cleared, Handoff)
+    with pytest.raises(handoffs.NotPending):
+        handoffs.pick_up_handoff(cleared, by=bo, expected_version=cleared.version)
+
+
+def test_it_links_the_sessions_of_a_pickup(ada: Agent, bo: Agent) -> None:
+    s1 = Session.objects.create(fleet=ada.fleet, agent=ada, session_id="s1")
+    s2 = Session.objects.create(fleet=ada.fleet, agent=bo, session_id="s2")
+    handoff = handoffs.create_handoff(ada, summary="x", session=s1, source_trust="operator")
+    done = handoffs.pick_up_handoff(handoff, by=bo, expected_version=1, session=s2)
+    assert isinstance(done, Handoff)
+    assert (done.from_session, done.picked_up_session) == (s1, s2)
