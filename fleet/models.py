@@ -183,6 +183,7 @@ class HandoffStatus(models.TextChoices):
     IN_PROGRESS = "in_progress", "in progress"
     BLOCKED = "blocked", "blocked"
     DONE = "done", "done"
+    ABANDONED = "abandoned", "abandoned"
 
 
 class SourceTrust(models.TextChoices):
@@ -276,3 +277,107 @@ class Activity(models.Model):
 
     def __str__(self) -> str:
         return f"{self.verb} at {self.at:%Y-%m-%d %H:%M}"
+
+
+class FleetModerator(models.Model):
+    """Grants one person moderation of one fleet; the admin shows them nothing else."""
+
+    fleet = models.ForeignKey(Fleet, on_delete=models.CASCADE, related_name="moderators")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="moderated_fleets"
+    )
+    granted_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("fleet", "user")
+        constraints = [
+            models.UniqueConstraint(fields=("fleet", "user"), name="fleet_moderator_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} moderates {self.fleet}"
+
+
+class TokenRole(models.TextChoices):
+    AGENT = "agent", "agent: coordination writes, propose, read"
+    INTEGRATION = "integration", "integration: read, sessions, propose"
+    OPERATOR = "operator", "operator: everything in the fleet, incl. moderation"
+
+
+class ApiToken(models.Model):
+    """A REST credential for one fleet and one role. Only a hash and a short prefix are kept."""
+
+    Role = TokenRole
+
+    fleet = models.ForeignKey(Fleet, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    role = models.CharField(max_length=12, choices=TokenRole.choices)
+    agent = models.ForeignKey(
+        Agent, on_delete=models.CASCADE, null=True, blank=True, related_name="api_tokens",
+        help_text="The agent an agent-role token speaks for.",
+    )
+    prefix = models.CharField(max_length=12, editable=False, help_text="Shown to identify it.")
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("fleet", "name")
+        constraints = [
+            _in_choices("role", TokenRole, "fleet_token_role_valid"),
+            _not_blank("name", "fleet_token_name_not_blank"),
+            models.CheckConstraint(
+                condition=Q(key_hash__regex=r"^[0-9a-f]{64}$"), name="fleet_token_hash_is_sha256"
+            ),
+            models.UniqueConstraint(
+                fields=("fleet", "name"),
+                condition=Q(revoked_at__isnull=True),
+                name="fleet_token_live_name_unique",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.role}, {self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class AppliedEvent(models.Model):
+    """A spool event that has been applied. The unique event id makes a replay a no-op."""
+
+    event_id = models.UUIDField(unique=True)
+    fleet = models.ForeignKey(Fleet, on_delete=models.CASCADE, related_name="applied_events")
+    kind = models.CharField(max_length=32)
+    source = models.CharField(max_length=16, default="spool", help_text="spool or api")
+    applied_at = models.DateTimeField(default=timezone.now)
+    result = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ("-applied_at",)
+        indexes = [models.Index(fields=("fleet", "-applied_at"), name="fleet_applied_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.event_id}"
+
+
+class SpoolCursor(models.Model):
+    """How far the drain has read one spool file (by inode, so a rotated file is not re-read)."""
+
+    path = models.CharField(max_length=1024, unique=True)
+    inode = models.BigIntegerField()
+    offset = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(offset__gte=0), name="fleet_cursor_offset_ge_0")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.path} @ {self.offset}"
