@@ -1,0 +1,90 @@
+"""`python -m mcp_bridge [serve|briefing]`: the entry point agent runtimes spawn.
+
+Imports only the stdlib and stdlib-only bridge modules before the first frame is
+answered; the SDK loads in a worker thread (see transport.py for why).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import logging
+import os
+import sys
+from typing import Any
+
+from mcp_bridge.config import ENV_HELP, Config
+
+USAGE = """\
+ctxlake MCP bridge: coordination and shared memory tools for AI coding agents.
+
+commands:
+  serve      (default) serve MCP over stdio: JSON-RPC 2.0, one frame per line;
+             stdout carries frames only, diagnostics go to stderr
+  briefing   print the fleet's rendered briefing.md (for SessionStart hooks)
+
+environment:
+""" + "\n".join(f"  {name:29} {text}" for name, text in ENV_HELP.items())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mcp_bridge", description=USAGE,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", nargs="?", default="serve", choices=("serve", "briefing"))
+    args = parser.parse_args(argv)
+    if args.command == "briefing":
+        return briefing()
+    return serve()
+
+
+def briefing() -> int:
+    from mcp_bridge.cache import Cache
+
+    cfg = Config.from_env()
+    if cfg.problems:
+        sys.stdout.write("ctxlake: no briefing (" + "; ".join(cfg.problems) + ")\n")
+        return 0
+    text = Cache(cfg.fleet_cache, fleet=cfg.fleet).briefing()
+    if text is None:
+        sys.stdout.write(f"ctxlake: no briefing rendered yet for fleet {cfg.fleet!r} "
+                         f"({cfg.fleet_cache / 'briefing.md'} is missing).\n")
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
+def serve() -> int:
+    logging.basicConfig(stream=sys.stderr, level=os.environ.get("CTXLAKE_LOG_LEVEL", "WARNING"),
+                        format="ctxlake-mcp %(levelname)s %(message)s")
+    rfile, wfd = _claim_stdio()
+    for problem in Config.from_env().problems:
+        logging.getLogger("mcp_bridge").warning("%s", problem)
+    from mcp_bridge.transport import Transport
+
+    asyncio.run(Transport(rfile, wfd, _load_backend).run())
+    return 0
+
+
+async def _load_backend(emit: Any) -> Any:
+    server = await asyncio.to_thread(importlib.import_module, "mcp_bridge.server")
+    return await server.load(emit)
+
+
+def _claim_stdio() -> tuple[Any, int]:
+    """Keep private copies of fd 0/1 for the wire; point fd 0 at /dev/null, fd 1 at stderr.
+
+    Anything else that writes to stdout (a stray print, a C library's warning) then lands
+    in the log instead of corrupting the frame stream.
+    """
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return open(wire_in, "rb", buffering=1 << 16), wire_out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

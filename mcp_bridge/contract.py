@@ -1,0 +1,100 @@
+"""The cache and spool contract between the Django workers and the bridge.
+
+Stdlib only: Django's renderer and drain import this module, the bridge reads with it.
+docs/cache-format.md is the prose version of exactly these names and shapes; a change
+here is a FORMAT_VERSION bump there.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+#: Version of the cache files. Readers refuse (with a note) any other value.
+FORMAT_VERSION: Final = 1
+#: Version of one spool line ("v" field). The drain refuses unknown versions.
+SPOOL_VERSION: Final = 1
+
+MANIFEST: Final = "manifest.json"
+ROSTER: Final = "roster.json"
+HISTORY: Final = "history.json"
+HANDOFFS: Final = "handoffs.json"
+SNAPSHOT: Final = "snapshot.sqlite"
+BRIEFING: Final = "briefing.md"
+
+MEMORY_MODES: Final = ("off", "shadow", "live")
+CLAIM_TYPES: Final = ("fact", "gotcha", "procedure", "decision", "preference")
+CLAIM_SCOPES: Final = ("agent", "fleet")
+SOURCE_TRUST: Final = ("operator", "agent", "ingested")
+HANDOFF_STATUSES: Final = ("in_progress", "blocked", "done", "abandoned")
+TIMELINE_KINDS: Final = (
+    "proposed", "corroborated", "promoted", "rejected", "contested", "retracted", "edited",
+    "superseded", "session",
+)
+
+#: Spool event kinds, one per write tool.
+KIND_LEASE_CLAIM: Final = "lease.claim"
+KIND_LEASE_RELEASE: Final = "lease.release"
+KIND_HANDOFF_CREATE: Final = "handoff.create"
+KIND_CLAIM_PROPOSED: Final = "claim.proposed"
+SPOOL_KINDS: Final = (
+    KIND_LEASE_CLAIM, KIND_LEASE_RELEASE, KIND_HANDOFF_CREATE, KIND_CLAIM_PROPOSED,
+)
+
+#: Spool layout: <spool>/mcp/<fleet>.ndjson is appended to; rotated files are renamed to
+#: <fleet>.<YYYYMMDDTHHMMSS.ffffffZ>[-n].ndjson, which sort by name in write order.
+SPOOL_SUBDIR: Final = "mcp"
+SPOOL_SUFFIX: Final = ".ndjson"
+SPOOL_LOCK_SUFFIX: Final = ".lock"
+
+#: Fleet ids name directories and spool files, so they are restricted (no dots, no slashes).
+FLEET_ID_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+#: Citation keys memory_propose accepts; anything else is refused, not dropped.
+CITATION_REQUIRED: Final = ("session_id", "message_id")
+CITATION_OPTIONAL: Final = ("repo", "path", "commit", "excerpt")
+MAX_CITATIONS: Final = 20
+
+#: snapshot.sqlite DDL, in the order the renderer creates it. The bridge opens it read-only.
+SNAPSHOT_DDL: Final = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE claims (
+        rowid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        text TEXT NOT NULL,
+        type TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        status TEXT NOT NULL,
+        confidence REAL NOT NULL,
+        contested INTEGER NOT NULL DEFAULT 0,
+        independent_sessions INTEGER NOT NULL,
+        created_at TEXT NOT NULL,
+        promoted_at TEXT,
+        valid_until TEXT,
+        superseded_by TEXT,
+        stale INTEGER NOT NULL DEFAULT 0,
+        staleness REAL NOT NULL DEFAULT 0,
+        evidence_paths TEXT NOT NULL DEFAULT '[]'
+    )""",
+    "CREATE INDEX claims_subject ON claims (subject)",
+    """CREATE VIRTUAL TABLE claims_fts USING fts5(
+        text, subject, content='claims', content_rowid='rowid',
+        tokenize='porter unicode61 remove_diacritics 2'
+    )""",
+    "CREATE TABLE embeddings (rowid INTEGER PRIMARY KEY REFERENCES claims (rowid), "
+    "vector BLOB NOT NULL)",
+    """CREATE TABLE timeline (
+        rowid INTEGER PRIMARY KEY,
+        subject TEXT NOT NULL,
+        at TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        claim_id TEXT,
+        session_id TEXT,
+        actor TEXT,
+        summary TEXT NOT NULL
+    )""",
+    "CREATE INDEX timeline_subject_at ON timeline (subject, at)",
+)
+#: After inserting claims: INSERT INTO claims_fts(claims_fts) VALUES ('rebuild').
+SNAPSHOT_FTS_REBUILD: Final = "INSERT INTO claims_fts(claims_fts) VALUES ('rebuild')"

@@ -1,0 +1,265 @@
+"""Snapshot: read-only search over snapshot.sqlite (FTS5 BM25 + cosine, fused).
+
+Opened read-only and immutable (the renderer replaces the file by rename, so an open
+connection keeps reading the inode it opened). numpy and the embedding matrix load on the
+first hybrid search, the embedder on the first query that needs a vector.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import sqlite3
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from mcp_bridge import contract, ranking
+from mcp_bridge.sanitize import clean_value
+
+MAX_QUERY_TERMS = 32
+_TERM = re.compile(r"\w+", re.UNICODE)
+_CLAIM_COLUMNS = ("rowid, id, text, type, subject, scope, confidence, contested, "
+                  "independent_sessions, created_at, promoted_at, stale, staleness, "
+                  "evidence_paths")
+
+
+class SnapshotError(Exception):
+    """The snapshot cannot be used; the message is the note the agent sees."""
+
+
+@dataclass
+class Hits:
+    results: list[dict[str, Any]]
+    truncated: bool
+    mode: str
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Vectors:
+    rowids: Any  # np.ndarray[int64]
+    matrix: Any  # np.ndarray[float32] (n, dims), L2-normalised
+    meta: dict[int, tuple[str, str, str]]  # rowid -> (type, scope, lower(subject))
+    position: dict[int, int] = field(default_factory=dict)
+
+
+class Snapshot:
+    def __init__(self, path: Path, *, fleet: str, max_chars: int = 2000) -> None:
+        self.path = path
+        self.max_chars = max_chars
+        uri = f"file:{quote(str(path))}?mode=ro&immutable=1"
+        try:
+            self.db = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            self.meta = dict(self.db.execute("SELECT key, value FROM meta").fetchall())
+            self.count = self.db.execute("SELECT count(*) FROM claims").fetchone()[0]
+        except sqlite3.Error as e:
+            raise SnapshotError(f"{contract.SNAPSHOT} is unreadable ({e}); ignored until the "
+                                "next render") from e
+        version = self.meta.get("format_version")
+        if version != str(contract.FORMAT_VERSION):
+            self.db.close()
+            raise SnapshotError(f"{contract.SNAPSHOT} has format_version {version!r}; this "
+                                f"bridge reads {contract.FORMAT_VERSION}")
+        if self.meta.get("fleet") != fleet:
+            self.db.close()
+            raise SnapshotError(f"{contract.SNAPSHOT} is for another fleet; not reading it")
+        self._vectors: _Vectors | None = None
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def embedder(self) -> tuple[str, int]:
+        return self.meta.get("embedder_name", ""), int(self.meta.get("embedder_dims") or 0)
+
+    # -- search ---------------------------------------------------------------------------
+
+    def search(self, query: str, *, k: int, scope: str | None = None,
+               subject: str | None = None, claim_type: str | None = None,
+               query_vector: Any = None, now: dt.datetime | None = None) -> Hits:
+        """Top-k claims by the shared ranking (mcp_bridge.ranking), attributed later."""
+        now = now or dt.datetime.now(dt.UTC)
+        try:
+            lexical = self._lexical(query, now, scope, subject, claim_type)
+            vector = ([] if query_vector is None
+                      else self._vector(query_vector, now, scope, subject, claim_type))
+            rows = self._rows([*lexical, *vector])
+        except sqlite3.Error as e:
+            return Hits([], False, "lexical", [f"{contract.SNAPSHOT} query failed ({e})"])
+        ids = {rowid: row["id"] for rowid, row in rows.items()}
+        factors = {row["id"]: _factors(row, now) for row in rows.values()}
+        fused = ranking.fuse([ids[r] for r in lexical if r in ids],
+                             [ids[r] for r in vector if r in ids], factors)
+        by_id = {row["id"]: row for row in rows.values()}
+        results = [self._public(by_id[cid], s) for cid, s in fused[:k]]
+        return Hits(results, len(fused) > k, "hybrid" if query_vector is not None else "lexical")
+
+    def _filters(self, now: dt.datetime, scope: str | None, subject: str | None,
+                 claim_type: str | None) -> tuple[str, list[Any]]:
+        sql = (" AND c.superseded_by IS NULL AND (c.valid_until IS NULL OR "
+               "julianday(c.valid_until) > julianday(?))")
+        args: list[Any] = [now.strftime("%Y-%m-%dT%H:%M:%SZ")]
+        for column, value in (("c.scope", scope), ("c.type", claim_type)):
+            if value is not None:
+                sql += f" AND {column} = ?"
+                args.append(value)
+        if subject is not None:
+            sql += " AND lower(c.subject) = lower(?)"
+            args.append(subject)
+        return sql, args
+
+    def _lexical(self, query: str, now: dt.datetime, scope: str | None, subject: str | None,
+                 claim_type: str | None) -> list[int]:
+        terms = list(dict.fromkeys(t.lower() for t in _TERM.findall(query)))[:MAX_QUERY_TERMS]
+        if not terms:
+            return []
+        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        where, args = self._filters(now, scope, subject, claim_type)
+        sql = ("SELECT c.rowid FROM claims_fts JOIN claims c ON c.rowid = claims_fts.rowid "
+               f"WHERE claims_fts MATCH ?{where} ORDER BY bm25(claims_fts, 1.0, 0.5) LIMIT ?")
+        return [r[0] for r in self.db.execute(sql, [match, *args, ranking.CANDIDATES])]
+
+    def _vector(self, query_vector: Any, now: dt.datetime, scope: str | None,
+                subject: str | None, claim_type: str | None) -> list[int]:
+        import numpy as np
+
+        vec = self.vectors()
+        if vec is None or not len(vec.rowids):
+            return []
+        sims = vec.matrix @ np.asarray(query_vector, dtype=np.float32)
+        order = _top(sims, ranking.CANDIDATES * 4)
+        wanted = {"type": claim_type, "scope": scope,
+                  "subject": subject.lower() if subject else None}
+        out: list[int] = []
+        for i in order:
+            if sims[i] < ranking.MIN_COSINE or len(out) >= ranking.CANDIDATES:
+                break
+            rowid = int(vec.rowids[i])
+            if _meta_ok(vec.meta.get(rowid), wanted):
+                out.append(rowid)
+        if any(wanted.values()) and len(out) < ranking.CANDIDATES and len(order) < len(sims):
+            out = self._vector_filtered(vec, sims, wanted)  # narrow filter: scan all of them
+        return self._live(out, now)
+
+    def _vector_filtered(self, vec: _Vectors, sims: Any, wanted: dict[str, str | None],
+                         ) -> list[int]:
+        keep = [i for i, r in enumerate(vec.rowids.tolist()) if _meta_ok(vec.meta[r], wanted)]
+        ranked = sorted(keep, key=lambda i: -sims[i])[: ranking.CANDIDATES]
+        return [int(vec.rowids[i]) for i in ranked if sims[i] >= ranking.MIN_COSINE]
+
+    def _live(self, rowids: list[int], now: dt.datetime) -> list[int]:
+        """Drop superseded and expired claims, keeping the cosine order."""
+        if not rowids:
+            return []
+        marks = ",".join("?" * len(rowids))
+        sql = (f"SELECT rowid FROM claims c WHERE rowid IN ({marks}) AND c.superseded_by IS "
+               "NULL AND (c.valid_until IS NULL OR julianday(c.valid_until) > julianday(?))")
+        live = {r[0] for r in self.db.execute(sql, [*rowids, now.strftime("%Y-%m-%dT%H:%M:%SZ")])}
+        return [r for r in rowids if r in live]
+
+    def vectors(self) -> _Vectors | None:
+        """The embedding matrix, loaded once (the one-time cost of the first hybrid search)."""
+        with self._lock:
+            if self._vectors is None:
+                self._vectors = self._load_vectors()
+            return self._vectors
+
+    def _load_vectors(self) -> _Vectors | None:
+        import numpy as np
+
+        dims = self.embedder()[1]
+        rows = self.db.execute(
+            "SELECT e.rowid, e.vector, c.type, c.scope, lower(c.subject) FROM embeddings e "
+            "JOIN claims c ON c.rowid = e.rowid ORDER BY e.rowid").fetchall()
+        good = [r for r in rows if len(r[1]) == dims * 4]
+        if not good:
+            return None
+        matrix = np.frombuffer(b"".join(r[1] for r in good), dtype="<f4").reshape(-1, dims)
+        rowids = np.array([r[0] for r in good], dtype=np.int64)
+        meta = {r[0]: (r[2], r[3], r[4]) for r in good}
+        return _Vectors(rowids=rowids, matrix=np.ascontiguousarray(matrix), meta=meta)
+
+    def _rows(self, rowids: Sequence[int]) -> dict[int, dict[str, Any]]:
+        unique = list(dict.fromkeys(rowids))
+        if not unique:
+            return {}
+        marks = ",".join("?" * len(unique))
+        cur = self.db.execute(f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE rowid IN ({marks})",
+                              unique)
+        names = [d[0] for d in cur.description]
+        return {row[0]: dict(zip(names, row, strict=True)) for row in cur}
+
+    def _public(self, row: dict[str, Any], score: float) -> dict[str, Any]:
+        try:
+            paths = json.loads(row["evidence_paths"] or "[]")
+        except ValueError:
+            paths = []
+        public = {
+            "id": row["id"], "text": row["text"], "type": row["type"],
+            "subject": row["subject"], "scope": row["scope"],
+            "date": str(row["promoted_at"] or row["created_at"] or "")[:10],
+            "independent_sessions": int(row["independent_sessions"] or 0),
+            "confidence": round(float(row["confidence"] or 0.0), 2),
+            "contested": bool(row["contested"]), "stale": bool(row["stale"]),
+            "evidence_paths": paths if isinstance(paths, list) else [],
+            "score": round(score, 6),
+        }
+        return clean_value(public, self.max_chars)
+
+    # -- timeline -------------------------------------------------------------------------
+
+    def timeline(self, subject: str, *, since: dt.datetime | None, limit: int,
+                 ) -> tuple[list[dict[str, Any]], bool]:
+        sql = ("SELECT at, kind, subject, claim_id, session_id, actor, summary FROM timeline "
+               "WHERE lower(subject) = lower(?)")
+        args: list[Any] = [subject]
+        if since is not None:
+            sql += " AND julianday(at) >= julianday(?)"
+            args.append(since.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        sql += " ORDER BY at DESC, rowid DESC LIMIT ?"
+        cur = self.db.execute(sql, [*args, limit + 1])
+        names = [d[0] for d in cur.description]
+        rows = [dict(zip(names, r, strict=True)) for r in cur]
+        return clean_value(rows[:limit], self.max_chars), len(rows) > limit
+
+
+def _meta_ok(meta: tuple[str, str, str] | None, wanted: dict[str, str | None]) -> bool:
+    if meta is None:
+        return False
+    claim_type, scope, subject = meta
+    return ((wanted["type"] is None or claim_type == wanted["type"])
+            and (wanted["scope"] is None or scope == wanted["scope"])
+            and (wanted["subject"] is None or subject == wanted["subject"]))
+
+
+def _top(sims: Any, n: int) -> Any:
+    import numpy as np
+
+    if len(sims) <= n:
+        return np.argsort(-sims)
+    part = np.argpartition(-sims, n)[:n]
+    return part[np.argsort(-sims[part])]
+
+
+def _factors(row: dict[str, Any], now: dt.datetime) -> ranking.Factors:
+    when = parse_time(row.get("promoted_at") or row.get("created_at"))
+    age = (now - when).total_seconds() / 86400 if when else 365.0
+    staleness = float(row["staleness"] or (ranking.STALE_DEFAULT if row["stale"] else 0.0))
+    return ranking.Factors(confidence=float(row["confidence"] or 0.0), age_days=age,
+                           staleness=staleness)
+
+
+def parse_time(value: Any) -> dt.datetime | None:
+    """An ISO 8601 date or datetime (naive means UTC), or None."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)

@@ -1,0 +1,305 @@
+"""The eight tools as plain functions over Cache and Spool (no mcp import).
+
+Read tools never fail: an absent or unusable cache is an empty answer with a `note`.
+Write tools validate, scrub, spool, and answer "queued for sync" — never "done", because
+the bridge cannot observe the fleet. A refusal the agent can fix raises Rejected, which
+the server turns into a result with isError true.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from mcp_bridge import contract, redact, render
+from mcp_bridge.cache import Cache
+from mcp_bridge.config import Config
+from mcp_bridge.snapshot import parse_time
+from mcp_bridge.spool import Spool, SpoolFull
+from mcp_bridge.toolspec import MAX_ROWS
+
+QUEUED = ("Queued for sync: the ctxlake drain applies it to the fleet later. This is not a "
+          "confirmation; check fleet_status after the next render.")
+
+
+class Rejected(Exception):
+    """Input the model can fix, or a state it can act on. Becomes isError: true."""
+
+
+@dataclass
+class Bridge:
+    config: Config
+    cache: Cache
+    spool: Spool
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> Bridge:
+        cache = Cache(cfg.fleet_cache, fleet=cfg.fleet, max_chars=cfg.max_field_chars)
+        spool = Spool(cfg.spool_dir, fleet=cfg.fleet, agent=cfg.agent, session=cfg.session,
+                      max_bytes=cfg.spool_max_bytes, file_max_bytes=cfg.spool_file_max_bytes)
+        return cls(config=cfg, cache=cache, spool=spool)
+
+    def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        if self.config.problems:
+            raise Rejected("ctxlake bridge is misconfigured: " + "; ".join(self.config.problems))
+        return HANDLERS[name](self, **arguments)
+
+
+def clamp(value: int, lo: int = 1, hi: int = MAX_ROWS) -> int:
+    return max(lo, min(hi, value))
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _since(value: str | None) -> dt.datetime | None:
+    if value is None:
+        return None
+    moment = parse_time(value.strip())
+    if moment is None:
+        raise Rejected(f"since={value!r} is not an ISO 8601 date or datetime (e.g. 2026-09-01)")
+    return moment
+
+
+def _with_note(result: dict[str, Any], *notes: str | None) -> dict[str, Any]:
+    text = " ".join(n for n in notes if n)
+    if text:
+        result["note"] = text
+    return result
+
+
+# -- read tools ----------------------------------------------------------------------------
+
+def fleet_status(b: Bridge) -> dict[str, Any]:
+    read = b.cache.read(contract.ROSTER)
+    if read.value is None:
+        return _with_note({"agents": [], "contention": [], "as_of": None}, read.note)
+    roster, now, dropped = read.value, _now(), 0
+    agents = []
+    for agent in _list(roster.get("agents")):
+        leases = [ls for ls in _list(agent.get("leases")) if not _expired(ls, now)]
+        dropped += len(_list(agent.get("leases"))) - len(leases)
+        agents.append({**agent, "leases": leases})
+    contention = [c for c in _list(roster.get("contention")) if not _expired(c, now)]
+    note = f"{dropped} lease(s) expired since the render are left out." if dropped else None
+    return _with_note({"agents": agents, "contention": contention,
+                       "as_of": roster.get("generated_at"),
+                       "advisory": "Leases are advisory; overlapping holders are listed in "
+                                   "contention."}, note)
+
+
+def fleet_history(b: Bridge, repo: str | None = None, since: str | None = None,
+                  limit: int = 50) -> dict[str, Any]:
+    limit, after = clamp(limit), _since(since)
+    read = b.cache.read(contract.HISTORY)
+    if read.value is None:
+        return _with_note({"sessions": [], "truncated": False}, read.note)
+    sessions = [s for s in _list(read.value.get("sessions"))
+                if (repo is None or s.get("repo") == repo) and _after(s, after)]
+    sessions.sort(key=lambda s: str(s.get("started_at") or ""), reverse=True)
+    return {"sessions": sessions[:limit], "truncated": len(sessions) > limit,
+            "as_of": read.value.get("generated_at")}
+
+
+def memory_search(b: Bridge, query: str, scope: str | None = None, subject: str | None = None,
+                  claim_type: str | None = None, k: int = 10) -> dict[str, Any]:
+    k = clamp(k)
+    _enum("scope", scope, contract.CLAIM_SCOPES)
+    _enum("claim_type", claim_type, contract.CLAIM_TYPES)
+    if not query.strip():
+        raise Rejected("query is empty; say what you are looking for")
+    gate = _memory_gate(b)
+    if gate is not None:
+        return {**gate, "results": [], "truncated": False}
+    snap = b.cache.snapshot().value
+    vector, note = _query_vector(b, snap, query)
+    hits = snap.search(query, k=k, scope=scope, subject=subject, claim_type=claim_type,
+                       query_vector=vector)
+    results = [{"attribution": render.attribution(r), **r} for r in hits.results]
+    out = {"enabled": True, "mode": hits.mode, "heading": render.HEADING, "results": results,
+           "truncated": hits.truncated}
+    if results:
+        out["rendered"] = render.render_claims(hits.results)
+    return _with_note(out, note, *hits.notes, None if results else "no promoted claim matched")
+
+
+def memory_timeline(b: Bridge, subject: str, since: str | None = None,
+                    limit: int = 50) -> dict[str, Any]:
+    limit, after = clamp(limit), _since(since)
+    gate = _memory_gate(b)
+    if gate is not None:
+        return {**gate, "entries": [], "truncated": False}
+    entries, truncated = b.cache.snapshot().value.timeline(subject, since=after, limit=limit)
+    return _with_note({"enabled": True, "subject": subject, "entries": entries,
+                       "truncated": truncated},
+                      None if entries else f"nothing recorded about {subject!r}")
+
+
+def _memory_gate(b: Bridge) -> dict[str, Any] | None:
+    """None when memory is live and readable; otherwise the honest empty answer."""
+    manifest = b.cache.manifest()
+    if manifest.value is None:
+        return {"enabled": False, "note": manifest.note}
+    mode = manifest.value["memory_mode"]
+    if mode == "off":
+        return {"enabled": False, "note": "shared memory is off for this fleet"}
+    snap = b.cache.snapshot()
+    if snap.value is None:
+        return {"enabled": False, "note": snap.note}
+    if mode == "shadow":
+        return {"enabled": True, "note": "shared memory is in shadow mode: claims are being "
+                                         "collected but none are shown to agents yet"}
+    return None
+
+
+def _query_vector(b: Bridge, snap: Any, query: str) -> tuple[Any, str | None]:
+    from mcp_bridge import embed
+
+    manifest = b.cache.manifest().value or {}
+    theirs = manifest.get("embedder") or {}
+    if (theirs.get("name"), theirs.get("dims")) != (embed.NAME, embed.DIMS) or \
+            snap.embedder() != (embed.NAME, embed.DIMS):
+        return None, (f"lexical only: the snapshot's embeddings are {theirs.get('name')!r}/"
+                      f"{theirs.get('dims')!r}, this bridge embeds with {embed.NAME}/"
+                      f"{embed.DIMS}")
+    try:
+        return embed.embed_query(query.strip()[:2000]), None
+    except Exception as e:  # a broken model install degrades to lexical, never to an error
+        return None, f"lexical only: the query embedder failed to load ({type(e).__name__})"
+
+
+# -- write tools ---------------------------------------------------------------------------
+
+def fleet_claim(b: Bridge, paths: list[str], reason: str, ttl_secs: int = 1800,
+                ) -> dict[str, Any]:
+    paths = _paths(paths, allow_empty=False)
+    if not 60 <= ttl_secs <= 86400:
+        raise Rejected("ttl_secs must be between 60 and 86400 (one day)")
+    payload = {"paths": paths, "reason": _text("reason", reason, 500), "ttl_secs": ttl_secs}
+    return _spool(b, contract.KIND_LEASE_CLAIM, payload)
+
+
+def fleet_release(b: Bridge, paths: list[str] | None = None) -> dict[str, Any]:
+    paths = _paths(paths or [], allow_empty=True)
+    return _spool(b, contract.KIND_LEASE_RELEASE, {"paths": paths, "all": not paths})
+
+
+def fleet_handoff(b: Bridge, summary: str, status: str, next: str | None = None,  # noqa: A002
+                  ) -> dict[str, Any]:
+    _enum("status", status, contract.HANDOFF_STATUSES)
+    payload = {"summary": _text("summary", summary, 4000), "status": status,
+               "next": None if next is None else _text("next", next, 2000, required=False)}
+    return _spool(b, contract.KIND_HANDOFF_CREATE, payload)
+
+
+def memory_propose(b: Bridge, claim: str, type: str, subject: str,  # noqa: A002
+                   evidence: list[Any]) -> dict[str, Any]:
+    _enum("type", type, contract.CLAIM_TYPES)
+    payload = {"claim": _text("claim", claim, 2000), "type": type,
+               "subject": _text("subject", subject, 200), "scope": "agent",
+               "evidence": _citations(evidence)}
+    return _spool(b, contract.KIND_CLAIM_PROPOSED, payload, forbid_promoted=True)
+
+
+def _spool(b: Bridge, kind: str, payload: dict[str, Any], forbid_promoted: bool = False,
+           ) -> dict[str, Any]:
+    found = redact.find_secrets(payload)
+    clean = redact.scrub_value(payload)
+    if forbid_promoted and "promoted" in json.dumps(clean).lower():
+        raise Rejected("a proposal may not contain the word 'promoted' (only a moderator "
+                       "promotes); rephrase and retry")
+    try:
+        receipt = b.spool.append(kind, clean)
+    except SpoolFull as e:
+        raise Rejected(str(e)) from e
+    except OSError as e:
+        raise Rejected(f"could not queue the request ({e.strerror}); nothing was queued. "
+                       f"Check that {b.spool.dir} is writable.") from e
+    out = {**receipt.as_dict(), "message": QUEUED}
+    if found:
+        out["redacted"] = found
+        out["message"] += f" Secrets were replaced by markers before queueing: {', '.join(found)}."
+    return out
+
+
+def _text(name: str, value: str, max_chars: int, required: bool = True) -> str:
+    value = value.strip()
+    if required and not value:
+        raise Rejected(f"{name} is empty")
+    if len(value) > max_chars:
+        raise Rejected(f"{name} is {len(value)} characters; the limit is {max_chars}")
+    if "\x00" in value:
+        raise Rejected(f"{name} contains a NUL character")
+    return value
+
+
+def _enum(name: str, value: str | None, allowed: tuple[str, ...]) -> None:
+    if value is not None and value not in allowed:
+        raise Rejected(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
+
+
+def _paths(paths: list[str], *, allow_empty: bool) -> list[str]:
+    clean = list(dict.fromkeys(p.strip() for p in paths))
+    if not clean and not allow_empty:
+        raise Rejected("paths is empty; name the paths or globs you are about to change")
+    if len(clean) > 100:
+        raise Rejected("at most 100 paths per call")
+    for p in clean:
+        if not p or len(p) > 512 or not p.isprintable():
+            raise Rejected(f"invalid path {p[:80]!r}: 1–512 printable characters")
+    return clean
+
+
+def _citations(evidence: list[Any]) -> list[dict[str, str]]:
+    if not evidence:
+        raise Rejected("No evidence, no claim: cite at least one session_id and message_id.")
+    if len(evidence) > contract.MAX_CITATIONS:
+        raise Rejected(f"{len(evidence)} citations; at most {contract.MAX_CITATIONS} are "
+                       "accepted (nothing was trimmed): keep the strongest and retry")
+    return [_citation(i, c) for i, c in enumerate(evidence)]
+
+
+def _citation(i: int, item: Any) -> dict[str, str]:
+    allowed = (*contract.CITATION_REQUIRED, *contract.CITATION_OPTIONAL)
+    if not isinstance(item, dict):
+        raise Rejected(f"evidence[{i}] must be an object with session_id and message_id")
+    unknown = sorted(set(item) - set(allowed))
+    if unknown:
+        raise Rejected(f"evidence[{i}] has unknown key(s) {unknown}; allowed: {list(allowed)}")
+    out: dict[str, str] = {}
+    for key in allowed:
+        value = item.get(key)
+        if value is None and key in contract.CITATION_OPTIONAL:
+            continue
+        if not isinstance(value, str) or not value.strip():
+            raise Rejected(f"evidence[{i}].{key} must be a non-empty string")
+        limit = 1000 if key == "excerpt" else 512
+        out[key] = _text(f"evidence[{i}].{key}", value, limit)
+    return out
+
+
+def _list(value: Any) -> list[Any]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _expired(item: dict[str, Any], now: dt.datetime) -> bool:
+    until = parse_time(item.get("expires_at"))
+    return until is not None and until <= now
+
+
+def _after(session: dict[str, Any], after: dt.datetime | None) -> bool:
+    if after is None:
+        return True
+    when = parse_time(session.get("ended_at") or session.get("started_at"))
+    return when is not None and when >= after
+
+
+HANDLERS = {
+    "fleet_status": fleet_status, "fleet_claim": fleet_claim, "fleet_release": fleet_release,
+    "fleet_history": fleet_history, "fleet_handoff": fleet_handoff,
+    "memory_search": memory_search, "memory_propose": memory_propose,
+    "memory_timeline": memory_timeline,
+}

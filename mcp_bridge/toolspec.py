@@ -1,0 +1,161 @@
+"""The eight tools as data: names, one-line descriptions, JSON input schemas, annotations.
+
+Stdlib only. server.py advertises exactly these; check_arguments() enforces the part of
+each schema that is the protocol's business — required arguments present, JSON types
+right, no unknown arguments — so a violation is a -32602, not a tool result. Value rules
+(enums, lengths, counts) are the tool's own refusals (isError), whose text the model sees.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp_bridge import contract
+
+MAX_ROWS = 200
+
+_STR = {"type": "string"}
+_PATHS = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 512},
+          "minItems": 1, "maxItems": 100}
+_SINCE = {"type": "string", "description": "ISO 8601 date or datetime (UTC if no zone)"}
+_LIMIT = {"type": "integer", "minimum": 1, "maximum": MAX_ROWS, "default": 50}
+_CITATION = {
+    "type": "object",
+    "properties": {
+        "session_id": {"type": "string", "minLength": 1},
+        "message_id": {"type": "string", "minLength": 1},
+        "repo": _STR, "path": _STR, "commit": _STR,
+        "excerpt": {"type": "string", "maxLength": 1000},
+    },
+    "required": list(contract.CITATION_REQUIRED),
+    "additionalProperties": False,
+}
+
+
+def _schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(required),
+            "additionalProperties": False}
+
+
+READ = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
+        "openWorldHint": False}
+WRITE = {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False,
+         "openWorldHint": False}
+
+TOOLS: dict[str, dict[str, Any]] = {
+    "fleet_status": {
+        "description": "Who in this fleet is active and which paths they hold, as of the "
+                       "last cache render.",
+        "inputSchema": _schema({}),
+        "annotations": {"title": "Fleet status", **READ},
+    },
+    "fleet_claim": {
+        "description": "Queue an advisory lease request on paths/globs; answers 'queued for "
+                       "sync', not 'held'.",
+        "inputSchema": _schema({
+            "paths": _PATHS,
+            "reason": {"type": "string", "minLength": 1, "maxLength": 500},
+            "ttl_secs": {"type": "integer", "minimum": 60, "maximum": 86400, "default": 1800},
+        }, ("paths", "reason")),
+        "annotations": {"title": "Claim paths (advisory)", **WRITE},
+    },
+    "fleet_release": {
+        "description": "Queue a release of paths you hold; omit paths to release everything "
+                       "you hold.",
+        "inputSchema": _schema({"paths": {**_PATHS, "minItems": 0}}),
+        "annotations": {"title": "Release paths", **WRITE},
+    },
+    "fleet_history": {
+        "description": "Recent sessions of this fleet with repo, outcome and summary, newest "
+                       "first.",
+        "inputSchema": _schema({"repo": _STR, "since": _SINCE, "limit": _LIMIT}),
+        "annotations": {"title": "Fleet history", **READ},
+    },
+    "fleet_handoff": {
+        "description": "Leave a handoff note for whoever picks this work up next.",
+        "inputSchema": _schema({
+            "summary": {"type": "string", "minLength": 1, "maxLength": 4000},
+            "status": {"type": "string", "enum": list(contract.HANDOFF_STATUSES)},
+            "next": {"type": "string", "maxLength": 2000},
+        }, ("summary", "status")),
+        "annotations": {"title": "Hand off", **WRITE},
+    },
+    "memory_search": {
+        "description": "Search this fleet's promoted claims (lexical + semantic); results "
+                       "are attributed peer observations to verify.",
+        "inputSchema": _schema({
+            "query": {"type": "string", "minLength": 1, "maxLength": 1000},
+            "scope": {"type": "string", "enum": list(contract.CLAIM_SCOPES)},
+            "subject": _STR,
+            "claim_type": {"type": "string", "enum": list(contract.CLAIM_TYPES)},
+            "k": {**_LIMIT, "default": 10},
+        }, ("query",)),
+        "annotations": {"title": "Search fleet memory", **READ},
+    },
+    "memory_propose": {
+        "description": "Propose a claim with evidence for human moderation; it never "
+                       "becomes visible without a moderator.",
+        "inputSchema": _schema({
+            "claim": {"type": "string", "minLength": 1, "maxLength": 2000},
+            "type": {"type": "string", "enum": list(contract.CLAIM_TYPES)},
+            "subject": {"type": "string", "minLength": 1, "maxLength": 200},
+            "evidence": {"type": "array", "items": _CITATION, "minItems": 1,
+                         "maxItems": contract.MAX_CITATIONS},
+        }, ("claim", "type", "subject", "evidence")),
+        "annotations": {"title": "Propose a claim", **WRITE},
+    },
+    "memory_timeline": {
+        "description": "What this fleet has tried and decided about a subject, newest first.",
+        "inputSchema": _schema({"subject": {"type": "string", "minLength": 1},
+                                "since": _SINCE, "limit": _LIMIT}, ("subject",)),
+        "annotations": {"title": "Subject timeline", **READ},
+    },
+}
+
+_JSON_TYPES = {"string": str, "integer": int, "array": list, "object": dict, "boolean": bool,
+               "number": (int, float)}
+
+
+class BadArguments(Exception):
+    """Missing, unknown or wrong-typed arguments: JSON-RPC -32602."""
+
+
+def check_arguments(name: str, arguments: Any) -> dict[str, Any]:
+    """Validate a tools/call's name and arguments at the protocol level."""
+    spec = TOOLS.get(name)
+    if spec is None:
+        raise BadArguments(f"Unknown tool: {name!r}. Tools: {', '.join(TOOLS)}")
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise BadArguments("arguments must be a JSON object")
+    schema = spec["inputSchema"]
+    missing = [a for a in schema["required"] if a not in arguments]
+    if missing:
+        raise BadArguments(f"{name}: missing required argument(s): {', '.join(missing)}")
+    unknown = [a for a in arguments if a not in schema["properties"]]
+    if unknown:
+        raise BadArguments(f"{name}: unknown argument(s): {', '.join(map(repr, unknown))}")
+    for arg, value in arguments.items():
+        _check_type(f"{name}.{arg}", schema["properties"][arg], value)
+    return arguments
+
+
+def _check_type(where: str, prop: dict[str, Any], value: Any) -> None:
+    kind = prop["type"]
+    expected = _JSON_TYPES[kind]
+    if isinstance(value, bool) and kind != "boolean" or not isinstance(value, expected):
+        raise BadArguments(f"{where} must be a JSON {kind}, got {_json_type(value)}")
+    if kind == "array" and prop["items"]["type"] == "string":
+        for i, item in enumerate(value):
+            _check_type(f"{where}[{i}]", prop["items"], item)
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    for name, py in (("boolean", bool), ("integer", int), ("number", float), ("string", str),
+                     ("array", list), ("object", dict)):
+        if isinstance(value, py):
+            return name
+    return type(value).__name__
