@@ -313,7 +313,11 @@ class ApiToken(models.Model):
     name = models.CharField(max_length=100)
     role = models.CharField(max_length=12, choices=TokenRole.choices)
     agent = models.ForeignKey(
-        Agent, on_delete=models.CASCADE, null=True, blank=True, related_name="api_tokens",
+        Agent,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="api_tokens",
         help_text="The agent an agent-role token speaks for.",
     )
     prefix = models.CharField(max_length=12, editable=False, help_text="Shown to identify it.")

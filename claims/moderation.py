@@ -1,0 +1,325 @@
+"""The only writers of claim state, and the promotion gate.
+
+Every change of a claim's status, text or evidence goes through a function here: one
+function, one transaction, one ClaimEvent with its actor, then a (debounced) re-render of
+the fleet's cache. Views, admin actions, commands, the REST API and the spool drain all
+call these; nothing else writes `Claim.status`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from claims.models import MAX_EXCERPT, Claim, ClaimEvent, ClaimStatus, Evidence, text_hash
+from fleet import lineage, rendering
+from fleet.models import Agent, Fleet, FleetModerator
+from mcp_bridge import redact
+
+MAX_CITATIONS = 20
+CITATION_FIELDS = ("session_id", "message_id", "repo", "path", "commit", "excerpt")
+FIELD_LIMITS = {
+    "session_id": 128,
+    "message_id": 128,
+    "repo": 500,
+    "path": 1024,
+    "commit": 64,
+    "excerpt": MAX_EXCERPT,
+}
+
+
+class InvalidProposal(ValueError):
+    """A proposal the caller can fix (no evidence, a blank citation, too many citations…)."""
+
+
+class GateRefused(Exception):
+    """The promotion gate said no; the message says which rule."""
+
+
+class AlreadyDecided(Exception):
+    """Someone else changed the claim's status first."""
+
+
+@dataclass(frozen=True)
+class Proposal:
+    claim: Claim
+    created: bool  # False: an existing claim was corroborated instead
+    evidence_added: int
+
+
+def clean_citations(evidence: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """Validate and scrub citations; InvalidProposal names the first problem."""
+    citations = list(evidence)
+    if not citations:
+        raise InvalidProposal("No evidence, no claim: cite at least one session_id and message_id.")
+    if len(citations) > MAX_CITATIONS:
+        raise InvalidProposal(f"At most {MAX_CITATIONS} citations; got {len(citations)}.")
+    cleaned = []
+    for i, raw in enumerate(citations):
+        if not isinstance(raw, Mapping):
+            raise InvalidProposal(f"evidence[{i}] must be an object")
+        unknown = set(raw) - set(CITATION_FIELDS)
+        if unknown:
+            raise InvalidProposal(f"evidence[{i}] has unknown keys: {', '.join(sorted(unknown))}")
+        item = {k: redact.scrub_text(str(raw.get(k) or "")).strip() for k in CITATION_FIELDS}
+        for key in ("session_id", "message_id"):
+            if not item[key]:
+                raise InvalidProposal(f"evidence[{i}].{key} must not be empty")
+        for key, limit in FIELD_LIMITS.items():
+            if len(item[key]) > limit:
+                raise InvalidProposal(f"evidence[{i}].{key} is longer than {limit} characters")
+        cleaned.append(item)
+    return cleaned
+
+
+def _add_evidence(claim: Claim, citations: list[dict[str, str]], agent: Agent | None) -> int:
+    before = claim.evidence.count()
+    Evidence.objects.bulk_create(
+        [Evidence(claim=claim, agent=agent, **c) for c in citations], ignore_conflicts=True
+    )
+    return claim.evidence.count() - before
+
+
+def _recount_sessions(claim: Claim) -> None:
+    ids = claim.evidence.values_list("session_id", flat=True)
+    claim.independent_sessions = lineage.independent_sessions(claim.fleet, ids)
+    Claim.objects.filter(pk=claim.pk).update(independent_sessions=claim.independent_sessions)
+
+
+def _event(
+    claim: Claim,
+    kind: str,
+    *,
+    user: Any = None,
+    agent: Agent | None = None,
+    note: str = "",
+    **data: Any,
+) -> None:
+    ClaimEvent.objects.create(
+        claim=claim, kind=kind, actor_user=user, actor_agent=agent, note=note, data=data
+    )
+
+
+@transaction.atomic
+def propose_claim(
+    fleet: Fleet,
+    *,
+    text: str,
+    type: str,
+    subject: str,
+    evidence: Iterable[Mapping[str, Any]],
+    by_agent: Agent | None = None,
+    confidence: float = 0.5,
+) -> Proposal:
+    """File a claim for moderation, scrubbed; an exact duplicate corroborates instead.
+
+    The scope is always `agent` and the status always `proposed`: no argument can widen
+    either. Exact duplicates are found by the normalised-text hash within the fleet.
+    """
+    text = redact.scrub_text(text).strip()
+    subject = redact.scrub_text(subject).strip()
+    if not text or not subject:
+        raise InvalidProposal("A claim needs non-empty text and subject.")
+    if type not in Claim.Type.values:
+        raise InvalidProposal(f"type must be one of {', '.join(Claim.Type.values)}")
+    citations = clean_citations(evidence)
+    existing = (
+        Claim.objects.select_for_update().for_fleet(fleet).filter(text_hash=text_hash(text)).first()
+    )
+    if existing is not None:
+        added = corroborate_claim(existing, citations=citations, by_agent=by_agent, similarity=1.0)
+        return Proposal(existing, created=False, evidence_added=added)
+    claim = Claim.objects.create(
+        fleet=fleet,
+        text=text,
+        type=type,
+        subject=subject,
+        proposed_by=by_agent,
+        confidence=min(max(float(confidence), 0.0), 1.0),
+        scope=Claim.Scope.AGENT,
+        status=Claim.Status.PROPOSED,
+    )
+    added = _add_evidence(claim, citations, by_agent)
+    _recount_sessions(claim)
+    _event(claim, ClaimEvent.Kind.PROPOSED, agent=by_agent)
+    return Proposal(claim, created=True, evidence_added=added)
+
+
+@transaction.atomic
+def corroborate_claim(
+    claim: Claim,
+    *,
+    citations: list[dict[str, str]],
+    by_agent: Agent | None = None,
+    user: Any = None,
+    similarity: float | None = None,
+    note: str = "",
+) -> int:
+    """Add citations to an existing claim (already-cited ones are skipped); returns how many."""
+    added = _add_evidence(claim, citations, by_agent)
+    _recount_sessions(claim)
+    _event(
+        claim,
+        ClaimEvent.Kind.CORROBORATED,
+        agent=by_agent,
+        user=user,
+        note=note,
+        added=added,
+        similarity=similarity,
+    )
+    if claim.status == Claim.Status.PROMOTED:
+        rendering.request_render(claim.fleet)
+    return added
+
+
+def can_moderate(user: Any, fleet: Fleet) -> bool:
+    """Holds claims.promote_claim and is granted this fleet (superusers: every fleet)."""
+    if not isinstance(user, AbstractBaseUser) or not user.is_active:
+        return False
+    if getattr(user, "is_superuser", False):
+        return True
+    return (
+        user.has_perm("claims.promote_claim")
+        and FleetModerator.objects.filter(fleet=fleet, user=user).exists()
+    )
+
+
+def gate_problems(claim: Claim) -> list[str]:
+    """Why `claim` may not be promoted right now; [] means the gate is open."""
+    problems = []
+    citations = list(claim.evidence.values(*CITATION_FIELDS))
+    if not citations:
+        problems.append("it has no evidence")
+    elif any(not c["session_id"].strip() or not c["message_id"].strip() for c in citations):
+        problems.append("a citation lacks a session or message id")
+    need = claim.fleet.min_independent_sessions
+    if claim.independent_sessions < need:
+        problems.append(
+            f"it has {claim.independent_sessions} independent session(s); the fleet needs {need}"
+        )
+    secrets = redact.find_secrets([claim.text, claim.subject, citations])
+    if secrets:
+        problems.append(f"it contains what looks like a secret ({', '.join(secrets)})")
+    return problems
+
+
+def _decide(claim: Claim, user: Any, *, allowed_from: tuple[str, ...], **changes: Any) -> Claim:
+    """Move `claim` to a new status only if still in `allowed_from` (first writer wins)."""
+    if not can_moderate(user, claim.fleet):
+        raise GateRefused("You may not moderate claims in this fleet.")
+    won = Claim.objects.filter(pk=claim.pk, status__in=allowed_from).update(**changes)
+    if not won:
+        current = Claim.objects.filter(pk=claim.pk).values_list("status", flat=True).first()
+        raise AlreadyDecided(f"{claim.public_id} is already {current}")
+    claim.refresh_from_db()
+    return claim
+
+
+@transaction.atomic
+def promote_claim(claim: Claim, *, by: Any, note: str = "") -> Claim:
+    """The promotion gate: permission, evidence, independent sessions, no secrets, not retracted."""
+    if not can_moderate(by, claim.fleet):
+        raise GateRefused("You may not moderate claims in this fleet.")
+    locked = Claim.objects.select_for_update().get(pk=claim.pk)
+    if locked.status == ClaimStatus.RETRACTED:
+        raise GateRefused(f"{locked.public_id} was retracted; it cannot be promoted.")
+    if locked.status != ClaimStatus.PROPOSED:
+        raise AlreadyDecided(f"{locked.public_id} is already {locked.status}")
+    problems = gate_problems(locked)
+    if problems:
+        raise GateRefused(f"{locked.public_id} cannot be promoted: " + "; ".join(problems))
+    now = timezone.now()
+    claim = _decide(
+        locked,
+        by,
+        allowed_from=(ClaimStatus.PROPOSED,),
+        status=ClaimStatus.PROMOTED,
+        scope=Claim.Scope.FLEET,
+        promoted_at=now,
+        promoted_by=by,
+    )
+    _event(claim, ClaimEvent.Kind.PROMOTED, user=by, note=note)
+    rendering.request_render(claim.fleet)
+    return claim
+
+
+@transaction.atomic
+def reject_claim(claim: Claim, *, by: Any, reason: str) -> Claim:
+    if not reason or not reason.strip():
+        raise GateRefused("Rejecting a claim needs a reason.")
+    claim = _decide(claim, by, allowed_from=(ClaimStatus.PROPOSED,), status=ClaimStatus.REJECTED)
+    _event(claim, ClaimEvent.Kind.REJECTED, user=by, note=reason.strip())
+    return claim
+
+
+@transaction.atomic
+def contest_claim(claim: Claim, *, by: Any, note: str) -> Claim:
+    """Flag a claim as disputed; it stays where it is, labelled CONTESTED for agents."""
+    if not can_moderate(by, claim.fleet):
+        raise GateRefused("You may not moderate claims in this fleet.")
+    Claim.objects.filter(pk=claim.pk).update(contested=True)
+    claim.refresh_from_db()
+    _event(claim, ClaimEvent.Kind.CONTESTED, user=by, note=note)
+    rendering.request_render(claim.fleet)
+    return claim
+
+
+@transaction.atomic
+def retract_claim(claim: Claim, *, by: Any, note: str) -> Claim:
+    """Withdraw a claim from agents for good (it stays in the record)."""
+    claim = _decide(
+        claim,
+        by,
+        allowed_from=(ClaimStatus.PROPOSED, ClaimStatus.PROMOTED),
+        status=ClaimStatus.RETRACTED,
+    )
+    _event(claim, ClaimEvent.Kind.RETRACTED, user=by, note=note)
+    rendering.request_render(claim.fleet)
+    return claim
+
+
+@transaction.atomic
+def edit_claim(claim: Claim, *, by: Any, text: str, note: str = "") -> Claim:
+    """Reword a proposed claim before promotion; the original text is kept in the event."""
+    if not can_moderate(by, claim.fleet):
+        raise GateRefused("You may not moderate claims in this fleet.")
+    locked = Claim.objects.select_for_update().get(pk=claim.pk)
+    if locked.status != ClaimStatus.PROPOSED:
+        raise AlreadyDecided(f"{locked.public_id} is already {locked.status}")
+    new_text = redact.scrub_text(text).strip()
+    if not new_text:
+        raise GateRefused("The edited text must not be empty.")
+    original = locked.text
+    try:
+        with transaction.atomic():
+            Claim.objects.filter(pk=locked.pk).update(
+                text=new_text, text_hash=text_hash(new_text), embedding=None, embedding_model=""
+            )
+    except IntegrityError as exc:
+        raise GateRefused(f"The edited text is not valid: {exc}") from exc
+    locked.refresh_from_db()
+    _event(locked, ClaimEvent.Kind.EDITED, user=by, note=note, original=original)
+    return locked
+
+
+@transaction.atomic
+def merge_claim(claim: Claim, *, into: Claim, by: Any) -> Claim:
+    """Fold a proposed claim into an existing one as corroboration, and close the proposal."""
+    if into.fleet_id != claim.fleet_id or into.pk == claim.pk:
+        raise GateRefused("A claim can only be merged into another claim of the same fleet.")
+    citations = list(claim.evidence.values(*CITATION_FIELDS))
+    closed = _decide(claim, by, allowed_from=(ClaimStatus.PROPOSED,), status=ClaimStatus.REJECTED)
+    _event(
+        closed,
+        ClaimEvent.Kind.REJECTED,
+        user=by,
+        note=f"merged into {into.public_id}",
+        merged_into=into.public_id,
+    )
+    corroborate_claim(into, citations=citations, user=by, note=f"merged from {claim.public_id}")
+    return into
