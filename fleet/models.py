@@ -371,16 +371,22 @@ class AppliedEvent(models.Model):
 
 
 class SpoolCursor(models.Model):
-    """How far the drain has read one spool file (by inode, so a rotated file is not re-read)."""
+    """How far the drain has read one spool file.
 
-    path = models.CharField(max_length=1024, unique=True)
+    Keyed by (device, inode), not by path: the bridge rotates a full file by renaming it,
+    and the rotated file must continue from where the drain stopped under its old name.
+    """
+
+    device = models.BigIntegerField()
     inode = models.BigIntegerField()
+    path = models.CharField(max_length=1024, help_text="Where the file was last seen.")
     offset = models.BigIntegerField(default=0)
     updated_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         constraints = [
-            models.CheckConstraint(condition=Q(offset__gte=0), name="fleet_cursor_offset_ge_0")
+            models.UniqueConstraint(fields=("device", "inode"), name="fleet_cursor_one_per_file"),
+            models.CheckConstraint(condition=Q(offset__gte=0), name="fleet_cursor_offset_ge_0"),
         ]
 
     def __str__(self) -> str:

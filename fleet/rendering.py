@@ -1,23 +1,21 @@
 """Asking for a fleet's cache to be re-rendered, debounced.
 
 Many changes arrive in bursts (a drain applying a batch, a moderator promoting ten claims).
-Each asks for a render; only the first in a window schedules one, a moment later, and the
-render picks up everything that changed in between. The mechanism is django-q2's own
-one-off Schedule, so it works across processes and hosts on any broker.
+Each asks for a render; while one is queued and not yet started, further requests are
+absorbed by it, and the render picks up everything that changed in between. The pending
+marker lives in the shared (database) cache, so this holds across processes and hosts.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from django.core.cache import cache
 from django.db import transaction
-from django.utils import timezone
 
 from fleet.models import Fleet
 
 RENDER_TASK = "ctxlake_site.workers.render_fleet_cache"
-DEBOUNCE = timedelta(seconds=2)
+# If a queued render dies before it starts, the marker lapses and renders resume.
+PENDING_TIMEOUT_SECS = 300
 
 
 def pending_key(fleet_id: int) -> str:
@@ -30,16 +28,13 @@ def request_render(fleet: Fleet) -> None:
 
 
 def _schedule(fleet_id: int) -> None:
-    from django_q.models import Schedule
+    from django_q.tasks import async_task
 
-    # cache.add is atomic: of many concurrent requests, exactly one wins the window.
-    if not cache.add(pending_key(fleet_id), "1", timeout=int(DEBOUNCE.total_seconds()) + 60):
-        return
-    Schedule.objects.create(
-        name=f"render fleet {fleet_id} {timezone.now():%H%M%S%f}",
-        func=RENDER_TASK,
-        args=repr((fleet_id,)),
-        schedule_type=Schedule.ONCE,
-        repeats=1,
-        next_run=timezone.now() + DEBOUNCE,
-    )
+    # cache.add is atomic: of many requests before the render starts, exactly one enqueues
+    # it. The render clears the key as it starts, so a change during a render asks again.
+    if cache.add(pending_key(fleet_id), "1", timeout=PENDING_TIMEOUT_SECS):
+        async_task(RENDER_TASK, fleet_id, task_name=f"render fleet {fleet_id}")
+
+
+def render_started(fleet_id: int) -> None:
+    cache.delete(pending_key(fleet_id))

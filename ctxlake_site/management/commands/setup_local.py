@@ -18,7 +18,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from claims.models import Claim, ClaimEvent, Evidence
-from ctxlake_site import paths
+from ctxlake_site import paths, workers
 from fleet import handoffs, leases
 from fleet.models import Agent, Fleet, Session
 
@@ -34,6 +34,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, no_demo: bool = False, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
         call_command("createcachetable", verbosity=0)
+        workers.ensure_schedules()
         if not no_demo:
             self._demo_fleet()
         password = self._admin_login()

@@ -1,0 +1,314 @@
+"""Draining agents' spool files into Postgres, each event exactly once.
+
+How exactly-once holds, including when a drain is killed at any instruction:
+
+1. Lines are read from a durable per-file cursor (keyed by the file's inode, so a file the
+   bridge rotated by renaming keeps its position). Only complete lines are read; a torn
+   last line is left for the next pass.
+2. Events are applied in batches. Each event runs in its own savepoint together with the
+   insert of its AppliedEvent row (unique event id): an event is applied with its record,
+   or not at all. A duplicate id (a replay) is skipped.
+3. The batch's transaction also advances the cursor. A kill before COMMIT loses the whole
+   batch *and* its cursor move, so the next pass replays it; a kill after COMMIT has
+   recorded both. Either way each event is applied once.
+4. A fully read rotated file is retired: its cursor row is deleted in a synchronous commit
+   first, then the file is unlinked (a kill in between only causes a harmless re-read).
+
+An unparseable or invalid line is appended (fsynced) to `<spool>/dead/<fleet>.ndjson`
+with its reason before the cursor moves past it, and the lines after it go on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from fleet import rendering
+from fleet.bridge import Envelope, InvalidEvent
+from fleet.models import Agent, AppliedEvent, Fleet, Session, SpoolCursor
+from mcp_bridge import contract, redact
+
+Applier = Callable[[Envelope], dict[str, Any]]
+BATCH_EVENTS = 500
+READ_BYTES = 4 << 20
+DEAD_LINE_BYTES = 64 << 10  # what a dead-letter record keeps of an oversized line
+
+
+@dataclass
+class DrainReport:
+    applied: int = 0
+    duplicates: int = 0
+    dead: int = 0
+    files_retired: int = 0
+    waiting: dict[str, int] = field(default_factory=dict)  # fleet → bytes held for unknown fleets
+    fleets_changed: set[str] = field(default_factory=set)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "applied": self.applied,
+            "duplicates": self.duplicates,
+            "dead": self.dead,
+            "files_retired": self.files_retired,
+            "waiting_for_unknown_fleets": self.waiting,
+            "fleets_changed": sorted(self.fleets_changed),
+        }
+
+
+def spool_root(spool_dir: Path) -> Path:
+    return spool_dir / contract.SPOOL_SUBDIR
+
+
+def fleet_files(spool_dir: Path) -> dict[str, list[Path]]:
+    """Spool files per fleet id, rotated ones first (their names sort in write order)."""
+    root = spool_root(spool_dir)
+    files: dict[str, list[Path]] = {}
+    if not root.is_dir():
+        return files
+    for path in sorted(root.glob(f"*{contract.SPOOL_SUFFIX}")):
+        fleet_id = path.name.split(".", 1)[0]
+        if contract.FLEET_ID_RE.fullmatch(fleet_id):
+            files.setdefault(fleet_id, []).append(path)
+    for fleet_id, paths in files.items():
+        active = root / f"{fleet_id}{contract.SPOOL_SUFFIX}"
+        files[fleet_id] = [p for p in paths if p != active] + ([active] if active in paths else [])
+    return files
+
+
+class Drainer:
+    """One pass over the spool; `appliers` maps an event kind to the app function owning it."""
+
+    def __init__(
+        self,
+        spool_dir: Path,
+        appliers: dict[str, Applier],
+        *,
+        progress: Callable[[DrainReport], None] | None = None,
+    ) -> None:
+        self.spool_dir = spool_dir
+        self.appliers = appliers
+        self.progress = progress
+        self.report = DrainReport()
+
+    def run(self, only_fleet: str | None = None) -> DrainReport:
+        for fleet_id, paths in fleet_files(self.spool_dir).items():
+            if only_fleet and fleet_id != only_fleet:
+                continue
+            fleet = Fleet.objects.filter(slug=fleet_id).first()
+            if fleet is None:  # keep the lines until an operator creates the fleet
+                self.report.waiting[fleet_id] = sum(p.stat().st_size for p in paths)
+                continue
+            for path in paths:
+                self._drain_file(fleet, path, retire=path.name != f"{fleet_id}.ndjson")
+        for slug in self.report.fleets_changed:
+            rendering.request_render(Fleet.objects.get(slug=slug))
+        return self.report
+
+    def _drain_file(self, fleet: Fleet, path: Path, *, retire: bool) -> None:
+        while True:
+            try:
+                stat = path.stat()
+            except FileNotFoundError:
+                return
+            cursor = self._cursor(path, stat)
+            if cursor.offset > stat.st_size:  # replaced or truncated under us: start over
+                cursor.offset = 0
+            lines = list(_complete_lines(path, cursor.offset))
+            if not lines:
+                break
+            self._apply_batch(fleet, path, cursor, lines[:BATCH_EVENTS])
+            if self.progress:
+                self.progress(self.report)
+        if retire and cursor.offset >= stat.st_size:
+            self._retire(path, cursor)
+
+    def _cursor(self, path: Path, stat: os.stat_result) -> SpoolCursor:
+        cursor, _ = SpoolCursor.objects.get_or_create(
+            device=stat.st_dev, inode=stat.st_ino, defaults={"path": str(path)}
+        )
+        return cursor
+
+    def _apply_batch(
+        self, fleet: Fleet, path: Path, cursor: SpoolCursor, lines: list[tuple[int, bytes]]
+    ) -> None:
+        parsed = [(end, raw, _parse(raw, fleet.slug)) for end, raw in lines]
+        ids = [p.get("id") for _, _, p in parsed if isinstance(p, dict)]
+        seen = set(AppliedEvent.objects.filter(event_id__in=ids).values_list("event_id", flat=True))
+        seen_str = {str(i) for i in seen}
+        resolver = _Resolver(fleet)
+        with transaction.atomic():
+            for end, raw, event in parsed:
+                if isinstance(event, str):
+                    self._dead(fleet, path, end - len(raw), raw, event)
+                elif event["id"] in seen_str:
+                    self.report.duplicates += 1
+                else:
+                    self._apply_one(fleet, path, end - len(raw), raw, event, resolver)
+                cursor.offset = end
+            cursor.path = str(path)
+            cursor.updated_at = timezone.now()
+            cursor.save(update_fields=["offset", "path", "updated_at"])
+            resolver.flush()
+
+    def _apply_one(
+        self,
+        fleet: Fleet,
+        path: Path,
+        start: int,
+        raw: bytes,
+        event: dict[str, Any],
+        resolver: _Resolver,
+    ) -> None:
+        try:
+            with transaction.atomic():
+                envelope = resolver.envelope(event)
+                result = self.appliers[event["kind"]](envelope)
+                AppliedEvent.objects.create(
+                    event_id=event["id"], fleet=fleet, kind=event["kind"], result=result
+                )
+        except InvalidEvent as exc:
+            self._dead(fleet, path, start, raw, str(exc))
+        except IntegrityError:  # a concurrent drain applied it first
+            self.report.duplicates += 1
+        else:
+            self.report.applied += 1
+            self.report.fleets_changed.add(fleet.slug)
+
+    def _dead(self, fleet: Fleet, path: Path, start: int, raw: bytes, reason: str) -> None:
+        dead_dir = self.spool_dir / "dead"
+        dead_dir.mkdir(parents=True, exist_ok=True)
+        record = {
+            "at": timezone.now().isoformat(),
+            "file": path.name,
+            "offset": start,
+            "reason": reason,
+            "line": raw[:DEAD_LINE_BYTES].decode("utf-8", "backslashreplace"),
+        }
+        fd = os.open(
+            dead_dir / f"{fleet.slug}.ndjson", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600
+        )
+        try:
+            os.write(fd, (json.dumps(record) + "\n").encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.report.dead += 1
+
+    def _retire(self, path: Path, cursor: SpoolCursor) -> None:
+        with transaction.atomic():
+            with connection.cursor() as cur:  # this one commit must be durable before unlink
+                cur.execute("SET LOCAL synchronous_commit = on")
+            cursor.delete()
+        path.unlink(missing_ok=True)
+        self.report.files_retired += 1
+
+
+class _Resolver:
+    """Agents and sessions named by events, created or updated once per batch."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+        self.agents: dict[str, Agent] = {}
+        self.sessions: dict[str, Session] = {}
+        self.last_seen: dict[str, datetime] = {}
+
+    def envelope(self, event: dict[str, Any]) -> Envelope:
+        at = min(_parse_time(event["at"]), timezone.now())
+        agent = self._agent(event["agent"])
+        self.last_seen[agent.agent_id] = max(at, self.last_seen.get(agent.agent_id, at))
+        session = self._session(event["session"], agent, at) if event.get("session") else None
+        return Envelope(
+            event_id=event["id"],
+            kind=event["kind"],
+            fleet=self.fleet,
+            agent=agent,
+            session=session,
+            at=at,
+            payload=event["payload"],
+        )
+
+    def _agent(self, agent_id: str) -> Agent:
+        if agent_id not in self.agents:
+            self.agents[agent_id] = Agent.objects.get_or_create(
+                fleet=self.fleet, agent_id=agent_id
+            )[0]
+        return self.agents[agent_id]
+
+    def _session(self, session_id: str, agent: Agent, at: datetime) -> Session:
+        if session_id not in self.sessions:
+            self.sessions[session_id] = Session.objects.get_or_create(
+                fleet=self.fleet,
+                session_id=session_id,
+                defaults={"agent": agent, "started_at": at},
+            )[0]
+        return self.sessions[session_id]
+
+    def flush(self) -> None:
+        for agent_id, seen in self.last_seen.items():
+            Agent.objects.filter(fleet=self.fleet, agent_id=agent_id).exclude(
+                last_seen_at__gte=seen
+            ).update(last_seen_at=seen)
+
+
+def _complete_lines(path: Path, offset: int) -> Iterator[tuple[int, bytes]]:
+    """(end offset, line without newline) for each complete line after `offset`."""
+    with open(path, "rb") as f:
+        f.seek(offset)
+        data = f.read(READ_BYTES)
+    last = data.rfind(b"\n")
+    if last < 0:
+        if len(data) >= READ_BYTES:  # no newline in 4 MiB: dead-letter it rather than stall
+            yield offset + len(data), data
+        return
+    pos = offset
+    for raw in data[: last + 1].split(b"\n")[:-1]:
+        pos += len(raw) + 1
+        if raw.strip():
+            yield pos, raw
+
+
+def _parse(raw: bytes, fleet_slug: str) -> dict[str, Any] | str:
+    """The event, scrubbed, or the reason it cannot be applied."""
+    try:
+        event = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return f"not JSON: {exc}"
+    if not isinstance(event, dict):
+        return "not a JSON object"
+    if event.get("v") != contract.SPOOL_VERSION:
+        return f"unsupported spool version {event.get('v')!r}"
+    if event.get("kind") not in contract.SPOOL_KINDS:
+        return f"unknown kind {event.get('kind')!r}"
+    try:
+        event["id"] = str(uuid.UUID(str(event.get("id"))))
+    except ValueError:
+        return "id is not a UUID"
+    if event.get("fleet") != fleet_slug:
+        return f"fleet {event.get('fleet')!r} does not match the spool file's fleet"
+    agent = event.get("agent")
+    if not isinstance(agent, str) or not agent.strip() or len(agent) > 128:
+        return "agent must be a non-empty string of at most 128 characters"
+    session = event.get("session")
+    if session is not None and (not isinstance(session, str) or len(session) > 128):
+        return "session must be a string of at most 128 characters or null"
+    try:
+        _parse_time(event.get("at"))
+    except (TypeError, ValueError):
+        return "at is not an ISO 8601 timestamp"
+    if not isinstance(event.get("payload"), dict):
+        return "payload must be an object"
+    event["payload"] = redact.scrub_value(event["payload"])  # again, at ingest
+    return event
+
+
+def _parse_time(value: Any) -> datetime:
+    moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

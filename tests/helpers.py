@@ -1,0 +1,25 @@
+"""Small helpers shared by tests that run real subprocesses against the test database."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import quote
+
+from django.db import connection
+
+
+def env_for_test_database(**extra: str) -> dict[str, str]:
+    """Environment for a `manage.py` subprocess that must use *this* test run's database."""
+    s = connection.settings_dict
+    env = {**os.environ, **extra}
+    if s["ENGINE"] == "ctxlake_site.embedded_pg":
+        env["CTXLAKE_DB_NAME"] = s["NAME"]
+        env.pop("DATABASE_URL", None)
+    else:
+        host = s.get("HOST") or s.get("OPTIONS", {}).get("host", "")
+        port = f":{s['PORT']}" if s.get("PORT") else ""
+        auth = quote(s.get("USER") or "", safe="")
+        if s.get("PASSWORD"):
+            auth += ":" + quote(s["PASSWORD"], safe="")
+        env["DATABASE_URL"] = f"postgres://{auth}@{quote(host, safe='')}{port}/{s['NAME']}"
+    return env

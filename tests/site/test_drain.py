@@ -1,0 +1,218 @@
+"""Draining spools written by the bridge's own Spool writer into Postgres."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from claims.models import Claim
+from ctxlake_site import workers
+from fleet.models import Agent, AppliedEvent, Fleet, Handoff, Lease, Session
+from mcp_bridge.spool import Spool
+
+CITE = [{"session_id": "s1", "message_id": "m1"}]
+SpoolFor = Callable[..., Spool]
+
+
+def _raw_line(spool_dir: Path, fleet: str, line: bytes) -> None:
+    path = spool_dir / "mcp" / f"{fleet}.ndjson"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "ab") as f:
+        f.write(line)
+
+
+def _event(fleet: str, **over: object) -> dict[str, object]:
+    return {
+        "v": 1,
+        "id": str(uuid.uuid4()),
+        "kind": "lease.claim",
+        "fleet": fleet,
+        "agent": "ada",
+        "session": None,
+        "at": "2026-01-01T00:00:00Z",
+        "payload": {"paths": ["x.py"], "reason": "r", "ttl_secs": 600},
+        **over,
+    }
+
+
+def _dead(spool_dir: Path, fleet: str) -> list[dict[str, object]]:
+    path = spool_dir / "dead" / f"{fleet}.ndjson"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_it_applies_each_kind_and_creates_agents_and_sessions(
+    fleet_a: Fleet, spool_for: SpoolFor
+) -> None:
+    spool = spool_for("fleet-a", "ada", session="s1")
+    spool.append("lease.claim", {"paths": ["src/**"], "reason": "refactor", "ttl_secs": 600})
+    spool.append("handoff.create", {"summary": "half done", "status": "blocked", "next": "tests"})
+    spool.append(
+        "claim.proposed",
+        {
+            "claim": "make lint needs ruff",
+            "type": "gotcha",
+            "subject": "lint",
+            "scope": "fleet",
+            "evidence": CITE,
+        },
+    )
+    spool_for("fleet-a", "bo").append(
+        "lease.claim", {"paths": ["src/a.py"], "reason": "", "ttl_secs": 600}
+    )
+    spool.append("lease.release", {"paths": [], "all": True})
+    report = workers.drain_spool()
+    assert (report.applied, report.dead, report.duplicates) == (5, 0, 0)
+    ada = Agent.objects.get(fleet=fleet_a, agent_id="ada")
+    assert ada.last_seen_at is not None
+    assert Session.objects.get(session_id="s1").agent == ada
+    handoff = Handoff.objects.get()
+    assert (handoff.source_trust, handoff.status, handoff.from_session.session_id) == (
+        "agent",
+        "blocked",
+        "s1",
+    )
+    claim = Claim.objects.get()
+    assert (claim.status, claim.scope) == ("proposed", "agent")  # the line's "fleet" is ignored
+    assert list(Lease.objects.active().values_list("agent__agent_id", flat=True)) == ["bo"]
+    bo_claim = AppliedEvent.objects.filter(kind="lease.claim").order_by("applied_at").last()
+    assert bo_claim.result["contention"][0]["other_agent"] == "ada"
+
+
+def test_a_second_pass_and_a_replayed_line_apply_nothing(
+    fleet_a: Fleet, spool_dir: Path, spool_for: SpoolFor
+) -> None:
+    spool_for("fleet-a", "ada").append(
+        "claim.proposed", {"claim": "x needs y", "type": "fact", "subject": "x", "evidence": CITE}
+    )
+    assert workers.drain_spool().applied == 1
+    line = (spool_dir / "mcp" / "fleet-a.ndjson").read_bytes()
+    _raw_line(spool_dir, "fleet-a", line)  # the same event id again
+    report = workers.drain_spool()
+    assert (report.applied, report.duplicates) == (0, 1)
+    assert Claim.objects.count() == 1 and AppliedEvent.objects.count() == 1
+
+
+def test_a_torn_last_line_waits_until_it_is_completed(
+    fleet_a: Fleet, spool_dir: Path, spool_for: SpoolFor
+) -> None:
+    spool_for("fleet-a", "ada").append(
+        "lease.claim", {"paths": ["a"], "reason": "", "ttl_secs": 60}
+    )
+    whole = json.dumps(_event("fleet-a", payload={"paths": ["b"], "reason": "", "ttl_secs": 60}))
+    _raw_line(spool_dir, "fleet-a", whole[:40].encode())
+    assert workers.drain_spool().applied == 1
+    _raw_line(spool_dir, "fleet-a", (whole[40:] + "\n").encode())
+    report = workers.drain_spool()
+    assert (report.applied, report.dead) == (1, 0)
+    assert sorted(Lease.objects.values_list("path", flat=True)) == ["a", "b"]
+
+
+def test_a_corrupt_line_goes_to_dead_letter_and_the_rest_are_applied(
+    fleet_a: Fleet, spool_dir: Path
+) -> None:
+    good = [
+        json.dumps(_event("fleet-a", payload={"paths": [p], "reason": "", "ttl_secs": 60}))
+        for p in ("a", "b")
+    ]
+    hostile = [
+        b"{not json",
+        b"[1, 2, 3]",
+        json.dumps(_event("fleet-a", v=99)).encode(),
+        json.dumps(_event("fleet-a", id="not-a-uuid")).encode(),
+        json.dumps(_event("fleet-b")).encode(),  # another fleet's event in this fleet's file
+        json.dumps(_event("fleet-a", kind="claim.promoted")).encode(),
+        json.dumps(_event("fleet-a", agent="")).encode(),
+        json.dumps(_event("fleet-a", at="yesterday")).encode(),
+        json.dumps(_event("fleet-a", payload="paths")).encode(),
+        json.dumps(_event("fleet-a", payload={"paths": ["/etc/passwd"], "ttl_secs": 60})).encode(),
+        json.dumps(_event("fleet-a", payload={"paths": ["a"], "ttl_secs": -5})).encode(),
+        json.dumps(
+            _event(
+                "fleet-a",
+                kind="claim.proposed",
+                payload={"claim": "c", "type": "fact", "subject": "s", "evidence": []},
+            )
+        ).encode(),
+        b"\xff\xfe binary garbage",
+    ]
+    _raw_line(spool_dir, "fleet-a", (good[0] + "\n").encode())
+    _raw_line(spool_dir, "fleet-a", b"\n".join(hostile) + b"\n")
+    _raw_line(spool_dir, "fleet-a", (good[1] + "\n").encode())
+    report = workers.drain_spool()
+    assert (report.applied, report.dead) == (2, len(hostile))
+    reasons = [d["reason"] for d in _dead(spool_dir, "fleet-a")]
+    assert reasons[0].startswith("not JSON") and "No evidence" in reasons[-2]
+    assert "does not match" in reasons[4] and "absolute" in reasons[9]
+    assert sorted(Lease.objects.values_list("path", flat=True)) == ["a", "b"]
+    assert workers.drain_spool().dead == 0  # dead lines are not reprocessed
+
+
+def test_it_scrubs_secrets_again_at_ingest(fleet_a: Fleet, spool_dir: Path) -> None:
+    key = "sk-ant-" + "api03-" + "A" * 40
+    raw = _event(
+        "fleet-a",
+        kind="claim.proposed",
+        payload={
+            "claim": f"use {key} for the eval",
+            "type": "fact",
+            "subject": "eval",
+            "evidence": [
+                {"session_id": "s", "message_id": "m", "excerpt": f"ANTHROPIC_API_KEY={key}"}
+            ],
+        },
+    )
+    _raw_line(spool_dir, "fleet-a", (json.dumps(raw) + "\n").encode())
+    assert workers.drain_spool().applied == 1
+    claim = Claim.objects.get()
+    assert key not in claim.text and key not in claim.evidence.get().excerpt
+
+
+def test_it_drains_rotated_files_in_order_and_retires_them(
+    fleet_a: Fleet, spool_dir: Path, spool_for: SpoolFor
+) -> None:
+    spool = spool_for("fleet-a", "ada", file_max_bytes=600)
+    for i in range(10):
+        spool.append("lease.claim", {"paths": [f"f{i}.py"], "reason": "", "ttl_secs": 60})
+    files = sorted((spool_dir / "mcp").glob("fleet-a*.ndjson"))
+    assert len(files) > 2
+    report = workers.drain_spool()
+    assert report.applied == 10 and report.files_retired == len(files) - 1
+    assert [p.name for p in (spool_dir / "mcp").glob("*.ndjson")] == ["fleet-a.ndjson"]
+    order = list(AppliedEvent.objects.order_by("applied_at").values_list("result", flat=True))
+    assert [r["held"][0] for r in order] == [f"f{i}.py" for i in range(10)]
+
+
+def test_a_file_rotated_mid_read_continues_where_it_stopped(
+    fleet_a: Fleet, spool_dir: Path, spool_for: SpoolFor
+) -> None:
+    spool = spool_for("fleet-a", "ada")
+    spool.append("lease.claim", {"paths": ["one"], "reason": "", "ttl_secs": 60})
+    assert workers.drain_spool().applied == 1
+    spool.append("lease.claim", {"paths": ["two"], "reason": "", "ttl_secs": 60})
+    active = spool_dir / "mcp" / "fleet-a.ndjson"
+    active.rename(spool_dir / "mcp" / "fleet-a.20260101T000000.000000Z.ndjson")  # as _rotate does
+    report = workers.drain_spool()
+    assert (report.applied, report.duplicates) == (1, 0)
+
+
+def test_it_keeps_the_spool_of_an_unknown_fleet_waiting(
+    db: None, spool_dir: Path, spool_for: SpoolFor
+) -> None:
+    spool_for("ghost", "ada").append("lease.claim", {"paths": ["a"], "reason": "", "ttl_secs": 60})
+    report = workers.drain_spool()
+    assert report.applied == 0 and report.waiting["ghost"] > 0
+    Fleet.objects.create(slug="ghost", name="ghost")
+    assert workers.drain_spool().applied == 1
+
+
+def test_it_dead_letters_an_endless_line_instead_of_stalling(
+    fleet_a: Fleet, spool_dir: Path, monkeypatch: object
+) -> None:
+    from ctxlake_site import drain
+
+    _raw_line(spool_dir, "fleet-a", b"x" * (drain.READ_BYTES + 10))
+    _raw_line(spool_dir, "fleet-a", b"\n" + json.dumps(_event("fleet-a")).encode() + b"\n")
+    report = workers.drain_spool()
+    assert report.applied == 1 and report.dead >= 1
