@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 from mcp_bridge import contract, ranking
+from mcp_bridge.contract import parse_time
 from mcp_bridge.sanitize import clean_value
 
 _CLAIM_COLUMNS = ("rowid, id, text, type, subject, scope, confidence, contested, "
@@ -271,14 +272,3 @@ def _factors(row: dict[str, Any], now: dt.datetime) -> ranking.Factors:
     staleness = float(row["staleness"] or (ranking.STALE_DEFAULT if row["stale"] else 0.0))
     return ranking.Factors(confidence=float(row["confidence"] or 0.0), age_days=age,
                            staleness=staleness)
-
-
-def parse_time(value: Any) -> dt.datetime | None:
-    """An ISO 8601 date or datetime (naive means UTC), or None."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)

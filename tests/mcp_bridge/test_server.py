@@ -11,7 +11,7 @@ import pytest
 from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 
-from mcp_bridge import handshake, server, toolspec, tools
+from mcp_bridge import handshake, server, tools, toolspec
 from mcp_bridge.config import Config
 
 EXPECTED = {
