@@ -7,8 +7,9 @@ here is a FORMAT_VERSION bump there.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
-from typing import Final
+from typing import Any, Final
 
 #: Version of the cache files. Readers refuse (with a note) any other value.
 FORMAT_VERSION: Final = 1
@@ -98,3 +99,14 @@ SNAPSHOT_DDL: Final = (
 )
 #: After inserting claims: INSERT INTO claims_fts(claims_fts) VALUES ('rebuild').
 SNAPSHOT_FTS_REBUILD: Final = "INSERT INTO claims_fts(claims_fts) VALUES ('rebuild')"
+
+
+def parse_time(value: Any) -> dt.datetime | None:
+    """A cache timestamp: ISO 8601 date or datetime, "Z" or an offset; naive means UTC."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)

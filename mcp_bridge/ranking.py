@@ -7,10 +7,17 @@ functions and both sides rank the same data the same way:
             × confidence × recency(age_days) × (1 − staleness)
 
 with rrf(rank) = 1 / (RRF_K + rank), rank 1-based, and a missing rank contributing 0.
+
+The lexical list is conjunctive first: claims matching every query term (stopwords
+dropped, as Postgres' websearch_to_tsquery does), by BM25; only when that finds fewer than
+k does a disjunctive (any-term) BM25 pass append more. It is what the server's websearch
+AND semantics return, and it keeps the bridge from BM25-scoring half the snapshot for a
+query of common words.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -21,6 +28,26 @@ RECENCY_HALF_LIFE_DAYS = 180.0
 RECENCY_FLOOR = 0.5  # an old claim loses at most half its score to age
 MIN_CONFIDENCE = 0.05  # a zero-confidence claim still sorts, last
 STALE_DEFAULT = 0.5  # staleness of a claim flagged stale without a finer estimate
+
+
+MAX_QUERY_TERMS = 32
+_STOPWORDS = """
+a about above after again against all am an and any are as at be because been before being
+below between both but by can could did do does doing down during each few for from further
+had has have having he her here hers him his how i if in into is it its itself just me more
+most my no nor not now of off on once only or other our ours out over own same she should so
+some such than that the their them then there these they this those through to too under
+until up very was we were what when where which while who whom why will with would you your
+"""
+STOPWORDS = frozenset(_STOPWORDS.split())
+_TERM = re.compile(r"\w+", re.UNICODE)
+
+
+def query_terms(query: str) -> list[str]:
+    """Lower-cased distinct word terms, stopwords dropped (unless nothing else is left)."""
+    terms = list(dict.fromkeys(t.lower() for t in _TERM.findall(query)))
+    content = [t for t in terms if t not in STOPWORDS]
+    return (content or terms)[:MAX_QUERY_TERMS]
 
 
 @dataclass(frozen=True)

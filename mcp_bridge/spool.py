@@ -117,7 +117,7 @@ class Spool:
 
     def _write(self, line: bytes) -> None:
         created = not self.path.exists()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             if not created and _ends_torn(fd):
                 line = b"\n" + line  # never glue a complete line onto a torn fragment

@@ -16,7 +16,7 @@ from typing import Any
 from mcp_bridge import contract, redact, render
 from mcp_bridge.cache import Cache
 from mcp_bridge.config import Config
-from mcp_bridge.snapshot import parse_time
+from mcp_bridge.contract import parse_time
 from mcp_bridge.spool import Spool, SpoolFull
 from mcp_bridge.toolspec import MAX_ROWS
 

@@ -1,0 +1,123 @@
+"""The real process over real pipes: framing, error classes, and the SDK's own client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Any
+
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
+
+from mcp_bridge.config import Config
+from tests.mcp_bridge.stdio import INIT, bridge_env, call, frame, run_session
+
+CITE = {"session_id": "s1", "message_id": "m1"}
+
+# (line, expected answer): "result", "tool-error" (isError), an error code, or None (silence).
+SESSION: list[tuple[bytes, Any]] = [
+    (INIT, "result"),
+    (frame(None, "notifications/initialized"), None),
+    (frame("p-1", "ping"), "result"),
+    (frame(2, "tools/list"), "result"),
+    (b"this is not json\n", -32700),
+    (b"\xff\xfe\xfa not utf-8 \x80\n", -32700),
+    (b'{"jsonrpc":"2.0","id":3,"method":"ping"\n', -32700),
+    (b"[]\n", -32600),
+    (b'[{"jsonrpc":"2.0","id":4,"method":"ping"}]\n', -32600),
+    (b"12345\n", -32600),
+    (b'{"jsonrpc":"2.0","id":5}\n', -32600),
+    (b'{"jsonrpc":"2.0"}\n', None),
+    (b'{"jsonrpc":"2.0","id":99,"result":{}}\n', None),
+    (b'{"jsonrpc":"2.0","id":98,"error":{"code":-1,"message":"x"}}\n', None),
+    (frame(None, "notifications/unknown"), None),
+    (frame(None, "tools/call", {"name": "fleet_status"}), None),
+    (frame(6, "no/such/method"), -32601),
+    (call(7, "no_such_tool", {}), -32602),
+    (call(8, "fleet_claim", {"paths": ["src/**"]}), -32602),
+    (call(9, "fleet_history", {"limit": "ten"}), -32602),
+    (call("ten", "fleet_status", {}), "result"),
+    (call(11, "memory_search", {"query": "stripe webhooks"}), "result"),
+    (call(12, "memory_propose", {"claim": "c", "type": "fact", "subject": "s",
+                                 "evidence": []}), "tool-error"),
+    (call(13, "fleet_claim", {"paths": ["src/**"], "reason": "fix \ud800 it"}), "result"),
+    (b'{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"fleet_handoff",'
+     b'"arguments":{"summary":"lone \\udfff surrogate","status":"done"}}}\n', "result"),
+    (b'{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"fleet_status",'
+     b'"arguments":{}},"pad":"' + b"x" * (5 * 1024 * 1024) + b'"}\n', -32600),
+    (call(16, "memory_propose", {"claim": "Use uv.", "type": "preference",
+                                 "subject": "tooling", "evidence": [CITE]}), "result"),
+    (call(17, "memory_timeline", {"subject": "payments"}), "result"),
+    (b"\n", None),
+    (call(18, "fleet_release", {}), "result"),
+]
+
+
+def classify(response: dict[str, Any]) -> Any:
+    if "error" in response:
+        return response["error"]["code"]
+    return "tool-error" if response["result"].get("isError") else "result"
+
+
+def parse_stdout(stdout: bytes) -> list[dict[str, Any]]:
+    frames = []
+    for line in stdout.split(b"\n")[:-1]:
+        value = json.loads(line.decode("utf-8"))  # strict UTF-8, exactly one value per line
+        assert isinstance(value, dict) and value["jsonrpc"] == "2.0"
+        assert ("result" in value) != ("error" in value) and "id" in value
+        frames.append(value)
+    assert stdout.endswith(b"\n") or not stdout
+    return frames
+
+
+def expected_id(line: bytes, answer: Any) -> Any:
+    """The id the answer must carry: null for unparseable lines, batches and huge lines."""
+    if answer in (-32700, -32600) and (b"pad" in line or not line.startswith(b"{")):
+        return None
+    try:
+        return json.loads(line.decode("utf-8", "surrogatepass")).get("id")
+    except ValueError:
+        return None
+
+
+def test_it_answers_every_line_of_a_hostile_session_with_exactly_its_frame(live: Config,
+                                                                         ) -> None:
+    done = run_session(live, b"".join(line for line, _ in SESSION))
+    assert done.returncode == 0, done.stderr.decode()
+    responses = parse_stdout(done.stdout)
+    expected = sorted((json.dumps(expected_id(line, answer)), str(answer))
+                      for line, answer in SESSION if answer is not None)
+    got = sorted((json.dumps(r["id"]), str(classify(r))) for r in responses)
+    assert got == expected  # every answer once, of the right class; silence stays silent
+
+
+def test_it_keeps_serving_after_garbage_and_answers_init_first(live: Config) -> None:
+    done = run_session(live, INIT + b"{{{\n" + frame(2, "ping"))
+    responses = parse_stdout(done.stdout)
+    assert [r["id"] for r in responses] == [1, None, 2]
+    assert responses[0]["result"]["serverInfo"]["name"] == "ctxlake"
+
+
+def test_it_keeps_stdout_for_frames_only_and_logs_to_stderr(config: Config) -> None:
+    done = run_session(config, INIT + call(2, "fleet_status", {}), timeout=60)
+    parse_stdout(done.stdout)
+    assert done.returncode == 0
+
+
+def test_it_works_with_the_official_sdk_stdio_client(live: Config) -> None:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_bridge"],
+                                   env=bridge_env(live))
+
+    async def main() -> tuple[Any, Any, Any]:
+        async with Client(params, mode="legacy") as client:
+            listed = await client.list_tools()
+            found = await client.call_tool("memory_search", {"query": "clippy gate"})
+            refused = await client.call_tool("memory_propose", {
+                "claim": "c", "type": "fact", "subject": "s", "evidence": [{}]})
+            return listed, found, refused
+
+    listed, found, refused = asyncio.run(main())
+    assert len(listed.tools) == 8
+    assert found.structured_content["results"][0]["id"] == "cc-01"
+    assert refused.is_error and "session_id" in refused.content[0].text
