@@ -14,7 +14,7 @@ import unicodedata
 from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
-from django.db import models, transaction
+from django.db import connection, models, transaction
 from django.db.models import Q
 from django.db.models.functions import Length
 from django.db.models.lookups import LessThanOrEqual
@@ -176,7 +176,7 @@ class Claim(models.Model):
 
     def save(self, *args: object, **kwargs: object) -> None:
         self.text_hash = text_hash(self.text)
-        with transaction.atomic():
+        with transaction.atomic(savepoint=False):
             if self.number is None:
                 self.number = _next_claim_number(self.fleet_id)
             super().save(*args, **kwargs)  # type: ignore[arg-type]
@@ -187,11 +187,13 @@ class Claim(models.Model):
 
 
 def _next_claim_number(fleet_id: int) -> int:
-    """Take the fleet's next claim number; the row lock serialises concurrent proposals."""
-    fleet = Fleet.objects.select_for_update().only("claim_seq").get(pk=fleet_id)
-    fleet.claim_seq += 1
-    fleet.save(update_fields=["claim_seq"])
-    return fleet.claim_seq
+    """Take the fleet's next claim number in one statement; the row lock serialises takers."""
+    with connection.cursor() as cur:
+        cur.execute(
+            "UPDATE fleet_fleet SET claim_seq = claim_seq + 1 WHERE id = %s RETURNING claim_seq",
+            [fleet_id],
+        )
+        return int(cur.fetchone()[0])
 
 
 class Evidence(models.Model):

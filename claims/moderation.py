@@ -105,7 +105,6 @@ def _event(
     )
 
 
-@transaction.atomic
 def propose_claim(
     fleet: Fleet,
     *,
@@ -120,37 +119,50 @@ def propose_claim(
 
     The scope is always `agent` and the status always `proposed`: no argument can widen
     either. Exact duplicates are found by the normalised-text hash within the fleet.
+    Everything the caller can get wrong is checked before the first write.
     """
     text = redact.scrub_text(text).strip()
     subject = redact.scrub_text(subject).strip()
     if not text or not subject:
         raise InvalidProposal("A claim needs non-empty text and subject.")
+    if len(subject) > Claim._meta.get_field("subject").max_length:
+        raise InvalidProposal("subject is longer than 200 characters")
     if type not in Claim.Type.values:
         raise InvalidProposal(f"type must be one of {', '.join(Claim.Type.values)}")
     citations = clean_citations(evidence)
-    existing = (
-        Claim.objects.select_for_update().for_fleet(fleet).filter(text_hash=text_hash(text)).first()
-    )
-    if existing is not None:
-        added = corroborate_claim(existing, citations=citations, by_agent=by_agent, similarity=1.0)
-        return Proposal(existing, created=False, evidence_added=added)
-    claim = Claim.objects.create(
-        fleet=fleet,
-        text=text,
-        type=type,
-        subject=subject,
-        proposed_by=by_agent,
-        confidence=min(max(float(confidence), 0.0), 1.0),
-        scope=Claim.Scope.AGENT,
-        status=Claim.Status.PROPOSED,
-    )
-    added = _add_evidence(claim, citations, by_agent)
-    _recount_sessions(claim)
-    _event(claim, ClaimEvent.Kind.PROPOSED, agent=by_agent)
-    return Proposal(claim, created=True, evidence_added=added)
+    with transaction.atomic(savepoint=False):
+        existing = (
+            Claim.objects.select_for_update()
+            .for_fleet(fleet)
+            .filter(text_hash=text_hash(text))
+            .first()
+        )
+        if existing is not None:
+            added = corroborate_claim(
+                existing, citations=citations, by_agent=by_agent, similarity=1.0
+            )
+            return Proposal(existing, created=False, evidence_added=added)
+        unique = list({(c["session_id"], c["message_id"]): c for c in citations}.values())
+        claim = Claim(
+            fleet=fleet,
+            text=text,
+            type=type,
+            subject=subject,
+            proposed_by=by_agent,
+            confidence=min(max(float(confidence), 0.0), 1.0),
+            scope=Claim.Scope.AGENT,
+            status=Claim.Status.PROPOSED,
+            independent_sessions=lineage.independent_sessions(
+                fleet, [c["session_id"] for c in unique]
+            ),
+        )
+        claim.save()
+        Evidence.objects.bulk_create([Evidence(claim=claim, agent=by_agent, **c) for c in unique])
+        _event(claim, ClaimEvent.Kind.PROPOSED, agent=by_agent)
+    return Proposal(claim, created=True, evidence_added=len(unique))
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)  # only database errors can escape: no savepoint needed
 def corroborate_claim(
     claim: Claim,
     *,

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
 from fleet import rendering
@@ -51,6 +51,12 @@ class DrainReport:
     files_retired: int = 0
     waiting: dict[str, int] = field(default_factory=dict)  # fleet → bytes held for unknown fleets
     fleets_changed: set[str] = field(default_factory=set)
+
+    def merge(self, other: DrainReport) -> None:
+        self.applied += other.applied
+        self.duplicates += other.duplicates
+        self.dead += other.dead
+        self.fleets_changed |= other.fleets_changed
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -137,52 +143,89 @@ class Drainer:
         return cursor
 
     def _apply_batch(
-        self, fleet: Fleet, path: Path, cursor: SpoolCursor, lines: list[tuple[int, bytes]]
+        self, fleet: Fleet, path: Path, cursor: SpoolCursor, lines: list[tuple[int, int, bytes]]
     ) -> None:
-        parsed = [(end, raw, _parse(raw, fleet.slug)) for end, raw in lines]
-        ids = [p.get("id") for _, _, p in parsed if isinstance(p, dict)]
-        seen = set(AppliedEvent.objects.filter(event_id__in=ids).values_list("event_id", flat=True))
-        seen_str = {str(i) for i in seen}
-        resolver = _Resolver(fleet)
-        with transaction.atomic():
-            for end, raw, event in parsed:
-                if isinstance(event, str):
-                    self._dead(fleet, path, end - len(raw), raw, event)
-                elif event["id"] in seen_str:
-                    self.report.duplicates += 1
-                else:
-                    self._apply_one(fleet, path, end - len(raw), raw, event, resolver)
-                cursor.offset = end
-            cursor.path = str(path)
-            cursor.updated_at = timezone.now()
-            cursor.save(update_fields=["offset", "path", "updated_at"])
-            resolver.flush()
-
-    def _apply_one(
-        self,
-        fleet: Fleet,
-        path: Path,
-        start: int,
-        raw: bytes,
-        event: dict[str, Any],
-        resolver: _Resolver,
-    ) -> None:
+        """Apply one batch: the fast path in one transaction, or event by event on trouble."""
+        parsed = [(start, raw, _parse(raw, fleet.slug)) for start, _, raw in lines]
+        end_offset = lines[-1][1]
         try:
             with transaction.atomic():
-                envelope = resolver.envelope(event)
-                result = self.appliers[event["kind"]](envelope)
-                AppliedEvent.objects.create(
-                    event_id=event["id"], fleet=fleet, kind=event["kind"], result=result
-                )
-        except InvalidEvent as exc:
-            self._dead(fleet, path, start, raw, str(exc))
-        except IntegrityError:  # a concurrent drain applied it first
-            self.report.duplicates += 1
-        else:
-            self.report.applied += 1
-            self.report.fleets_changed.add(fleet.slug)
+                counts = self._apply_fast(fleet, path, parsed)
+                self._advance(cursor, path, end_offset)
+        except DatabaseError:
+            with transaction.atomic():
+                counts = self._apply_slow(fleet, path, parsed)
+                self._advance(cursor, path, end_offset)
+        self.report.merge(counts)
 
-    def _dead(self, fleet: Fleet, path: Path, start: int, raw: bytes, reason: str) -> None:
+    def _apply_fast(
+        self, fleet: Fleet, path: Path, parsed: list[tuple[int, bytes, dict[str, Any] | str]]
+    ) -> DrainReport:
+        """Record every event id in one statement, then apply only the ids that were new.
+
+        Appliers validate before they write, so an InvalidEvent leaves nothing behind and
+        needs no savepoint; its id stays recorded as dead-lettered. Any database error
+        aborts the batch, and _apply_slow redoes it with a savepoint per event.
+        """
+        counts = DrainReport()
+        events = [e for _, _, e in parsed if isinstance(e, dict)]
+        new_ids = _record_ids(fleet, events)
+        resolver = _Resolver(fleet)
+        results: dict[str, dict[str, Any]] = {}
+        for start, raw, event in parsed:
+            if isinstance(event, str):
+                self._dead(fleet, path, start, raw, event, counts)
+            elif event["id"] not in new_ids:
+                counts.duplicates += 1
+            else:
+                new_ids.discard(event["id"])  # the same id twice in one batch applies once
+                try:
+                    results[event["id"]] = self.appliers[event["kind"]](resolver.envelope(event))
+                    counts.applied += 1
+                except InvalidEvent as exc:
+                    self._dead(fleet, path, start, raw, str(exc), counts)
+                    results[event["id"]] = {"dead_lettered": str(exc)}
+        _store_results(results)
+        resolver.flush()
+        if counts.applied:
+            counts.fleets_changed.add(fleet.slug)
+        return counts
+
+    def _apply_slow(
+        self, fleet: Fleet, path: Path, parsed: list[tuple[int, bytes, dict[str, Any] | str]]
+    ) -> DrainReport:
+        counts = DrainReport()
+        resolver = _Resolver(fleet)
+        for start, raw, event in parsed:
+            if isinstance(event, str):
+                self._dead(fleet, path, start, raw, event, counts)
+                continue
+            try:
+                with transaction.atomic():
+                    result = self.appliers[event["kind"]](resolver.envelope(event))
+                    AppliedEvent.objects.create(
+                        event_id=event["id"], fleet=fleet, kind=event["kind"], result=result
+                    )
+            except InvalidEvent as exc:
+                self._dead(fleet, path, start, raw, str(exc), counts)
+            except IntegrityError:  # already applied (a replay, or a concurrent drain)
+                counts.duplicates += 1
+            else:
+                counts.applied += 1
+                counts.fleets_changed.add(fleet.slug)
+        resolver.flush()
+        return counts
+
+    @staticmethod
+    def _advance(cursor: SpoolCursor, path: Path, offset: int) -> None:
+        cursor.offset = offset
+        cursor.path = str(path)
+        cursor.updated_at = timezone.now()
+        cursor.save(update_fields=["offset", "path", "updated_at"])
+
+    def _dead(
+        self, fleet: Fleet, path: Path, start: int, raw: bytes, reason: str, counts: DrainReport
+    ) -> None:
         dead_dir = self.spool_dir / "dead"
         dead_dir.mkdir(parents=True, exist_ok=True)
         record = {
@@ -200,7 +243,7 @@ class Drainer:
             os.fsync(fd)
         finally:
             os.close(fd)
-        self.report.dead += 1
+        counts.dead += 1
 
     def _retire(self, path: Path, cursor: SpoolCursor) -> None:
         with transaction.atomic():
@@ -258,21 +301,53 @@ class _Resolver:
             ).update(last_seen_at=seen)
 
 
-def _complete_lines(path: Path, offset: int) -> Iterator[tuple[int, bytes]]:
-    """(end offset, line without newline) for each complete line after `offset`."""
+def _record_ids(fleet: Fleet, events: list[dict[str, Any]]) -> set[str]:
+    """Insert AppliedEvent rows for `events`; the ids that were not already there."""
+    if not events:
+        return set()
+    with connection.cursor() as cur:
+        cur.execute(
+            """
+            INSERT INTO fleet_appliedevent (event_id, fleet_id, kind, source, applied_at, result)
+            SELECT id, %s, kind, 'spool', now(), '{}'::jsonb
+            FROM unnest(%s::uuid[], %s::text[]) AS e(id, kind)
+            ON CONFLICT (event_id) DO NOTHING
+            RETURNING event_id
+            """,
+            [fleet.pk, [e["id"] for e in events], [e["kind"] for e in events]],
+        )
+        return {str(row[0]) for row in cur.fetchall()}
+
+
+def _store_results(results: dict[str, dict[str, Any]]) -> None:
+    if not results:
+        return
+    with connection.cursor() as cur:
+        cur.execute(
+            """
+            UPDATE fleet_appliedevent AS a SET result = r.result::jsonb
+            FROM unnest(%s::uuid[], %s::text[]) AS r(id, result)
+            WHERE a.event_id = r.id
+            """,
+            [list(results), [json.dumps(v) for v in results.values()]],
+        )
+
+
+def _complete_lines(path: Path, offset: int) -> Iterator[tuple[int, int, bytes]]:
+    """(start, end, line without its newline) for each complete line after `offset`."""
     with open(path, "rb") as f:
         f.seek(offset)
         data = f.read(READ_BYTES)
     last = data.rfind(b"\n")
     if last < 0:
         if len(data) >= READ_BYTES:  # no newline in 4 MiB: dead-letter it rather than stall
-            yield offset + len(data), data
+            yield offset, offset + len(data), data
         return
     pos = offset
     for raw in data[: last + 1].split(b"\n")[:-1]:
-        pos += len(raw) + 1
+        start, pos = pos, pos + len(raw) + 1
         if raw.strip():
-            yield pos, raw
+            yield start, pos, raw
 
 
 def _parse(raw: bytes, fleet_slug: str) -> dict[str, Any] | str:

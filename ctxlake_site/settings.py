@@ -7,6 +7,7 @@ CTXLAKE_HTTPS=true, and then `manage.py check --deploy` passes.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from pathlib import Path
 
@@ -117,6 +118,11 @@ def _database() -> dict[str, object]:
 
 
 DATABASES = {"default": _database()}
+# One test database per checkout, so test runs of different clones sharing the one embedded
+# server (a CI clone, a second worktree) never drop each other's database.
+DATABASES["default"]["TEST"] = {
+    "NAME": "test_ctxlake_" + hashlib.sha256(str(BASE_DIR).encode()).hexdigest()[:8]
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # The database cache lets separate processes (doctor, the web, the cluster) see

@@ -13,7 +13,7 @@ from typing import Any
 
 from claims import bridge as claims_bridge
 from ctxlake_site import paths
-from ctxlake_site.drain import Applier, DrainReport, Drainer
+from ctxlake_site.drain import Applier, Drainer, DrainReport
 from fleet import bridge as fleet_bridge
 from fleet import leases, rendering
 from fleet.models import Fleet, Lease

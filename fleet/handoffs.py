@@ -41,7 +41,7 @@ class NotPending(Exception):
     """Only a pending handoff can be picked up."""
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)  # only database errors can escape: no savepoint needed
 def create_handoff(
     agent: Agent,
     *,

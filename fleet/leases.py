@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from fleet import activity
@@ -49,7 +49,6 @@ def contention_among(leases: Sequence[Lease]) -> list[Contention]:
     return pairs
 
 
-@transaction.atomic
 def claim_paths(
     agent: Agent,
     paths: Iterable[str],
@@ -61,7 +60,8 @@ def claim_paths(
 ) -> ClaimResult:
     """Hold (or renew) `paths` for `agent`; report, never refuse, overlapping holders.
 
-    1. Normalise and de-duplicate the paths (BadPath for anything that is not repo-relative).
+    1. Normalise and de-duplicate the paths (BadPath for anything that is not repo-relative),
+       before any write, so a refusal leaves the caller's transaction untouched.
     2. Upsert one live lease per path: the partial unique constraint on unreleased rows
        makes a replay renew the lease instead of adding a second one.
     3. Compare with the other agents' active leases in the fleet and return the overlaps.
@@ -71,57 +71,72 @@ def claim_paths(
     wanted = list(dict.fromkeys(normalise(p) for p in paths))
     if not wanted or len(wanted) > MAX_PATHS_PER_CLAIM:
         raise ValueError(f"claim between 1 and {MAX_PATHS_PER_CLAIM} paths")
-    held = [
-        Lease.objects.update_or_create(
-            fleet=agent.fleet,
-            agent=agent,
-            path=path,
-            released_at=None,
-            defaults={"reason": reason, "expires_at": now + ttl, "session": session},
-            create_defaults={
-                "reason": reason,
-                "expires_at": now + ttl,
-                "session": session,
-                "acquired_at": now,
-            },
-        )[0]
-        for path in wanted
-    ]
-    others = Lease.objects.active(at=now).filter(fleet=agent.fleet).exclude(agent=agent)
-    others = others.select_related("agent")
-    contention = [Contention(m, t) for m in held for t in others if overlaps(m.path, t.path)]
-    activity.record(
-        agent.fleet, "lease.claimed", agent=agent, paths=wanted, contended=len(contention)
-    )
+    with transaction.atomic(savepoint=False):
+        held = [_upsert(agent, path, reason, now, now + ttl, session) for path in wanted]
+        others = Lease.objects.active(at=now).filter(fleet=agent.fleet).exclude(agent=agent)
+        others_list = list(others.select_related("agent"))
+        contention = [
+            Contention(m, t) for m in held for t in others_list if overlaps(m.path, t.path)
+        ]
+        activity.record(
+            agent.fleet, "lease.claimed", agent=agent, paths=wanted, contended=len(contention)
+        )
     return ClaimResult(held=held, contention=contention)
 
 
-@transaction.atomic
+_UPSERT = """
+    INSERT INTO fleet_lease (fleet_id, agent_id, session_id, path, reason, acquired_at, expires_at)
+    VALUES (%s, %s, %s, %s, %s, %s, %s)
+    ON CONFLICT (fleet_id, agent_id, path) WHERE released_at IS NULL
+    DO UPDATE SET reason = EXCLUDED.reason, expires_at = EXCLUDED.expires_at,
+                  session_id = COALESCE(EXCLUDED.session_id, fleet_lease.session_id)
+    RETURNING id, acquired_at, session_id
+"""
+
+
+def _upsert(
+    agent: Agent, path: str, reason: str, now: datetime, expires: datetime, session: Session | None
+) -> Lease:
+    """One statement per path: the partial unique index arbitrates create-or-renew."""
+    with connection.cursor() as cur:
+        cur.execute(
+            _UPSERT,
+            [agent.fleet_id, agent.pk, session.pk if session else None, path, reason, now, expires],
+        )
+        pk, acquired_at, session_id = cur.fetchone()
+    return Lease(
+        pk=pk,
+        fleet=agent.fleet,
+        agent=agent,
+        session_id=session_id,
+        path=path,
+        reason=reason,
+        acquired_at=acquired_at,
+        expires_at=expires,
+    )
+
+
 def release_paths(
     agent: Agent, paths: Iterable[str] | None = None, *, now: datetime | None = None
 ) -> ReleaseResult:
     """Release the named paths, or every live lease of `agent` when `paths` is None."""
     now = now or timezone.now()
-    live = Lease.objects.select_for_update().filter(
-        fleet=agent.fleet, agent=agent, released_at__isnull=True
-    )
-    not_held: list[str] = []
-    if paths is not None:
-        wanted = list(dict.fromkeys(normalise(p) for p in paths))
-        live = live.filter(path__in=wanted)
-        found = set(live.values_list("path", flat=True))
-        not_held = [p for p in wanted if p not in found]
-    released = list(live)
-    Lease.objects.filter(pk__in=[lease.pk for lease in released]).update(released_at=now)
-    for lease in released:
-        lease.released_at = now
-    activity.record(
-        agent.fleet,
-        "lease.released",
-        agent=agent,
-        paths=[lease.path for lease in released],
-        not_held=not_held,
-    )
+    wanted = None if paths is None else list(dict.fromkeys(normalise(p) for p in paths))
+    with transaction.atomic(savepoint=False):
+        live = Lease.objects.select_for_update().filter(
+            fleet=agent.fleet, agent=agent, released_at__isnull=True
+        )
+        if wanted is not None:
+            live = live.filter(path__in=wanted)
+        released = list(live)
+        Lease.objects.filter(pk__in=[lease.pk for lease in released]).update(released_at=now)
+        found = {lease.path for lease in released}
+        not_held = [p for p in wanted if p not in found] if wanted is not None else []
+        for lease in released:
+            lease.released_at = now
+        activity.record(
+            agent.fleet, "lease.released", agent=agent, paths=sorted(found), not_held=not_held
+        )
     return ReleaseResult(released=released, not_held=not_held)
 
 

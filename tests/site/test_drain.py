@@ -76,7 +76,7 @@ def test_it_applies_each_kind_and_creates_agents_and_sessions(
     claim = Claim.objects.get()
     assert (claim.status, claim.scope) == ("proposed", "agent")  # the line's "fleet" is ignored
     assert list(Lease.objects.active().values_list("agent__agent_id", flat=True)) == ["bo"]
-    bo_claim = AppliedEvent.objects.filter(kind="lease.claim").order_by("applied_at").last()
+    bo_claim = AppliedEvent.objects.get(kind="lease.claim", result__held=["src/a.py"])
     assert bo_claim.result["contention"][0]["other_agent"] == "ada"
 
 
@@ -180,7 +180,7 @@ def test_it_drains_rotated_files_in_order_and_retires_them(
     report = workers.drain_spool()
     assert report.applied == 10 and report.files_retired == len(files) - 1
     assert [p.name for p in (spool_dir / "mcp").glob("*.ndjson")] == ["fleet-a.ndjson"]
-    order = list(AppliedEvent.objects.order_by("applied_at").values_list("result", flat=True))
+    order = list(AppliedEvent.objects.order_by("id").values_list("result", flat=True))
     assert [r["held"][0] for r in order] == [f"f{i}.py" for i in range(10)]
 
 
