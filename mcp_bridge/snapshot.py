@@ -40,10 +40,32 @@ class Hits:
 
 @dataclass
 class _Vectors:
-    rowids: Any  # np.ndarray[int64]
-    matrix: Any  # np.ndarray[float32] (n, dims), L2-normalised
-    meta: dict[int, tuple[str, str, str]]  # rowid -> (type, scope, lower(subject))
-    position: dict[int, int] = field(default_factory=dict)
+    """The embedding matrix plus per-row filter columns, as numpy arrays (row i = claim i).
+
+    Filters and validity become boolean masks over the cosine scores, so a narrow filter
+    costs the same as none, and no per-row Python objects are kept (100k claims: ~150 MiB
+    of float32 and ~2 MiB of columns).
+    """
+
+    rowids: Any  # int64 (n,)
+    matrix: Any  # float32 (n, dims), L2-normalised
+    types: Any  # int32 codes into `codes`
+    scopes: Any
+    subjects: Any
+    superseded: Any  # bool (n,)
+    valid_until: Any  # float64 epoch seconds, +inf when unbounded
+    codes: dict[str, int]
+
+    def mask(self, now: dt.datetime, wanted: dict[str, str | None]) -> Any:
+        import numpy as np
+
+        keep = ~self.superseded & (self.valid_until > now.timestamp())
+        for column, value in (("types", wanted["type"]), ("scopes", wanted["scope"]),
+                              ("subjects", wanted["subject"])):
+            if value is not None:
+                code = self.codes.get(value, -1)
+                keep &= getattr(self, column) == code
+        return np.asarray(keep)
 
 
 class Snapshot:
@@ -149,31 +171,17 @@ class Snapshot:
         import numpy as np
 
         vec = self.vectors()
-        if vec is None or not len(vec.rowids):
+        if vec is None:
             return []
         sims = vec.matrix @ np.asarray(query_vector, dtype=np.float32)
-        order = _top(sims, ranking.CANDIDATES * 4)
         wanted = {"type": claim_type, "scope": scope,
                   "subject": subject.lower() if subject else None}
-        out: list[int] = []
-        for i in order:
-            if sims[i] < ranking.MIN_COSINE or len(out) >= ranking.CANDIDATES:
-                break
-            rowid = int(vec.rowids[i])
-            if _meta_ok(vec.meta.get(rowid), wanted):
-                out.append(rowid)
-        if any(wanted.values()) and len(out) < ranking.CANDIDATES and len(order) < len(sims):
-            out = self._vector_filtered(vec, sims, wanted)  # narrow filter: scan all of them
-        return self._live(out, now)
-
-    def _vector_filtered(self, vec: _Vectors, sims: Any, wanted: dict[str, str | None],
-                         ) -> list[int]:
-        keep = [i for i, r in enumerate(vec.rowids.tolist()) if _meta_ok(vec.meta[r], wanted)]
-        ranked = sorted(keep, key=lambda i: -sims[i])[: ranking.CANDIDATES]
-        return [int(vec.rowids[i]) for i in ranked if sims[i] >= ranking.MIN_COSINE]
+        sims = np.where(vec.mask(now, wanted), sims, -np.inf)
+        order = _top(sims, ranking.CANDIDATES)
+        return [int(vec.rowids[i]) for i in order if sims[i] >= ranking.MIN_COSINE]
 
     def _live(self, rowids: list[int], now: dt.datetime) -> list[int]:
-        """Drop superseded and expired claims, keeping the cosine order."""
+        """Drop superseded and expired claims, keeping the order."""
         if not rowids:
             return []
         marks = ",".join("?" * len(rowids))
@@ -190,19 +198,38 @@ class Snapshot:
             return self._vectors
 
     def _load_vectors(self) -> _Vectors | None:
+        """Copy the blobs straight into one preallocated matrix (no intermediate lists)."""
         import numpy as np
 
         dims = self.embedder()[1]
-        rows = self.db.execute(
-            "SELECT e.rowid, e.vector, c.type, c.scope, lower(c.subject) FROM embeddings e "
-            "JOIN claims c ON c.rowid = e.rowid ORDER BY e.rowid").fetchall()
-        good = [r for r in rows if len(r[1]) == dims * 4]
-        if not good:
+        n = self.db.execute("SELECT count(*) FROM embeddings").fetchone()[0]
+        if not n or dims <= 0:
             return None
-        matrix = np.frombuffer(b"".join(r[1] for r in good), dtype="<f4").reshape(-1, dims)
-        rowids = np.array([r[0] for r in good], dtype=np.int64)
-        meta = {r[0]: (r[2], r[3], r[4]) for r in good}
-        return _Vectors(rowids=rowids, matrix=np.ascontiguousarray(matrix), meta=meta)
+        matrix = np.empty((n, dims), dtype=np.float32)
+        rowids = np.empty(n, dtype=np.int64)
+        columns = np.empty((3, n), dtype=np.int32)
+        superseded = np.empty(n, dtype=bool)
+        valid_until = np.empty(n, dtype=np.float64)
+        codes: dict[str, int] = {}
+        cur = self.db.execute(
+            "SELECT e.rowid, e.vector, c.type, c.scope, lower(c.subject), "
+            "c.superseded_by IS NOT NULL, c.valid_until FROM embeddings e "
+            "JOIN claims c ON c.rowid = e.rowid")
+        i = 0
+        for rowid, blob, ctype, scope, subject, gone, until in cur:
+            if len(blob) != dims * 4:
+                continue  # a wrong-sized vector: this claim is found lexically only
+            matrix[i] = np.frombuffer(blob, dtype="<f4")
+            rowids[i] = rowid
+            for j, value in enumerate((ctype, scope, subject)):
+                columns[j, i] = codes.setdefault(value, len(codes))
+            superseded[i] = bool(gone)
+            moment = parse_time(until)
+            valid_until[i] = moment.timestamp() if moment else np.inf
+            i += 1
+        return _Vectors(rowids=rowids[:i], matrix=matrix[:i], types=columns[0, :i],
+                        scopes=columns[1, :i], subjects=columns[2, :i],
+                        superseded=superseded[:i], valid_until=valid_until[:i], codes=codes)
 
     def _rows(self, rowids: Sequence[int]) -> dict[int, dict[str, Any]]:
         unique = list(dict.fromkeys(rowids))
@@ -246,15 +273,6 @@ class Snapshot:
         names = [d[0] for d in cur.description]
         rows = [dict(zip(names, r, strict=True)) for r in cur]
         return clean_value(rows[:limit], self.max_chars), len(rows) > limit
-
-
-def _meta_ok(meta: tuple[str, str, str] | None, wanted: dict[str, str | None]) -> bool:
-    if meta is None:
-        return False
-    claim_type, scope, subject = meta
-    return ((wanted["type"] is None or claim_type == wanted["type"])
-            and (wanted["scope"] is None or scope == wanted["scope"])
-            and (wanted["subject"] is None or subject == wanted["subject"]))
 
 
 def _top(sims: Any, n: int) -> Any:
