@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from claims import moderation
+from claims.models import Claim, ClaimEvent, Evidence
 from fleet.bridge import Envelope, InvalidEvent
+from fleet.models import Fleet
+from mcp_bridge import contract, embed
 
 
 def apply_claim_proposed(event: Envelope) -> dict[str, Any]:
@@ -33,3 +42,165 @@ def apply_claim_proposed(event: Envelope) -> dict[str, Any]:
         "created": proposal.created,
         "evidence_added": proposal.evidence_added,
     }
+
+
+# -- render: snapshot.sqlite and the claims of the briefing (docs/cache-format.md) ---------
+
+BRIEFING_CLAIMS = 5
+
+
+def iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _claim_row(claim: Claim, paths: list[str]) -> tuple[Any, ...]:
+    return (
+        claim.public_id,
+        claim.text,
+        claim.type,
+        claim.subject,
+        claim.scope,
+        claim.status,
+        claim.confidence,
+        int(claim.contested),
+        claim.independent_sessions,
+        iso(claim.created_at),
+        iso(claim.promoted_at),
+        iso(claim.valid_until),
+        claim.superseded_by.public_id if claim.superseded_by_id else None,
+        int(claim.staleness > 0),
+        claim.staleness,
+        json.dumps(paths),
+    )
+
+
+CLAIM_COLUMNS = (
+    "id",
+    "text",
+    "type",
+    "subject",
+    "scope",
+    "status",
+    "confidence",
+    "contested",
+    "independent_sessions",
+    "created_at",
+    "promoted_at",
+    "valid_until",
+    "superseded_by",
+    "stale",
+    "staleness",
+    "evidence_paths",
+)
+
+
+def write_snapshot(fleet: Fleet, tmp: Path, *, generated_at: datetime) -> int:
+    """Build the fleet's snapshot in `tmp` (never the live file); returns the claim count.
+
+    Only promoted claims are written, superseded and expired ones included (the bridge
+    leaves those out of default results). Vectors are written only when they were made
+    by the embedder the manifest names.
+    """
+    tmp.unlink(missing_ok=True)
+    db = sqlite3.connect(tmp)
+    try:
+        db.execute("PRAGMA journal_mode = DELETE")
+        db.execute("PRAGMA synchronous = OFF")  # the file is fsynced once, before publishing
+        for ddl in contract.SNAPSHOT_DDL:
+            db.execute(ddl)
+        count = _write_claims(db, fleet)
+        _write_timeline(db, fleet)
+        meta = {
+            "format_version": contract.FORMAT_VERSION,
+            "fleet": fleet.slug,
+            "generated_at": iso(generated_at),
+            "memory_mode": fleet.memory_mode,
+            "embedder_name": embed.NAME,
+            "embedder_dims": embed.DIMS,
+            "claim_count": count,
+        }
+        db.executemany("INSERT INTO meta VALUES (?, ?)", [(k, str(v)) for k, v in meta.items()])
+        db.execute(contract.SNAPSHOT_FTS_REBUILD)
+        db.commit()
+    finally:
+        db.close()
+    return count
+
+
+def _write_claims(db: sqlite3.Connection, fleet: Fleet) -> int:
+    claims = (
+        Claim.objects.for_fleet(fleet).promoted().select_related("superseded_by").order_by("number")
+    )
+    paths: dict[int, list[str]] = {}
+    for claim_id, path in (
+        Evidence.objects.filter(claim__in=claims).exclude(path="").values_list("claim_id", "path")
+    ):
+        paths.setdefault(claim_id, []).append(path)
+    placeholders = ", ".join("?" * (len(CLAIM_COLUMNS) + 1))
+    sql = f"INSERT INTO claims (rowid, {', '.join(CLAIM_COLUMNS)}) VALUES ({placeholders})"
+    count = 0
+    for rowid, claim in enumerate(claims.iterator(chunk_size=2000), start=1):
+        db.execute(sql, (rowid, *_claim_row(claim, sorted(set(paths.get(claim.pk, []))))))
+        if claim.embedding is not None and claim.embedding_model == embed.NAME:
+            vector = np.asarray(claim.embedding, dtype="<f4")
+            if vector.shape == (embed.DIMS,):
+                db.execute("INSERT INTO embeddings VALUES (?, ?)", (rowid, vector.tobytes()))
+        count = rowid
+    return count
+
+
+def _write_timeline(db: sqlite3.Connection, fleet: Fleet) -> None:
+    """Events of promoted claims only: an unmoderated claim's text never reaches agents."""
+    events = (
+        ClaimEvent.objects.filter(claim__fleet=fleet, claim__status=Claim.Status.PROMOTED)
+        .select_related("claim", "actor_user", "actor_agent")
+        .order_by("at")
+    )
+    rows = []
+    for event in events.iterator(chunk_size=2000):
+        actor = (
+            event.actor_agent.agent_id
+            if event.actor_agent
+            else event.actor_user.get_username()
+            if event.actor_user
+            else None
+        )
+        rows.append(
+            (
+                event.claim.subject,
+                iso(event.at),
+                event.kind,
+                event.claim.public_id,
+                None,
+                actor,
+                event.claim.text if event.kind != "edited" else "claim text edited",
+            )
+        )
+    db.executemany(
+        "INSERT INTO timeline (subject, at, kind, claim_id, session_id, actor, "
+        "summary) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+
+
+def briefing_claims(fleet: Fleet, *, now: datetime) -> list[dict[str, Any]]:
+    """The few promoted claims a session should start with, in attribution-ready form."""
+    claims = (
+        Claim.objects.for_fleet(fleet)
+        .promoted()
+        .filter(superseded_by__isnull=True)
+        .exclude(valid_until__lt=now)
+        .order_by("-independent_sessions", "-confidence", "-promoted_at")[:BRIEFING_CLAIMS]
+    )
+    return [
+        {
+            "id": c.public_id,
+            "date": iso(c.promoted_at)[:10],
+            "text": c.text,
+            "independent_sessions": c.independent_sessions,
+            "confidence": c.confidence,
+            "contested": c.contested,
+            "stale": c.staleness > 0,
+        }
+        for c in claims
+    ]

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from django.utils import timezone
+
 from claims import bridge as claims_bridge
-from ctxlake_site import paths
+from ctxlake_site import briefing, cachefiles, paths
 from ctxlake_site.drain import Applier, Drainer, DrainReport
 from fleet import bridge as fleet_bridge
 from fleet import leases, rendering
 from fleet.models import Fleet, Lease
-from mcp_bridge import contract
+from mcp_bridge import contract, embed
 
 APPLIERS: dict[str, Applier] = {
     contract.KIND_LEASE_CLAIM: fleet_bridge.apply_lease_claim,
@@ -58,6 +61,82 @@ def expire_leases_task() -> str:
     for fleet in fleets:
         rendering.request_render(fleet)
     return f"expired {expired} lease(s) in {len(fleets)} fleet(s)"
+
+
+@dataclass(frozen=True)
+class RenderReport:
+    fleet: str
+    claims: int
+    seconds: float
+
+
+def render_fleet_cache(fleet_id: int) -> str:
+    """The task behind a render request."""
+    rendering.render_started(fleet_id)
+    fleet = Fleet.objects.filter(pk=fleet_id).first()
+    if fleet is None:
+        return f"fleet {fleet_id}: gone"
+    report = render_fleet(fleet)
+    return f"fleet {report.fleet}: {report.claims} claim(s) in {report.seconds:.2f}s"
+
+
+def render_all_fleets() -> str:
+    reports = [render_fleet(fleet) for fleet in Fleet.objects.all()]
+    return f"rendered {len(reports)} fleet(s)"
+
+
+def render_fleet(fleet: Fleet, *, max_tokens: int | None = None) -> RenderReport:
+    """Write every cache file of `fleet`, each atomically; the manifest last.
+
+    A reader that opens the manifest first and the other files after sees files at
+    least as new as the manifest says; the bridge never sees a torn file.
+    """
+    started = time.monotonic()
+    now = timezone.now()
+    stamp = fleet_bridge.iso(now)
+    root = paths.cache_dir() / fleet.slug
+    root.mkdir(parents=True, exist_ok=True)
+    head = {"format_version": contract.FORMAT_VERSION, "fleet": fleet.slug, "generated_at": stamp}
+    roster = fleet_bridge.render_roster(fleet, now=now)
+    history = fleet_bridge.render_history(fleet)
+    handoffs = fleet_bridge.render_handoffs(fleet)
+    for name, body in (
+        (contract.ROSTER, roster),
+        (contract.HISTORY, history),
+        (contract.HANDOFFS, handoffs),
+    ):
+        cachefiles.write_json(root / name, {**head, **body})
+    claims = 0
+    if fleet.memory_mode == Fleet.MemoryMode.OFF:
+        (root / contract.SNAPSHOT).unlink(missing_ok=True)
+    else:
+        tmp = cachefiles.temp_path(root / contract.SNAPSHOT)
+        claims = claims_bridge.write_snapshot(fleet, tmp, generated_at=now)
+        cachefiles.publish(tmp, root / contract.SNAPSHOT)
+    visible = (
+        claims_bridge.briefing_claims(fleet, now=now)
+        if fleet.memory_mode == Fleet.MemoryMode.LIVE
+        else []
+    )
+    text = briefing.compose(
+        fleet.slug,
+        roster=roster,
+        handoffs=handoffs,
+        history=history,
+        claims=visible,
+        generated_at=stamp,
+        max_tokens=max_tokens or briefing.DEFAULT_MAX_TOKENS,
+    )
+    cachefiles.write_atomic(root / contract.BRIEFING, text.encode())
+    cachefiles.write_json(
+        root / contract.MANIFEST,
+        {
+            **head,
+            "memory_mode": fleet.memory_mode,
+            "embedder": {"name": embed.NAME, "dims": embed.DIMS},
+        },
+    )
+    return RenderReport(fleet.slug, claims, time.monotonic() - started)
 
 
 SCHEDULES: list[dict[str, Any]] = [

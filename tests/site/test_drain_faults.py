@@ -35,8 +35,9 @@ def test_a_drain_killed_mid_batch_then_rerun_applies_each_event_once(spool_dir: 
     proc.wait()
     partial = AppliedEvent.objects.count()
     assert 0 < partial < EVENTS, "the kill should land mid-drain"
-    rerun = subprocess.run([*cmd[:-1], "--json"], cwd=ROOT, env=env, capture_output=True,
-                           text=True, timeout=120)
+    rerun = subprocess.run(
+        [*cmd[:-1], "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert rerun.returncode == 0, rerun.stderr
     assert AppliedEvent.objects.count() == EVENTS
     assert Lease.objects.count() == EVENTS  # one lease per event: none lost, none doubled

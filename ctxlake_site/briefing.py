@@ -1,0 +1,94 @@
+"""The SessionStart briefing: what a new session in a fleet should know, in few tokens.
+
+Built from the same pieces the bridge serves — the rendered roster, handoffs and history,
+and promoted claims in their attribution form — and cleaned by the bridge's own sanitiser,
+since every string in it was written by some agent. Capped so it never crowds a context
+window: sections are added in priority order until the token estimate would pass the cap.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp_bridge import render, sanitize
+
+DEFAULT_MAX_TOKENS = 1500
+CHARS_PER_TOKEN = 4  # a deliberately pessimistic estimate for English and code
+LIST_ROWS = 8
+
+
+def estimate_tokens(text: str) -> int:
+    return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+
+
+def _clean(value: Any, limit: int = 300) -> Any:
+    return sanitize.clean_value(value, max_chars=limit)
+
+
+def _agents(roster: dict[str, Any]) -> list[str]:
+    lines = []
+    for agent in roster["agents"][:LIST_ROWS]:
+        held = ", ".join(f"`{lease['path']}`" for lease in agent["leases"][:5]) or "no leases"
+        lines.append(f"- **{agent['agent_id']}** ({agent['runtime'] or 'unknown runtime'}): {held}")
+    for c in roster["contention"][:LIST_ROWS]:
+        lines.append(
+            f"- overlap: {c['agents'][0]} `{c['paths'][0]}` ↔ "
+            f"{c['agents'][1]} `{c['paths'][1]}` until {c['expires_at']}"
+        )
+    return lines
+
+
+def _handoffs(handoffs: dict[str, Any]) -> list[str]:
+    return [
+        f"- {h['id']} from {h['from_agent']} [{h['status']}, source trust {h['source_trust']}]:"
+        f" {h['summary']}" + (f" Next: {h['next']}" if h["next"] else "")
+        for h in handoffs["handoffs"][:LIST_ROWS]
+    ]
+
+
+def _history(history: dict[str, Any]) -> list[str]:
+    return [
+        f"- {s['started_at'][:10]} {s['agent_id']} in {s['repo'] or 'unknown repo'}: "
+        f"{s['outcome'] or 'no outcome yet'}" + (f" — {s['summary']}" if s["summary"] else "")
+        for s in history["sessions"][:LIST_ROWS]
+    ]
+
+
+def compose(
+    fleet: str,
+    *,
+    roster: dict[str, Any],
+    handoffs: dict[str, Any],
+    history: dict[str, Any],
+    claims: list[dict[str, Any]],
+    generated_at: str,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+) -> str:
+    roster, handoffs, history, claims = (
+        _clean(roster),
+        _clean(handoffs),
+        _clean(history),
+        _clean(claims, 600),
+    )
+    sections = [
+        ("Active agents and their leases (advisory)", _agents(roster)),
+        ("Open handoffs (written by agents unless the trust says operator)", _handoffs(handoffs)),
+        ("Shared memory", render.render_claims(claims).splitlines() if claims else []),
+        ("Recent sessions", _history(history)),
+    ]
+    out = [f"# ctxlake briefing for fleet {fleet}", f"_As of {generated_at}._", ""]
+    omitted = []
+    for title, lines in sections:
+        if not lines:
+            continue
+        block = [f"## {title}", *lines, ""]
+        if estimate_tokens("\n".join(out + block)) > max_tokens - 20:
+            omitted.append(title.split(" (")[0].lower())
+            continue
+        out += block
+    if omitted:
+        out.append(
+            f"_Left out to stay under {max_tokens} tokens: {', '.join(omitted)}. "
+            "Ask the ctxlake tools (fleet_status, fleet_history, memory_search)._"
+        )
+    return "\n".join(out).rstrip() + "\n"

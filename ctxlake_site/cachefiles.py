@@ -1,0 +1,48 @@
+"""Writing cache files so that a reader sees the whole old file or the whole new one.
+
+Temp file in the same directory → write → fsync → os.replace → fsync the directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def temp_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    tmp = temp_path(path)
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def write_json(path: Path, value: Any) -> None:
+    write_atomic(path, json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+def publish(tmp: Path, path: Path) -> None:
+    """Move an already-fsynced temp file (e.g. a finished SQLite snapshot) into place."""
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
