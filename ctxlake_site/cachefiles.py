@@ -5,8 +5,10 @@ Temp file in the same directory → write → fsync → os.replace → fsync the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,18 @@ def fsync_dir(directory: Path) -> None:
 
 def temp_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def remove_stale_temps(directory: Path, *, older_than_secs: float = 600) -> int:
+    """Delete temp files a killed render left behind (never a concurrent render's fresh one)."""
+    cutoff = time.time() - older_than_secs
+    removed = 0
+    for tmp in directory.glob(".*.tmp"):
+        with contextlib.suppress(FileNotFoundError):
+            if tmp.stat().st_mtime < cutoff:
+                tmp.unlink()
+                removed += 1
+    return removed
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -160,9 +160,12 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
 }
 
+# The broker: the same Postgres by default (the ORM broker); Redis when CTXLAKE_REDIS_URL is
+# set, which is how several clusters on several hosts share one queue.
+REDIS_URL = env_str("CTXLAKE_REDIS_URL")
 Q_CLUSTER = {
     "name": "ctxlake",
-    "orm": "default",
+    **({"redis": REDIS_URL} if REDIS_URL else {"orm": "default"}),
     "workers": env_int("CTXLAKE_Q_WORKERS", 2, minimum=1),
     "timeout": 60,
     "retry": 90,  # must exceed timeout, or a slow task is retried while still running

@@ -96,6 +96,7 @@ def render_fleet(fleet: Fleet, *, max_tokens: int | None = None) -> RenderReport
     stamp = fleet_bridge.iso(now)
     root = paths.cache_dir() / fleet.slug
     root.mkdir(parents=True, exist_ok=True)
+    cachefiles.remove_stale_temps(root)
     head = {"format_version": contract.FORMAT_VERSION, "fleet": fleet.slug, "generated_at": stamp}
     roster = fleet_bridge.render_roster(fleet, now=now)
     history = fleet_bridge.render_history(fleet)

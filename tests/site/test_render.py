@@ -1,0 +1,122 @@
+"""Rendering a fleet's cache: the documented format, atomically, and safe to kill."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from claims.models import Claim, ClaimEvent
+from ctxlake_site import workers
+from fleet import handoffs, leases
+from fleet.models import Agent, Fleet
+from mcp_bridge import contract
+from mcp_bridge.cache import Cache
+from tests.helpers import env_for_test_database
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _promoted(fleet: Fleet, n: int, **kw: object) -> list[Claim]:
+    now = timezone.now()
+    claims = [
+        Claim(
+            fleet=fleet,
+            number=i + 1,
+            text=f"claim {i} about widgets",
+            type="fact",
+            subject="widgets",
+            scope="fleet",
+            status="promoted",
+            promoted_at=now,
+            independent_sessions=1,
+            text_hash="0" * 64,
+            **kw,
+        )
+        for i in range(n)
+    ]
+    return Claim.objects.bulk_create(claims)
+
+
+def _read_snapshot(path: Path) -> int:
+    db = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    try:
+        return int(db.execute("select count(*) from claims").fetchone()[0])
+    finally:
+        db.close()
+
+
+def test_it_writes_every_file_in_the_documented_shape(
+    fleet_a: Fleet, ada: Agent, bo: Agent, spool_dir: Path
+) -> None:
+    leases.claim_paths(ada, ["src/**"], ttl=timedelta(hours=1))
+    leases.claim_paths(bo, ["src/a.py"], ttl=timedelta(hours=1))
+    handoffs.create_handoff(ada, summary="half done\u200b", next_steps="finish")
+    (claim,) = _promoted(fleet_a, 1)
+    ClaimEvent.objects.create(claim=claim, kind="promoted")
+    workers.render_fleet(fleet_a)
+    root = spool_dir.parent / "cache" / "fleet-a"
+    manifest = json.loads((root / contract.MANIFEST).read_text())
+    assert manifest["format_version"] == contract.FORMAT_VERSION
+    assert manifest["embedder"]["dims"] == 384
+    roster = json.loads((root / contract.ROSTER).read_text())
+    assert roster["contention"][0]["agents"] == ["ada", "bo"]
+    assert _read_snapshot(root / contract.SNAPSHOT) == 1
+    briefing = (root / contract.BRIEFING).read_text()
+    assert "[cc-01, " in briefing and "1 independent session" in briefing
+    assert "\u200b" not in briefing  # cleaned by the bridge's sanitiser
+    cache = Cache(spool_dir.parent / "cache" / "fleet-a", fleet="fleet-a")
+    assert cache.read(contract.ROSTER).value is not None
+
+
+def test_memory_mode_off_removes_the_snapshot(fleet_a: Fleet, spool_dir: Path) -> None:
+    workers.render_fleet(fleet_a)
+    fleet_a.memory_mode = "off"
+    fleet_a.save()
+    workers.render_fleet(fleet_a)
+    assert not (spool_dir.parent / "cache" / "fleet-a" / contract.SNAPSHOT).exists()
+
+
+def test_the_briefing_stays_under_its_token_cap(
+    fleet_a: Fleet, ada: Agent, spool_dir: Path
+) -> None:
+    for i in range(40):
+        handoffs.create_handoff(ada, summary=f"handoff {i} " + "words " * 80)
+    _promoted(fleet_a, 5)
+    workers.render_fleet(fleet_a, max_tokens=300)
+    text = (spool_dir.parent / "cache" / "fleet-a" / contract.BRIEFING).read_text()
+    assert len(text) / 4 <= 300
+    assert "Left out to stay under 300 tokens" in text
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_render_killed_mid_write_leaves_the_previous_cache_whole(spool_dir: Path) -> None:
+    fleet = Fleet.objects.create(slug="killrender", name="k", memory_mode="live")
+    _promoted(fleet, 20000)
+    workers.render_fleet(fleet)
+    root = spool_dir.parent / "cache" / "killrender"
+    before = {p.name: p.read_bytes() for p in root.iterdir()}
+    Claim.objects.filter(fleet=fleet, number=1).update(text="changed")
+    env = env_for_test_database(CTXLAKE_CACHE_DIR=str(spool_dir.parent / "cache"))
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "render_cache", "--fleet", "killrender"], cwd=ROOT, env=env
+    )
+    deadline = time.monotonic() + 60
+    while not list(root.glob(".snapshot.sqlite.*.tmp")) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert list(root.glob(".*.tmp")), "the kill should land while the snapshot is being built"
+    after = {p.name: p.read_bytes() for p in root.iterdir() if not p.name.startswith(".")}
+    assert after.keys() == before.keys()
+    assert json.loads(after[contract.MANIFEST]) == json.loads(before[contract.MANIFEST])
+    assert _read_snapshot(root / contract.SNAPSHOT) == 20000
