@@ -39,6 +39,30 @@ def normalise(path: str) -> str:
     return "/".join(segments) + ("/" if cleaned.endswith("/") else "")
 
 
+WILDCARDS = frozenset("*?[")
+
+
+def literal_prefix(pattern: str) -> str:
+    """The leading segments without wildcards, with a trailing slash ("src/payments/").
+
+    Every path a pattern covers starts with these segments, so two patterns can only
+    overlap when one's literal prefix starts with the other's: a cheap, indexable filter
+    in front of the exact `overlaps`.
+    """
+    literal = []
+    for segment in _covering_segments(pattern):
+        if WILDCARDS & set(segment):
+            break
+        literal.append(segment)
+    return "".join(f"{segment}/" for segment in literal)
+
+
+def prefixes_of(prefix: str) -> list[str]:
+    """ "a/b/" → ["", "a/", "a/b/"]: the literal prefixes that `prefix` starts with."""
+    parts = [p for p in prefix.split("/") if p]
+    return ["".join(f"{q}/" for q in parts[:i]) for i in range(len(parts) + 1)]
+
+
 def overlaps(a: str, b: str) -> bool:
     """True when some file path could be covered by both lease patterns."""
     return _segments_intersect(_covering_segments(a), _covering_segments(b))

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from fleet import activity
-from fleet.globs import normalise, overlaps
+from fleet.globs import literal_prefix, normalise, overlaps, prefixes_of
 from fleet.models import Agent, Lease, Session
 
 MAX_PATHS_PER_CLAIM = 100
@@ -73,10 +74,8 @@ def claim_paths(
         raise ValueError(f"claim between 1 and {MAX_PATHS_PER_CLAIM} paths")
     with transaction.atomic(savepoint=False):
         held = [_upsert(agent, path, reason, now, now + ttl, session) for path in wanted]
-        others = Lease.objects.active(at=now).filter(fleet=agent.fleet).exclude(agent=agent)
-        others_list = list(others.select_related("agent"))
         contention = [
-            Contention(m, t) for m in held for t in others_list if overlaps(m.path, t.path)
+            Contention(m, t) for m in held for t in _candidates(m, now) if overlaps(m.path, t.path)
         ]
         activity.record(
             agent.fleet, "lease.claimed", agent=agent, paths=wanted, contended=len(contention)
@@ -84,9 +83,17 @@ def claim_paths(
     return ClaimResult(held=held, contention=contention)
 
 
+def _candidates(mine: Lease, now: datetime) -> list[Lease]:
+    """Other agents' active leases that could overlap `mine`, by literal prefix (indexed)."""
+    near = Q(prefix__startswith=mine.prefix) | Q(prefix__in=prefixes_of(mine.prefix))
+    others = Lease.objects.active(at=now).filter(near, fleet_id=mine.fleet_id)
+    return list(others.exclude(agent_id=mine.agent_id).select_related("agent"))
+
+
 _UPSERT = """
-    INSERT INTO fleet_lease (fleet_id, agent_id, session_id, path, reason, acquired_at, expires_at)
-    VALUES (%s, %s, %s, %s, %s, %s, %s)
+    INSERT INTO fleet_lease (fleet_id, agent_id, session_id, path, prefix, reason, acquired_at,
+                             expires_at)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
     ON CONFLICT (fleet_id, agent_id, path) WHERE released_at IS NULL
     DO UPDATE SET reason = EXCLUDED.reason, expires_at = EXCLUDED.expires_at,
                   session_id = COALESCE(EXCLUDED.session_id, fleet_lease.session_id)
@@ -98,10 +105,20 @@ def _upsert(
     agent: Agent, path: str, reason: str, now: datetime, expires: datetime, session: Session | None
 ) -> Lease:
     """One statement per path: the partial unique index arbitrates create-or-renew."""
+    prefix = literal_prefix(path)
     with connection.cursor() as cur:
         cur.execute(
             _UPSERT,
-            [agent.fleet_id, agent.pk, session.pk if session else None, path, reason, now, expires],
+            [
+                agent.fleet_id,
+                agent.pk,
+                session.pk if session else None,
+                path,
+                prefix,
+                reason,
+                now,
+                expires,
+            ],
         )
         pk, acquired_at, session_id = cur.fetchone()
     return Lease(
@@ -110,6 +127,7 @@ def _upsert(
         agent=agent,
         session_id=session_id,
         path=path,
+        prefix=prefix,
         reason=reason,
         acquired_at=acquired_at,
         expires_at=expires,

@@ -7,11 +7,15 @@ one live lease per agent and path) are database constraints, not only form valid
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
+from django.contrib.postgres.indexes import OpClass
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+
+from fleet.globs import BadPath, literal_prefix
 
 
 def _in_choices(field: str, choices: type[models.TextChoices], name: str) -> models.CheckConstraint:
@@ -138,6 +142,8 @@ class Lease(models.Model):
         Session, on_delete=models.SET_NULL, null=True, blank=True, related_name="leases"
     )
     path = models.CharField(max_length=1024, help_text="A repo-relative path or glob.")
+    # fleet.globs.literal_prefix(path): lets contention checks skip leases that cannot overlap.
+    prefix = models.CharField(max_length=1100, blank=True, default="", editable=False)
     reason = models.CharField(max_length=500, blank=True)
     acquired_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField()
@@ -169,11 +175,24 @@ class Lease(models.Model):
                 fields=("fleet", "expires_at"),
                 condition=Q(released_at__isnull=True),
                 name="fleet_lease_live_by_expiry",
-            )
+            ),
+            models.Index(
+                models.F("fleet"),
+                OpClass(models.F("prefix"), name="varchar_pattern_ops"),
+                condition=Q(released_at__isnull=True),
+                name="fleet_lease_live_by_prefix",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.path} ({self.agent.agent_id})"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        try:
+            self.prefix = literal_prefix(self.path)
+        except BadPath:
+            self.prefix = ""  # the database's own checks have the last word on the path
+        super().save(*args, **kwargs)
 
     def is_active(self, at: datetime | None = None) -> bool:
         return self.released_at is None and self.expires_at > (at or timezone.now())

@@ -48,3 +48,13 @@ def test_it_refuses_paths_that_name_nothing_in_a_repo(hostile: str) -> None:
 def test_it_says_which_concrete_paths_a_lease_covers() -> None:
     assert covers("src/payments/**", "src/payments/a/b.py")
     assert not covers("src/payments/**", "src/pay.py")
+
+
+@pytest.mark.parametrize(("a", "b", "expected"), OVERLAPS)
+def test_the_literal_prefix_filter_never_hides_an_overlap(a: str, b: str, expected: bool) -> None:
+    from fleet.globs import literal_prefix, prefixes_of
+
+    pa, pb = literal_prefix(a), literal_prefix(b)
+    candidate = pb.startswith(pa) or pb in prefixes_of(pa)
+    if expected:
+        assert candidate
