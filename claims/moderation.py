@@ -16,6 +16,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from claims import tasks
 from claims.models import MAX_EXCERPT, Claim, ClaimEvent, ClaimStatus, Evidence, text_hash
 from fleet import lineage, rendering
 from fleet.models import Agent, Fleet, FleetModerator
@@ -159,6 +160,7 @@ def propose_claim(
         claim.save()
         Evidence.objects.bulk_create([Evidence(claim=claim, agent=by_agent, **c) for c in unique])
         _event(claim, ClaimEvent.Kind.PROPOSED, agent=by_agent)
+        tasks.request_embedding()
     return Proposal(claim, created=True, evidence_added=len(unique))
 
 
@@ -316,6 +318,7 @@ def edit_claim(claim: Claim, *, by: Any, text: str, note: str = "") -> Claim:
         raise GateRefused(f"The edited text is not valid: {exc}") from exc
     locked.refresh_from_db()
     _event(locked, ClaimEvent.Kind.EDITED, user=by, note=note, original=original)
+    tasks.request_embedding()
     return locked
 
 
@@ -335,3 +338,36 @@ def merge_claim(claim: Claim, *, into: Claim, by: Any) -> Claim:
     )
     corroborate_claim(into, citations=citations, user=by, note=f"merged from {claim.public_id}")
     return into
+
+
+@transaction.atomic
+def absorb_near_duplicate(claim: Claim, *, into: Claim, similarity: float) -> Claim:
+    """Fold a new proposal into an older claim it repeats (cosine ≥ the threshold).
+
+    Not a moderation decision: no person is involved and nothing is promoted. The older
+    claim gains the evidence as corroboration, recorded with the similarity; the proposal
+    is closed with a note saying where it went.
+    """
+    citations = list(claim.evidence.values(*CITATION_FIELDS))
+    won = Claim.objects.filter(pk=claim.pk, status=ClaimStatus.PROPOSED).update(
+        status=ClaimStatus.REJECTED
+    )
+    if not won:
+        raise AlreadyDecided(f"{claim.public_id} was decided meanwhile")
+    note = f"near duplicate of {into.public_id} (cosine {similarity:.3f})"
+    _event(
+        claim,
+        ClaimEvent.Kind.REJECTED,
+        note=note,
+        merged_into=into.public_id,
+        similarity=round(similarity, 4),
+    )
+    corroborate_claim(
+        into,
+        citations=citations,
+        by_agent=claim.proposed_by,
+        similarity=round(similarity, 4),
+        note=f"near duplicate {claim.public_id}",
+    )
+    claim.refresh_from_db()
+    return claim

@@ -25,6 +25,10 @@ CTXLAKE_HOME = paths.home()
 CTXLAKE_CACHE_DIR = paths.cache_dir()
 CTXLAKE_SPOOL_DIR = paths.spool_dir()
 
+# The text embedder for claims: a module with NAME, DIMS and embed(texts). Changing it
+# leaves every claim marked with the old model until `manage.py reembed_claims --commit`.
+CTXLAKE_EMBEDDER = env_str("CTXLAKE_EMBEDDER", "mcp_bridge.embed")
+
 
 def _local_secret_key() -> str:
     """A per-machine key, created once, so local sessions survive restarts."""

@@ -1,0 +1,88 @@
+"""Embeddings with the real offline model: storing, model changes, near duplicates."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+
+from claims import embeddings, moderation, tasks
+from claims.models import Claim
+from fleet.models import Fleet
+
+
+def _propose(fleet: Fleet, text: str, session: str = "s1", **kw: Any) -> Claim:
+    return moderation.propose_claim(
+        fleet,
+        text=text,
+        type="gotcha",
+        subject="ci",
+        evidence=[{"session_id": session, "message_id": f"m-{text[:8]}"}],
+        **kw,
+    ).claim
+
+
+def test_it_embeds_pending_claims_with_the_model_name(fleet_a: Fleet) -> None:
+    claim = _propose(fleet_a, "The CI cache must be cleared after bumping the Rust toolchain")
+    assert embeddings.needing_embedding().count() == 1
+    tasks.embed_pending()
+    claim.refresh_from_db()
+    assert claim.embedding_model == embeddings.embedder().NAME
+    assert len(claim.embedding) == 384
+    assert embeddings.needing_embedding().count() == 0
+
+
+def test_a_model_change_marks_claims_for_reembedding(fleet_a: Fleet) -> None:
+    claim = _propose(fleet_a, "Deploys need the VPN")
+    tasks.embed_pending()
+    Claim.objects.filter(pk=claim.pk).update(embedding_model="some-older-model")
+    out = StringIO()
+    call_command("reembed_claims", "--json", stdout=out)
+    assert json.loads(out.getvalue()) == {
+        "to_embed": 1,
+        "model": embeddings.embedder().NAME,
+        "committed": False,
+    }
+    call_command("reembed_claims", "--commit", "--quiet", stdout=StringIO())
+    claim.refresh_from_db()
+    assert claim.embedding_model == embeddings.embedder().NAME
+
+
+def test_a_near_duplicate_corroborates_the_older_claim_with_its_similarity(
+    fleet_a: Fleet,
+) -> None:
+    first = _propose(fleet_a, "Run make lint before pushing or CI rejects the branch.", "s1")
+    tasks.embed_pending()
+    second = _propose(fleet_a, "Run make lint before pushing, or the CI rejects the branch!", "s2")
+    unrelated = _propose(fleet_a, "The staging database is reset every Sunday night.", "s3")
+    tasks.embed_pending()
+    second.refresh_from_db()
+    first.refresh_from_db()
+    unrelated.refresh_from_db()
+    assert second.status == "rejected"
+    assert "near duplicate of cc-01" in second.events.get(kind="rejected").note
+    corroborated = first.events.get(kind="corroborated")
+    assert corroborated.data["similarity"] >= tasks.NEAR_DUPLICATE
+    assert first.independent_sessions == 2
+    assert unrelated.status == "proposed"
+
+
+def test_nearest_finds_paraphrases_above_unrelated_claims(fleet_a: Fleet) -> None:
+    probe = _propose(fleet_a, "Tests fail unless the Redis server is running locally.")
+    para = _propose(fleet_a, "You need a local Redis running or the test suite fails.", "s2")
+    _propose(fleet_a, "Invoices are rounded to the nearest cent.", "s3")
+    tasks.embed_pending()
+    probe.refresh_from_db()
+    (best, similarity), *_ = embeddings.nearest(probe)
+    assert best == para and 0.6 < similarity < 1.0
+
+
+@pytest.mark.parametrize("batch", ["0", "-3"])
+def test_reembed_refuses_a_bad_batch_size(db: None, batch: str) -> None:
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="batch"):
+        call_command("reembed_claims", "--batch", batch)
