@@ -179,16 +179,22 @@ class ClaimAdmin(ModeratorOnly, admin.ModelAdmin[Claim]):
         live = claim.status == Claim.Status.PROPOSED
         return {
             "title": f"Review {claim.public_id}",
+            "subtitle": None,  # str(claim) would put agent-written text in the <title>
             "review": facts,
             "text_html": reveal(claim.text),
             "agents_see": sanitize.clean_text(claim.text) if has_hidden(claim.text) else None,
             "can_decide": live,
             "can_contest": claim.status in (Claim.Status.PROPOSED, Claim.Status.PROMOTED),
-            "promote_form": admin_forms.PromoteForm(),
-            "reject_form": admin_forms.RejectForm(),
-            "edit_form": admin_forms.EditForm(initial={"text": claim.text}),
-            "merge_form": admin_forms.MergeForm(claim=claim),
-            "note_form": admin_forms.NoteForm(),
+            "promote_form": admin_forms.PromoteForm(auto_id="promote_%s"),
+            "reject_form": admin_forms.RejectForm(auto_id="reject_%s"),
+            # The suggested wording is what agents would see: hidden code points removed.
+            "edit_form": admin_forms.EditForm(
+                initial={"text": sanitize.clean_text(claim.text, len(claim.text))},
+                auto_id="edit_%s",
+            ),
+            "merge_form": admin_forms.MergeForm(claim=claim, auto_id="merge_%s"),
+            "contest_form": admin_forms.NoteForm(auto_id="contest_%s"),
+            "retract_form": admin_forms.NoteForm(auto_id="retract_%s"),
         }
 
     # Bulk actions -----------------------------------------------------------------------
@@ -213,10 +219,14 @@ class ClaimAdmin(ModeratorOnly, admin.ModelAdmin[Claim]):
 class ClaimEventAdmin(ModeratorOnly, admin.ModelAdmin[ClaimEvent]):
     """The audit trail, read-only, limited to the moderator's fleets."""
 
-    list_display = ("at", "claim", "kind", "actor_user", "actor_agent", "note")
+    list_display = ("at", "claim_id_display", "kind", "actor_user", "actor_agent", "note")
     list_filter = ("kind",)
     list_select_related = ("claim", "actor_user", "actor_agent")
     search_fields = ("note",)
+
+    @admin.display(description="claim", ordering="claim__number")
+    def claim_id_display(self, event: ClaimEvent) -> str:
+        return event.claim.public_id
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ClaimEvent]:
         qs = super().get_queryset(request).defer("claim__embedding", "claim__search_vector")

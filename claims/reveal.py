@@ -45,17 +45,19 @@ def reveal(text: str) -> SafeString:
 
 def _badge(ch: str) -> str:
     name = unicodedata.name(ch, "unnamed or control character")
-    return format_html('<span class="cl-hidden" title="{}">&lt;U+{:04X}&gt;</span>', name, ord(ch))
+    return format_html(
+        '<span class="cl-hidden" title="{}">&lt;U+{}&gt;</span>', name, f"{ord(ch):04X}"
+    )
 
 
 def _tag_badge(tags: list[str]) -> str:
     hidden = "".join(chr(ord(t) - 0xE0000) for t in tags)
     first, last = ord(tags[0]), ord(tags[-1])
     return format_html(
-        '<span class="cl-hidden" title="{} tag characters U+{:04X}…U+{:04X}">'
+        '<span class="cl-hidden" title="{} tag characters U+{}…U+{}">'
         "&lt;hidden tag text: “{}”&gt;</span>",
         len(tags),
-        first,
-        last,
+        f"{first:04X}",
+        f"{last:04X}",
         hidden,
     )
