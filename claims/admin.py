@@ -12,6 +12,7 @@ from typing import Any
 
 from django.contrib import admin
 from django.contrib.admin.utils import unquote
+from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.template.response import TemplateResponse
@@ -43,8 +44,23 @@ QUEUE_COLUMNS = (
 )
 
 
+QUEUE_ORDERING = ("created_at", "pk")  # oldest first: nobody waits forever
+ALL_ORDERING = ("-created_at", "-pk")
+
+
 def in_queue(request: HttpRequest) -> bool:
     return getattr(request, "review_queue", False)
+
+
+class ClaimChangeList(ChangeList):
+    """Column arrows follow the per-request ordering (queue: oldest first), not Meta's."""
+
+    def __init__(self, request: HttpRequest, *args: Any, **kwargs: Any) -> None:
+        self.queue = in_queue(request)
+        super().__init__(request, *args, **kwargs)
+
+    def _get_default_ordering(self) -> list[str]:
+        return list(QUEUE_ORDERING if self.queue else ALL_ORDERING)
 
 
 class ModeratorOnly:
@@ -68,7 +84,16 @@ class ModeratorOnly:
 
 @admin.register(Claim)
 class ClaimAdmin(ModeratorOnly, admin.ModelAdmin[Claim]):
-    list_display = ("public_id", "queue_text", "status", "contested", "type", "subject", "fleet")
+    list_display = (
+        "public_id",
+        "queue_text",
+        "status",
+        "contested",
+        "type",
+        "subject",
+        "fleet",
+        "waiting",
+    )
     list_display_links = ("public_id",)
     list_filter = (admin_filters.FleetFilter, "status", "contested", "type")
     search_fields = ("text", "subject")
@@ -86,7 +111,10 @@ class ClaimAdmin(ModeratorOnly, admin.ModelAdmin[Claim]):
         return qs.proposed() if in_queue(request) else qs
 
     def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
-        return ("created_at", "pk") if in_queue(request) else ("-created_at", "-pk")
+        return QUEUE_ORDERING if in_queue(request) else ALL_ORDERING
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return ClaimChangeList
 
     def get_list_display(self, request: HttpRequest) -> tuple[str, ...]:
         return QUEUE_COLUMNS if in_queue(request) else tuple(self.list_display)
@@ -113,13 +141,13 @@ class ClaimAdmin(ModeratorOnly, admin.ModelAdmin[Claim]):
         text = claim.text if len(claim.text) <= 120 else claim.text[:119] + "…"
         return reveal(text)
 
-    @admin.display(description="independent sessions", ordering="independent_sessions")
+    @admin.display(description="ind. sessions", ordering="independent_sessions")
     def sessions(self, claim: Claim) -> str:
         need = claim.fleet.min_independent_sessions
         have = claim.independent_sessions
         return f"{have}" if have >= need else f"{have} (needs {need})"
 
-    @admin.display(description="proposed by", ordering="proposed_by__agent_id")
+    @admin.display(description="by", ordering="proposed_by__agent_id")
     def proposer(self, claim: Claim) -> str:
         return claim.proposed_by.agent_id if claim.proposed_by else "—"
 

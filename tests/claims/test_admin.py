@@ -60,12 +60,14 @@ def _queue_ids(client: Client, query: str = "") -> list[str]:
 
 
 @pytest.fixture(autouse=True)
-def plain_static(settings: Any) -> None:
-    """Admin pages without collectstatic: the manifest storage needs a collected manifest."""
+def admin_settings(settings: Any) -> None:
+    """Admin pages without collectstatic (the manifest storage needs a collected manifest),
+    and a fast password hasher: PBKDF2 per persona would dominate these tests' time."""
     settings.STORAGES = {
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture
