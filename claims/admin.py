@@ -36,7 +36,7 @@ QUEUE_COLUMNS = (
     "public_id",
     "queue_text",
     "type",
-    "subject",
+    "subject_text",
     "fleet",
     "sessions",
     "proposer",
@@ -140,6 +140,10 @@ class ClaimAdmin(ModeratorOnly, admin.ModelAdmin[Claim]):
     def queue_text(self, claim: Claim) -> str:
         text = claim.text if len(claim.text) <= 120 else claim.text[:119] + "…"
         return reveal(text)
+
+    @admin.display(description="subject", ordering="subject")
+    def subject_text(self, claim: Claim) -> str:
+        return reveal(claim.subject)
 
     @admin.display(description="ind. sessions", ordering="independent_sessions")
     def sessions(self, claim: Claim) -> str:

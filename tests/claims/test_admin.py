@@ -140,13 +140,26 @@ def test_the_queue_page_does_a_fixed_number_of_queries(
     as_mod: Client, fleet_a: Fleet, ada: Agent, django_assert_max_num_queries: Any
 ) -> None:
     _many(fleet_a, 50, agent=ada)
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(10):
         response = as_mod.get(QUEUE)
     assert len(response.context["cl"].result_list) == 50
     assert "ada" in response.content.decode()
 
 
 # The review page ------------------------------------------------------------------------
+
+
+def test_the_review_page_does_a_fixed_number_of_queries(
+    as_mod: Client, fleet_a: Fleet, ada: Agent, fleet_mod: User, django_assert_max_num_queries: Any
+) -> None:
+    evidence = [{"session_id": f"s{i}", "message_id": "m"} for i in range(20)]
+    claim = _propose(fleet_a, ada, evidence=evidence)
+    for i in range(10):
+        moderation.contest_claim(claim, by=fleet_mod, note=f"note {i}")
+        _propose(fleet_a, ada, n=i, text=f"another pytest claim {i}")
+    with django_assert_max_num_queries(14):  # 12 today, whatever the evidence or history size
+        page = _page(as_mod, claim)
+    assert page.count("note ") >= 10 and "s19" in page
 
 
 def test_the_review_page_shows_claim_evidence_gate_and_history(
