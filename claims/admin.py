@@ -1,65 +1,265 @@
-"""Admin pages for claims. Status is never editable here: moderation goes through
-claims.moderation (the promotion gate), which the moderation issue wires into actions."""
+"""The moderation admin: the review queue, the per-claim review page, bulk decisions.
+
+Nothing in the admin writes a claim: the change form is view-only for everyone (status,
+scope and promotion are never form fields), and every button calls claims.moderation,
+whose promotion gate decides. Moderators see only the fleets they are granted
+(claims.admin_scope); another fleet's claim is simply not in their queryset.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
+from django.contrib.admin.utils import unquote
+from django.contrib.admin.views.main import ChangeList
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path
+from django.utils import timezone
+from django.utils.timesince import timesince
 
-from claims.models import Claim, ClaimEvent, Evidence
+from claims import admin_filters, admin_forms, admin_scope, admin_views, review
+from claims.models import Claim, ClaimEvent
+from claims.reveal import has_hidden, reveal
+from mcp_bridge import sanitize
+
+QUEUE_FILTERS = (
+    admin_filters.FleetFilter,
+    "type",
+    admin_filters.SubjectFilter,
+    admin_filters.SessionsFilter,
+    admin_filters.AgeFilter,
+)
+QUEUE_COLUMNS = (
+    "public_id",
+    "queue_text",
+    "type",
+    "subject_text",
+    "fleet",
+    "sessions",
+    "proposer",
+    "waiting",
+)
 
 
-class EvidenceInline(admin.TabularInline[Evidence, Claim]):
-    model = Evidence
-    extra = 0
-    fields = ("session_id", "message_id", "repo", "path", "commit", "excerpt")
+QUEUE_ORDERING = ("created_at", "pk")  # oldest first: nobody waits forever
+ALL_ORDERING = ("-created_at", "-pk")
 
 
-class ClaimEventInline(admin.TabularInline[ClaimEvent, Claim]):
-    model = ClaimEvent
-    extra = 0
-    can_delete = False
-    fields = ("at", "kind", "actor_user", "actor_agent", "note")
-    readonly_fields = fields
+def in_queue(request: HttpRequest) -> bool:
+    return getattr(request, "review_queue", False)
 
-    def has_add_permission(self, request: object, obj: object = None) -> bool:
+
+class ClaimChangeList(ChangeList):
+    """Column arrows follow the per-request ordering (queue: oldest first), not Meta's."""
+
+    def __init__(self, request: HttpRequest, *args: Any, **kwargs: Any) -> None:
+        self.queue = in_queue(request)
+        super().__init__(request, *args, **kwargs)
+
+    def _get_default_ordering(self) -> list[str]:
+        return list(QUEUE_ORDERING if self.queue else ALL_ORDERING)
+
+
+class ModeratorOnly:
+    """Moderators may view (scoped); nobody adds, changes or deletes through forms."""
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return admin_scope.is_moderator(request.user)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return admin_scope.is_moderator(request.user)
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
 
 @admin.register(Claim)
-class ClaimAdmin(admin.ModelAdmin[Claim]):
-    list_display = ("public_id", "short_text", "fleet", "type", "subject", "status", "created_at")
-    list_filter = ("status", "type", "fleet", "contested")
-    search_fields = ("text", "subject")
-    list_select_related = ("fleet",)
-    readonly_fields = (
+class ClaimAdmin(ModeratorOnly, admin.ModelAdmin[Claim]):
+    list_display = (
+        "public_id",
+        "queue_text",
         "status",
-        "scope",
         "contested",
-        "independent_sessions",
-        "embedding_model",
-        "promoted_at",
-        "promoted_by",
+        "type",
+        "subject",
+        "fleet",
+        "waiting",
     )
-    exclude = ("embedding",)
-    raw_id_fields = ("proposed_by", "superseded_by")
-    inlines = (EvidenceInline, ClaimEventInline)
+    list_display_links = ("public_id",)
+    list_filter = (admin_filters.FleetFilter, "status", "contested", "type")
+    search_fields = ("text", "subject")
+    list_per_page = 50
+    actions = ("promote_selected", "reject_selected")
+    fields = ("text", "type", "subject", "status", "scope", "contested", "confidence")
+    change_form_template = "admin/claims/claim/review.html"
+    change_list_template = "admin/claims/claim/change_list.html"
+
+    # Scope ------------------------------------------------------------------------------
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Claim]:
+        qs = admin_scope.visible_claims(Claim.objects.all(), request.user)
+        qs = qs.select_related("fleet", "proposed_by").defer("embedding", "search_vector")
+        return qs.proposed() if in_queue(request) else qs
+
+    def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
+        return QUEUE_ORDERING if in_queue(request) else ALL_ORDERING
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return ClaimChangeList
+
+    def get_list_display(self, request: HttpRequest) -> tuple[str, ...]:
+        return QUEUE_COLUMNS if in_queue(request) else tuple(self.list_display)
+
+    def get_list_filter(self, request: HttpRequest) -> tuple[Any, ...]:
+        return QUEUE_FILTERS if in_queue(request) else tuple(self.list_filter)
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Claim], search_term: str
+    ) -> tuple[QuerySet[Claim], bool]:
+        """Text search, plus a public id (cc-12) finding its claim directly."""
+        found, may_duplicate = super().get_search_results(request, queryset, search_term)
+        by_id = queryset.by_public_id(search_term) if search_term else queryset.none()  # type: ignore[attr-defined]
+        return found | by_id, may_duplicate
+
+    # Columns ----------------------------------------------------------------------------
+
+    @admin.display(description="id", ordering="number")
+    def public_id(self, claim: Claim) -> str:
+        return claim.public_id
 
     @admin.display(description="text")
-    def short_text(self, claim: Claim) -> str:
-        return claim.text if len(claim.text) <= 80 else claim.text[:79] + "…"
+    def queue_text(self, claim: Claim) -> str:
+        text = claim.text if len(claim.text) <= 120 else claim.text[:119] + "…"
+        return reveal(text)
+
+    @admin.display(description="subject", ordering="subject")
+    def subject_text(self, claim: Claim) -> str:
+        return reveal(claim.subject)
+
+    @admin.display(description="ind. sessions", ordering="independent_sessions")
+    def sessions(self, claim: Claim) -> str:
+        need = claim.fleet.min_independent_sessions
+        have = claim.independent_sessions
+        return f"{have}" if have >= need else f"{have} (needs {need})"
+
+    @admin.display(description="by", ordering="proposed_by__agent_id")
+    def proposer(self, claim: Claim) -> str:
+        return claim.proposed_by.agent_id if claim.proposed_by else "—"
+
+    @admin.display(description="waiting", ordering="created_at")
+    def waiting(self, claim: Claim) -> str:
+        return timesince(claim.created_at, timezone.now())
+
+    # Views ------------------------------------------------------------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
+        return [
+            path("review/", wrap(self.review_queue_view), name="claims_claim_review"),
+            path(
+                "<path:object_id>/moderate/<slug:action>/",
+                wrap(self.moderate_view),
+                name="claims_claim_moderate",
+            ),
+            *super().get_urls(),
+        ]
+
+    def review_queue_view(self, request: HttpRequest) -> HttpResponse:
+        """The changelist, narrowed to proposed claims, oldest first, with queue filters."""
+        request.review_queue = True  # type: ignore[attr-defined]
+        return self.changelist_view(request, {"title": "Review queue", "review_queue": True})
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        context = {"title": "All claims", **(extra_context or {})}
+        return super().changelist_view(request, context)
+
+    def moderate_view(self, request: HttpRequest, object_id: str, action: str) -> HttpResponse:
+        """One button of the review page: POST only, on a claim this moderator can see."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        handler = admin_views.HANDLERS.get(action)
+        claim = self.get_object(request, unquote(object_id))
+        if handler is None or claim is None or not self.has_view_permission(request, claim):
+            raise Http404("No such claim here.")  # another fleet's claim looks absent
+        return handler(self, request, claim)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        claim = self.get_object(request, unquote(object_id))
+        if claim is not None and request.method == "GET":
+            extra_context = {**(extra_context or {}), **self.review_context(claim)}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def review_context(self, claim: Claim) -> dict[str, Any]:
+        facts = review.review_of(claim)
+        live = claim.status == Claim.Status.PROPOSED
+        return {
+            "title": f"Review {claim.public_id}",
+            "subtitle": None,  # str(claim) would put agent-written text in the <title>
+            "review": facts,
+            "text_html": reveal(claim.text),
+            "agents_see": sanitize.clean_text(claim.text) if has_hidden(claim.text) else None,
+            "can_decide": live,
+            "can_contest": claim.status in (Claim.Status.PROPOSED, Claim.Status.PROMOTED),
+            "promote_form": admin_forms.PromoteForm(auto_id="promote_%s"),
+            "reject_form": admin_forms.RejectForm(auto_id="reject_%s"),
+            # The suggested wording is what agents would see: hidden code points removed.
+            "edit_form": admin_forms.EditForm(
+                initial={"text": sanitize.clean_text(claim.text, len(claim.text))},
+                auto_id="edit_%s",
+            ),
+            "merge_form": admin_forms.MergeForm(claim=claim, auto_id="merge_%s"),
+            "contest_form": admin_forms.NoteForm(auto_id="contest_%s"),
+            "retract_form": admin_forms.NoteForm(auto_id="retract_%s"),
+        }
+
+    # Bulk actions -----------------------------------------------------------------------
+
+    def has_moderate_permission(self, request: HttpRequest) -> bool:
+        return admin_scope.is_moderator(request.user)
+
+    @admin.action(description="Promote selected claims…", permissions=["moderate"])
+    def promote_selected(
+        self, request: HttpRequest, queryset: QuerySet[Claim]
+    ) -> TemplateResponse | None:
+        return admin_views.bulk(self, request, queryset, verb="promote")
+
+    @admin.action(description="Reject selected claims…", permissions=["moderate"])
+    def reject_selected(
+        self, request: HttpRequest, queryset: QuerySet[Claim]
+    ) -> TemplateResponse | None:
+        return admin_views.bulk(self, request, queryset, verb="reject")
 
 
 @admin.register(ClaimEvent)
-class ClaimEventAdmin(admin.ModelAdmin[ClaimEvent]):
-    list_display = ("at", "claim", "kind", "actor_user", "actor_agent")
+class ClaimEventAdmin(ModeratorOnly, admin.ModelAdmin[ClaimEvent]):
+    """The audit trail, read-only, limited to the moderator's fleets."""
+
+    list_display = ("at", "claim_id_display", "kind", "actor_user", "actor_agent", "note")
     list_filter = ("kind",)
     list_select_related = ("claim", "actor_user", "actor_agent")
+    search_fields = ("note",)
 
-    def has_add_permission(self, request: object) -> bool:
-        return False
+    @admin.display(description="claim", ordering="claim__number")
+    def claim_id_display(self, event: ClaimEvent) -> str:
+        return event.claim.public_id
 
-    def has_change_permission(self, request: object, obj: object = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: object, obj: object = None) -> bool:
-        return False
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ClaimEvent]:
+        qs = super().get_queryset(request).defer("claim__embedding", "claim__search_vector")
+        return admin_scope.visible(qs, request.user, fleet_field="claim__fleet")

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from fleet.models import Activity, Agent, Fleet, Handoff, Lease, Session
+from fleet.models import Activity, Agent, Fleet, FleetModerator, Handoff, Lease, Session
+
+
+class FleetModeratorInline(admin.TabularInline[FleetModerator, Fleet]):
+    """Who moderates this fleet's claims. A grant only counts together with the
+    claims.promote_claim permission; the review queue shows a person nothing else."""
+
+    model = FleetModerator
+    extra = 0
+    fields = ("user", "granted_at")
+    readonly_fields = ("granted_at",)
+    raw_id_fields = ("user",)
 
 
 @admin.register(Fleet)
@@ -13,6 +24,16 @@ class FleetAdmin(admin.ModelAdmin[Fleet]):
     list_filter = ("memory_mode",)
     search_fields = ("slug", "name")
     prepopulated_fields = {"slug": ("name",)}
+    inlines = (FleetModeratorInline,)
+
+
+@admin.register(FleetModerator)
+class FleetModeratorAdmin(admin.ModelAdmin[FleetModerator]):
+    list_display = ("user", "fleet", "granted_at")
+    list_filter = ("fleet",)
+    search_fields = ("user__username", "fleet__slug")
+    list_select_related = ("user", "fleet")
+    raw_id_fields = ("user",)
 
 
 @admin.register(Agent)

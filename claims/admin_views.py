@@ -1,0 +1,213 @@
+"""The review page's buttons and the queue's bulk actions: validate, delegate, report.
+
+Every handler calls one function of claims.moderation and turns its answer into a
+message for the moderator. Nothing here decides: the promotion gate refuses (GateRefused),
+a lost race is reported (AlreadyDecided), and the person is told which.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from django import forms
+from django.contrib import messages
+from django.contrib.admin import helpers
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from claims import admin_forms, moderation
+from claims.models import Claim
+
+if TYPE_CHECKING:
+    from claims.admin import ClaimAdmin
+
+BULK_LIMIT = 500  # one request promotes at most this many; keeps a request short
+CONFIRM_SHOWN = 100
+
+Handler = Callable[["ClaimAdmin", HttpRequest, Claim], HttpResponse]
+
+
+def queue_url() -> str:
+    return reverse("admin:claims_claim_review")
+
+
+def claim_url(claim: Claim) -> str:
+    return reverse("admin:claims_claim_change", args=(claim.pk,))
+
+
+def _refused(admin: ClaimAdmin, request: HttpRequest, exc: Exception) -> None:
+    if isinstance(exc, moderation.AlreadyDecided):
+        admin.message_user(request, f"Someone got there first: {exc}.", messages.WARNING)
+    else:
+        admin.message_user(request, f"Refused: {exc}", messages.ERROR)
+
+
+def _invalid(
+    admin: ClaimAdmin, request: HttpRequest, claim: Claim, form: forms.Form
+) -> HttpResponse:
+    problems = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+    admin.message_user(request, f"Nothing done to {claim.public_id}: {problems}", messages.ERROR)
+    return HttpResponseRedirect(claim_url(claim))
+
+
+def promote(admin: ClaimAdmin, request: HttpRequest, claim: Claim) -> HttpResponse:
+    form = admin_forms.PromoteForm(request.POST)
+    if not form.is_valid():
+        return _invalid(admin, request, claim, form)
+    try:
+        moderation.promote_claim(claim, by=request.user, note=form.cleaned_data["note"])
+    except (moderation.GateRefused, moderation.AlreadyDecided) as exc:
+        _refused(admin, request, exc)
+        return HttpResponseRedirect(claim_url(claim))
+    admin.message_user(
+        request, f"Promoted {claim.public_id}; agents will see it.", messages.SUCCESS
+    )
+    return HttpResponseRedirect(queue_url())
+
+
+def reject(admin: ClaimAdmin, request: HttpRequest, claim: Claim) -> HttpResponse:
+    form = admin_forms.RejectForm(request.POST)
+    if not form.is_valid():
+        return _invalid(admin, request, claim, form)
+    try:
+        moderation.reject_claim(claim, by=request.user, reason=form.cleaned_data["reason"])
+    except (moderation.GateRefused, moderation.AlreadyDecided) as exc:
+        _refused(admin, request, exc)
+        return HttpResponseRedirect(claim_url(claim))
+    admin.message_user(request, f"Rejected {claim.public_id}.", messages.SUCCESS)
+    return HttpResponseRedirect(queue_url())
+
+
+def edit(admin: ClaimAdmin, request: HttpRequest, claim: Claim) -> HttpResponse:
+    """Reword, and with `and_promote` promote the new wording in the same click."""
+    form = admin_forms.EditForm(request.POST)
+    if not form.is_valid():
+        return _invalid(admin, request, claim, form)
+    try:
+        claim = moderation.edit_claim(
+            claim, by=request.user, text=form.cleaned_data["text"], note=form.cleaned_data["note"]
+        )
+    except (moderation.GateRefused, moderation.AlreadyDecided) as exc:
+        _refused(admin, request, exc)
+        return HttpResponseRedirect(claim_url(claim))
+    admin.message_user(request, f"Edited {claim.public_id}; the original is in its history.")
+    if "and_promote" in request.POST:
+        return promote(admin, request, claim)
+    return HttpResponseRedirect(claim_url(claim))
+
+
+def merge(admin: ClaimAdmin, request: HttpRequest, claim: Claim) -> HttpResponse:
+    form = admin_forms.MergeForm(request.POST, claim=claim)
+    if not form.is_valid():
+        return _invalid(admin, request, claim, form)
+    target: Claim = form.cleaned_data["into"]
+    try:
+        target = moderation.merge_claim(claim, into=target, by=request.user)
+    except (moderation.GateRefused, moderation.AlreadyDecided) as exc:
+        _refused(admin, request, exc)
+        return HttpResponseRedirect(claim_url(claim))
+    target.refresh_from_db()
+    admin.message_user(
+        request,
+        f"Merged {claim.public_id} into {target.public_id} as corroboration "
+        f"({target.independent_sessions} independent sessions now).",
+        messages.SUCCESS,
+    )
+    return HttpResponseRedirect(queue_url())
+
+
+def _noted(verb: str, fn: Callable[..., Claim]) -> Handler:
+    def handler(admin: ClaimAdmin, request: HttpRequest, claim: Claim) -> HttpResponse:
+        form = admin_forms.NoteForm(request.POST)
+        if not form.is_valid():
+            return _invalid(admin, request, claim, form)
+        try:
+            fn(claim, by=request.user, note=form.cleaned_data["note"])
+        except (moderation.GateRefused, moderation.AlreadyDecided) as exc:
+            _refused(admin, request, exc)
+        else:
+            admin.message_user(request, f"{verb} {claim.public_id}.", messages.SUCCESS)
+        return HttpResponseRedirect(claim_url(claim))
+
+    return handler
+
+
+HANDLERS: dict[str, Handler] = {
+    "promote": promote,
+    "reject": reject,
+    "edit": edit,
+    "merge": merge,
+    "contest": _noted("Contested", moderation.contest_claim),
+    "retract": _noted("Retracted", moderation.retract_claim),
+}
+
+
+# Bulk actions: the first POST shows a confirmation page; its "post" field carries the go.
+
+
+def bulk(
+    admin: ClaimAdmin, request: HttpRequest, queryset: QuerySet[Claim], *, verb: str
+) -> HttpResponse | None:
+    """Promote or reject the selected claims after a confirmation page; report refusals."""
+    claims = list(queryset.select_related("fleet").order_by("created_at", "pk")[: BULK_LIMIT + 1])
+    if len(claims) > BULK_LIMIT:
+        admin.message_user(
+            request, f"Select at most {BULK_LIMIT} claims at a time.", messages.ERROR
+        )
+        return None
+    form = admin_forms.BulkRejectForm(request.POST if "post" in request.POST else None)
+    if "post" not in request.POST or (verb == "reject" and not form.is_valid()):
+        return _confirmation(admin, request, claims, verb=verb, form=form)
+    done, refused = 0, []
+    for claim in claims:
+        try:
+            if verb == "promote":
+                moderation.promote_claim(claim, by=request.user)
+            else:
+                moderation.reject_claim(claim, by=request.user, reason=form.cleaned_data["reason"])
+            done += 1
+        except (moderation.GateRefused, moderation.AlreadyDecided) as exc:
+            refused.append(str(exc))
+    _report(admin, request, verb, done, refused)
+    return None
+
+
+def _report(
+    admin: ClaimAdmin, request: HttpRequest, verb: str, done: int, refused: list[str]
+) -> None:
+    past = "Promoted" if verb == "promote" else "Rejected"
+    if not refused:
+        admin.message_user(request, f"{past} {done}.", messages.SUCCESS)
+        return
+    admin.message_user(
+        request, f"{past} {done}; {len(refused)} refused: " + "; ".join(refused), messages.WARNING
+    )
+
+
+def _confirmation(
+    admin: ClaimAdmin,
+    request: HttpRequest,
+    claims: list[Claim],
+    *,
+    verb: str,
+    form: forms.Form,
+) -> TemplateResponse:
+    shown = claims[:CONFIRM_SHOWN]
+    rows = [(c, moderation.gate_problems(c) if verb == "promote" else []) for c in shown]
+    context: dict[str, Any] = {
+        **admin.admin_site.each_context(request),
+        "title": f"{verb.capitalize()} {len(claims)} claim(s)?",
+        "opts": admin.model._meta,
+        "verb": verb,
+        "action": request.POST.get("action", ""),
+        "rows": rows,
+        "hidden_count": len(claims) - len(shown),
+        "refused_count": sum(1 for _, problems in rows if problems),
+        "selected_ids": [c.pk for c in claims],
+        "form": form if verb == "reject" else None,
+        "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+    }
+    return TemplateResponse(request, "admin/claims/claim/bulk_confirm.html", context)

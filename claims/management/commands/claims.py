@@ -1,0 +1,149 @@
+"""`manage.py claims …`: the review queue for operators without a browser.
+
+list / show / promote / reject / contest / retract, each calling the same
+claims.moderation function the admin calls, so the promotion gate is the same gate. A
+claim is named by its public id (cc-NN) and its fleet, because public ids are per fleet.
+"""
+
+from __future__ import annotations
+
+import json
+from argparse import ArgumentParser
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
+from django.utils.timesince import timesince
+
+from claims import moderation
+from claims.models import Claim
+from claims.reveal import reveal_plain
+from fleet.models import Fleet
+
+STATUSES = [*Claim.Status.values, "all"]
+
+
+class Command(BaseCommand):
+    help = "List and moderate claims: list, show, promote, reject, contest, retract."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        sub = parser.add_subparsers(dest="action", required=True)
+        listing = sub.add_parser("list", help="Claims by status, oldest first.")
+        listing.add_argument("--status", choices=STATUSES, default="proposed")
+        listing.add_argument("--fleet", help="Fleet slug; all fleets when omitted.")
+        listing.add_argument("--json", action="store_true", help="One JSON array on stdout.")
+        listing.add_argument("--limit", type=int, default=200)
+        show = sub.add_parser("show", help="One claim, its evidence and the gate's verdict.")
+        self._claim_args(show, actor=False)
+        promote = sub.add_parser("promote", help="Promote through the gate.")
+        self._claim_args(promote)
+        promote.add_argument("--note", default="")
+        reject = sub.add_parser("reject", help="Reject, with a reason.")
+        self._claim_args(reject)
+        reject.add_argument("--reason", required=True)
+        for name in ("contest", "retract"):
+            noted = sub.add_parser(name, help=f"{name.capitalize()}, with a note.")
+            self._claim_args(noted)
+            noted.add_argument("--note", required=True)
+
+    def _claim_args(self, parser: ArgumentParser, *, actor: bool = True) -> None:
+        parser.add_argument("claim_id", metavar="ID", help="The public id, e.g. cc-12.")
+        parser.add_argument("--fleet", required=True, help="The claim's fleet (slug).")
+        if actor:
+            parser.add_argument("--as", dest="username", required=True, help="Acting user.")
+
+    def handle(self, *args: Any, action: str, **options: Any) -> None:
+        if action == "list":
+            self.list_claims(options["status"], options["fleet"], options["json"], options["limit"])
+            return
+        claim = self.find_claim(options["claim_id"], options["fleet"])
+        if action == "show":
+            self.show(claim)
+            return
+        user = self.find_user(options["username"])
+        try:
+            done = self.decide(action, claim, user, options)
+        except (moderation.GateRefused, moderation.AlreadyDecided) as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(self.style.SUCCESS(f"{done.public_id} is now {self._state(done)}"))
+
+    def decide(self, action: str, claim: Claim, user: Any, options: dict[str, Any]) -> Claim:
+        if action == "promote":
+            return moderation.promote_claim(claim, by=user, note=options["note"])
+        if action == "reject":
+            return moderation.reject_claim(claim, by=user, reason=options["reason"])
+        if action == "contest":
+            return moderation.contest_claim(claim, by=user, note=options["note"])
+        return moderation.retract_claim(claim, by=user, note=options["note"])
+
+    # Lookups ----------------------------------------------------------------------------
+
+    def find_fleet(self, slug: str) -> Fleet:
+        fleet = Fleet.objects.filter(slug=slug).first()
+        if fleet is None:
+            raise CommandError(f"No fleet {slug!r}.")
+        return fleet
+
+    def find_claim(self, public_id: str, fleet_slug: str) -> Claim:
+        fleet = self.find_fleet(fleet_slug)
+        claim = Claim.objects.for_fleet(fleet).by_public_id(public_id).first()
+        if claim is None:
+            raise CommandError(f"No claim {public_id!r} in fleet {fleet.slug!r}.")
+        return claim
+
+    def find_user(self, username: str) -> Any:
+        user = get_user_model().objects.filter(username=username).first()
+        if user is None:
+            raise CommandError(f"No user {username!r}.")
+        return user
+
+    # Output -----------------------------------------------------------------------------
+
+    def list_claims(self, status: str, fleet_slug: str | None, as_json: bool, limit: int) -> None:
+        claims = Claim.objects.select_related("fleet", "proposed_by").order_by("created_at", "pk")
+        if status != "all":
+            claims = claims.filter(status=status)
+        if fleet_slug:
+            claims = claims.for_fleet(self.find_fleet(fleet_slug))
+        rows = [self._row(c) for c in claims[: max(limit, 0)]]
+        if as_json:
+            self.stdout.write(json.dumps(rows, indent=2))  # JSON escapes hidden code points
+            return
+        for r in rows:
+            text = reveal_plain(r["text"][:80])
+            self.stdout.write(
+                f"{r['fleet']:<16} {r['id']:<8} {r['status']:<9} {r['type']:<10} "
+                f"{r['independent_sessions']:>2}s  {r['waiting']:<14} {text}"
+            )
+        self.stdout.write(f"{len(rows)} claim(s)")
+
+    def show(self, claim: Claim) -> None:
+        row = self._row(claim)
+        for key in ("id", "fleet", "status", "type", "subject", "independent_sessions", "text"):
+            self.stdout.write(f"{key}: {reveal_plain(str(row[key]))}")
+        for e in claim.evidence.all():
+            cite = f"{e.session_id}/{e.message_id} {e.repo} {e.path} {e.commit}".rstrip()
+            self.stdout.write(f"  evidence {reveal_plain(cite)}")
+            if e.excerpt:
+                self.stdout.write(f"    {reveal_plain(e.excerpt)}")
+        problems = moderation.gate_problems(claim)
+        self.stdout.write("gate: " + ("; ".join(problems) if problems else "open"))
+
+    def _row(self, claim: Claim) -> dict[str, Any]:
+        return {
+            "id": claim.public_id,
+            "fleet": claim.fleet.slug,
+            "status": claim.status,
+            "contested": claim.contested,
+            "type": claim.type,
+            "subject": claim.subject,
+            "independent_sessions": claim.independent_sessions,
+            "proposed_by": claim.proposed_by.agent_id if claim.proposed_by else None,
+            "created_at": claim.created_at.isoformat(),
+            "waiting": timesince(claim.created_at, timezone.now()).split(",")[0],
+            "text": claim.text,
+        }
+
+    def _state(self, claim: Claim) -> str:
+        return f"{claim.status}{' (contested)' if claim.contested else ''}"
