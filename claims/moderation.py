@@ -327,6 +327,8 @@ def merge_claim(claim: Claim, *, into: Claim, by: Any) -> Claim:
     """Fold a proposed claim into an existing one as corroboration, and close the proposal."""
     if into.fleet_id != claim.fleet_id or into.pk == claim.pk:
         raise GateRefused("A claim can only be merged into another claim of the same fleet.")
+    if into.status in (ClaimStatus.REJECTED, ClaimStatus.RETRACTED):
+        raise GateRefused(f"{into.public_id} is {into.status}; merge into a live claim.")
     citations = list(claim.evidence.values(*CITATION_FIELDS))
     closed = _decide(claim, by, allowed_from=(ClaimStatus.PROPOSED,), status=ClaimStatus.REJECTED)
     _event(

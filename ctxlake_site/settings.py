@@ -152,13 +152,19 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = Path(env_str("CTXLAKE_STATIC_ROOT") or CTXLAKE_HOME / "static")
+# Hashed, compressed files once `collectstatic` has run (./ctxlake up runs it; so should a
+# deploy); before that (tests, a fresh checkout) plain files found in the apps.
+_COLLECTED = (STATIC_ROOT / "staticfiles.json").exists()
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if _COLLECTED
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+    },
 }
-# Tests and `runserver` should not need collectstatic first.
-WHITENOISE_USE_FINDERS = DEBUG or env_bool("CTXLAKE_STATIC_FINDERS", True)
-WHITENOISE_MANIFEST_STRICT = False
+WHITENOISE_USE_FINDERS = not _COLLECTED or env_bool("CTXLAKE_STATIC_FINDERS", False)
+WHITENOISE_MANIFEST_STRICT = False  # a stale collection falls back to unhashed names
 
 REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

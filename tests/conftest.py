@@ -8,10 +8,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.contrib.auth.models import Permission, User
 
 from fleet.models import Agent, Fleet
+
+
+@pytest.fixture(autouse=True)
+def _test_settings(settings: Any) -> None:
+    """A fast password hasher (PBKDF2 costs ~0.3 s per persona; tests check logic, not key
+    stretching) and plain static files, so no test depends on whether collectstatic ran."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
 
 
 @pytest.fixture

@@ -59,17 +59,6 @@ def _queue_ids(client: Client, query: str = "") -> list[str]:
     return [row.public_id for row in response.context["cl"].result_list]
 
 
-@pytest.fixture(autouse=True)
-def admin_settings(settings: Any) -> None:
-    """Admin pages without collectstatic (the manifest storage needs a collected manifest),
-    and a fast password hasher: PBKDF2 per persona would dominate these tests' time."""
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    }
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def fleet_mod(mod: User, fleet_a: Fleet) -> User:
     FleetModerator.objects.create(fleet=fleet_a, user=mod)

@@ -8,7 +8,6 @@ ids, or a filter value. Without the permission, nothing at all.
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission, User
@@ -55,17 +54,6 @@ def _as(user: User) -> Client:
 
 def _moderate_url(claim: Claim, action: str) -> str:
     return reverse("admin:claims_claim_moderate", args=(claim.pk, action))
-
-
-@pytest.fixture(autouse=True)
-def admin_settings(settings: Any) -> None:
-    """Admin pages without collectstatic (the manifest storage needs a collected manifest),
-    and a fast password hasher: PBKDF2 per persona would dominate these tests' time."""
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    }
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture

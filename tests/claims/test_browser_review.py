@@ -69,17 +69,6 @@ def page(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
             shutil.rmtree(profile, ignore_errors=True)
 
 
-@pytest.fixture(autouse=True)
-def admin_settings(settings: Any) -> None:
-    """Admin pages without collectstatic (the manifest storage needs a collected manifest),
-    and a fast password hasher: PBKDF2 per persona would dominate these tests' time."""
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    }
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def _moderator(fleet: Fleet) -> User:
     user = User.objects.create_user("mira", password=PASSWORD, is_staff=True)
     user.user_permissions.add(Permission.objects.get(codename="promote_claim"))

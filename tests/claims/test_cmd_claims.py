@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from io import StringIO
-from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -28,11 +27,6 @@ def _run(*args: str) -> str:
     out = StringIO()
     call_command("claims", *args, stdout=out)
     return out.getvalue()
-
-
-@pytest.fixture(autouse=True)
-def fast_hasher(settings: Any) -> None:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture
