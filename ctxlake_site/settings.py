@@ -7,6 +7,7 @@ CTXLAKE_HTTPS=true, and then `manage.py check --deploy` passes.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import secrets
 from pathlib import Path
@@ -155,6 +156,8 @@ STATIC_ROOT = Path(env_str("CTXLAKE_STATIC_ROOT") or CTXLAKE_HOME / "static")
 # Hashed, compressed files once `collectstatic` has run (./ctxlake up runs it; so should a
 # deploy); before that (tests, a fresh checkout) plain files found in the apps.
 _COLLECTED = (STATIC_ROOT / "staticfiles.json").exists()
+with contextlib.suppress(OSError):  # whitenoise warns on every request without it
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
