@@ -365,7 +365,7 @@ class HandoffViewSet(FleetViewSet):
             "picked_up": not gated,
             "needs_confirmation": gated,
             "message": result.message if gated else "Picked up.",
-            "handoff": s.HandoffSerializer(handoff if gated else result).data,
+            "handoff": handoff if gated else result,
         }
         return Response(s.PickupResultSerializer(body).data)
 
