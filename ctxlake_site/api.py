@@ -23,7 +23,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
-from rest_framework.views import exception_handler as drf_exception_handler
 
 MAX_ROWS = 200
 DEFAULT_ROWS = 50
@@ -106,6 +105,10 @@ class TokenRateThrottle(SimpleRateThrottle):
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF's handler, plus: an oversized body read through Django is 413, not 400."""
+    # Imported here: rest_framework.views reads REST_FRAMEWORK at import, which names this
+    # module, so a module-level import would be circular when a command loads DRF first.
+    from rest_framework.views import exception_handler as drf_exception_handler
+
     if isinstance(exc, RequestDataTooBig):
         exc = PayloadTooLarge(str(exc) or None)
     return drf_exception_handler(exc, context)

@@ -168,6 +168,7 @@ REST_FRAMEWORK = {
         "token": f"{env_int('CTXLAKE_API_RATE_PER_MINUTE', 1200, minimum=1)}/min",
     },
     "EXCEPTION_HANDLER": "ctxlake_site.api.exception_handler",
+    "DEFAULT_METADATA_CLASS": None,  # OPTIONS is 405; /api/schema/ documents every endpoint
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }

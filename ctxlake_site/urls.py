@@ -3,8 +3,8 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 api_v1 = [
-    path("fleets/<slug:fleet>/", include("fleet.urls")),
-    path("fleets/<slug:fleet>/", include("claims.urls")),
+    path("fleets/<str:fleet>/", include("fleet.urls")),
+    path("fleets/<str:fleet>/", include("claims.urls")),
 ]
 
 urlpatterns = [

@@ -82,6 +82,7 @@ class SpoolResultSerializer(serializers.Serializer[Any]):
 @extend_schema(tags=["sync"], parameters=[FLEET_PARAM])
 class CacheViewSet(FleetViewSet):
     roles = {"manifest": READ, "file": READ}
+    serializer_class = CacheIndexSerializer
     pagination_class = None
 
     def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
@@ -147,6 +148,7 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 @extend_schema(tags=["sync"], parameters=[FLEET_PARAM])
 class SpoolViewSet(FleetViewSet):
     roles = {"upload": COORDINATE}
+    serializer_class = SpoolResultSerializer
     parser_classes = [NDJSONParser]
     pagination_class = None
 

@@ -39,14 +39,14 @@ urlpatterns = [
         views.HandoffViewSet.as_view({"get": "list", "post": "create"}),
         name="handoffs",
     ),
-    path("handoffs/<int:pk>", views.HandoffViewSet.as_view({"get": "retrieve"}), name="handoff"),
+    path("handoffs/<str:pk>", views.HandoffViewSet.as_view({"get": "retrieve"}), name="handoff"),
     path(
-        "handoffs/<int:pk>/pickup",
+        "handoffs/<str:pk>/pickup",
         views.HandoffViewSet.as_view({"post": "pickup"}),
         name="handoff-pickup",
     ),
     path(
-        "handoffs/<int:pk>/clear",
+        "handoffs/<str:pk>/clear",
         views.HandoffViewSet.as_view({"post": "clear"}),
         name="handoff-clear",
     ),
