@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import schemathesis
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
-import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis import checks
 
