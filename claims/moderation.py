@@ -19,7 +19,7 @@ from django.utils import timezone
 from claims import tasks
 from claims.models import MAX_EXCERPT, Claim, ClaimEvent, ClaimStatus, Evidence, text_hash
 from fleet import lineage, rendering
-from fleet.models import Agent, Fleet, FleetModerator
+from fleet.models import Agent, ApiToken, Fleet, FleetModerator
 from mcp_bridge import redact
 
 MAX_CITATIONS = 20
@@ -372,4 +372,98 @@ def absorb_near_duplicate(claim: Claim, *, into: Claim, similarity: float) -> Cl
         note=f"near duplicate {claim.public_id}",
     )
     claim.refresh_from_db()
+    return claim
+
+
+# -- Operator API tokens --------------------------------------------------------------------
+# An operator-role REST token moderates its own fleet through the same gate as a person:
+# the same rules (gate_problems, retracted is final, first writer wins); only the question
+# "who may moderate" differs: the token's role and fleet instead of a User's permission
+# and FleetModerator row. A token is not a User, so it is named in each event's data.
+
+
+def token_may_moderate(token: ApiToken, fleet: Fleet) -> bool:
+    return (
+        token.role == ApiToken.Role.OPERATOR
+        and token.revoked_at is None
+        and token.fleet_id == fleet.pk
+    )
+
+
+def _token_actor(token: ApiToken, fleet: Fleet) -> dict[str, Any]:
+    if not token_may_moderate(token, fleet):
+        raise GateRefused("Only an operator token of this fleet may moderate its claims.")
+    return {"agent": token.agent, "api_token": token.prefix, "api_token_name": token.name}
+
+
+def _decide_by_token(
+    claim: Claim, token: ApiToken, *, allowed_from: tuple[str, ...], **changes: Any
+) -> Claim:
+    _token_actor(token, claim.fleet)
+    won = Claim.objects.filter(pk=claim.pk, status__in=allowed_from).update(**changes)
+    if not won:
+        current = Claim.objects.filter(pk=claim.pk).values_list("status", flat=True).first()
+        raise AlreadyDecided(f"{claim.public_id} is already {current}")
+    claim.refresh_from_db()
+    return claim
+
+
+@transaction.atomic
+def promote_claim_by_token(claim: Claim, *, token: ApiToken, note: str = "") -> Claim:
+    """promote_claim for an operator token: the same gate, the token as the actor."""
+    actor = _token_actor(token, claim.fleet)
+    locked = Claim.objects.select_for_update().get(pk=claim.pk)
+    if locked.status == ClaimStatus.RETRACTED:
+        raise GateRefused(f"{locked.public_id} was retracted; it cannot be promoted.")
+    if locked.status != ClaimStatus.PROPOSED:
+        raise AlreadyDecided(f"{locked.public_id} is already {locked.status}")
+    problems = gate_problems(locked)
+    if problems:
+        raise GateRefused(f"{locked.public_id} cannot be promoted: " + "; ".join(problems))
+    claim = _decide_by_token(
+        locked,
+        token,
+        allowed_from=(ClaimStatus.PROPOSED,),
+        status=ClaimStatus.PROMOTED,
+        scope=Claim.Scope.FLEET,
+        promoted_at=timezone.now(),
+    )
+    _event(claim, ClaimEvent.Kind.PROMOTED, note=note, **actor)
+    rendering.request_render(claim.fleet)
+    return claim
+
+
+@transaction.atomic
+def reject_claim_by_token(claim: Claim, *, token: ApiToken, reason: str) -> Claim:
+    if not reason or not reason.strip():
+        raise GateRefused("Rejecting a claim needs a reason.")
+    actor = _token_actor(token, claim.fleet)
+    claim = _decide_by_token(
+        claim, token, allowed_from=(ClaimStatus.PROPOSED,), status=ClaimStatus.REJECTED
+    )
+    _event(claim, ClaimEvent.Kind.REJECTED, note=reason.strip(), **actor)
+    return claim
+
+
+@transaction.atomic
+def contest_claim_by_token(claim: Claim, *, token: ApiToken, note: str) -> Claim:
+    actor = _token_actor(token, claim.fleet)
+    Claim.objects.filter(pk=claim.pk).update(contested=True)
+    claim.refresh_from_db()
+    _event(claim, ClaimEvent.Kind.CONTESTED, note=note, **actor)
+    rendering.request_render(claim.fleet)
+    return claim
+
+
+@transaction.atomic
+def retract_claim_by_token(claim: Claim, *, token: ApiToken, note: str) -> Claim:
+    actor = _token_actor(token, claim.fleet)
+    claim = _decide_by_token(
+        claim,
+        token,
+        allowed_from=(ClaimStatus.PROPOSED, ClaimStatus.PROMOTED),
+        status=ClaimStatus.RETRACTED,
+    )
+    _event(claim, ClaimEvent.Kind.RETRACTED, note=note, **actor)
+    rendering.request_render(claim.fleet)
     return claim

@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.postgres",
     "rest_framework",
+    "drf_spectacular",
     "django_q",
     "fleet",
     "claims",
@@ -169,8 +170,47 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = not _COLLECTED or env_bool("CTXLAKE_STATIC_FINDERS", False)
 WHITENOISE_MANIFEST_STRICT = False  # a stale collection falls back to unhashed names
 
+# Bodies past this are refused with 413 (by the API's parsers, and by Django elsewhere).
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("CTXLAKE_MAX_BODY_BYTES", 2_621_440, minimum=1024)
+
 REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "fleet.auth.ApiTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",  # staff, browsable API
+    ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": ["ctxlake_site.api.BoundedJSONParser"],
+    "DEFAULT_PAGINATION_CLASS": "ctxlake_site.api.FleetCursorPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_THROTTLE_CLASSES": ["ctxlake_site.api.TokenRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {
+        "token": f"{env_int('CTXLAKE_API_RATE_PER_MINUTE', 1200, minimum=1)}/min",
+    },
+    "EXCEPTION_HANDLER": "ctxlake_site.api.exception_handler",
+    "DEFAULT_METADATA_CLASS": None,  # OPTIONS is 405; /api/schema/ documents every endpoint
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "ctxlake API",
+    "DESCRIPTION": (
+        "Coordination and shared memory for fleets of AI coding agents. Every path is "
+        "scoped to one fleet; a token sees only its own fleet (other fleets are 404)."
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "ENUM_NAME_OVERRIDES": {
+        "ClaimStatusEnum": "claims.models.ClaimStatus",
+        "HandoffStatusEnum": "fleet.models.HandoffStatus",
+        "HandoffStateEnum": "fleet.models.HandoffState",
+    },
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "ctxlake_site.api_schema.add_error_responses",
+    ],
 }
 
 # The broker: the same Postgres by default (the ORM broker); Redis when CTXLAKE_REDIS_URL is

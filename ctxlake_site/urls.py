@@ -1,6 +1,16 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+api_v1 = [
+    path("fleets/<str:fleet>/", include("fleet.urls")),
+    path("fleets/<str:fleet>/", include("claims.urls")),
+]
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/v1/", include(api_v1)),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/auth/", include("rest_framework.urls")),  # staff login for the browsable API
 ]

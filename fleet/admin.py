@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
-from django.contrib import admin
+from typing import Any
 
-from fleet.models import Activity, Agent, Fleet, FleetModerator, Handoff, Lease, Session
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from fleet import tokens
+from fleet.models import (
+    Activity,
+    Agent,
+    ApiToken,
+    Fleet,
+    FleetModerator,
+    Handoff,
+    Lease,
+    Session,
+)
 
 
 class FleetModeratorInline(admin.TabularInline[FleetModerator, Fleet]):
@@ -83,3 +98,86 @@ class ActivityAdmin(admin.ModelAdmin[Activity]):
 
     def has_change_permission(self, request: object, obj: object = None) -> bool:
         return False
+
+
+class ApiTokenForm(forms.ModelForm[ApiToken]):
+    class Meta:
+        model = ApiToken
+        fields = ("fleet", "name", "role", "agent")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        fleet, agent = data.get("fleet"), data.get("agent")
+        if fleet and agent and agent.fleet_id != fleet.pk:
+            self.add_error("agent", "This agent is in another fleet.")
+        live = ApiToken.objects.filter(fleet=fleet, name=data.get("name"), revoked_at=None)
+        if fleet and live.exists():
+            self.add_error("name", "This fleet already has a live token with this name.")
+        return data
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
+    """Issue (the secret is shown once, in a message) and revoke; tokens are never edited."""
+
+    form = ApiTokenForm
+    list_display = (
+        "name",
+        "fleet",
+        "role",
+        "agent",
+        "prefix",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    )
+    list_filter = ("fleet", "role")
+    search_fields = ("name", "prefix")
+    list_select_related = ("fleet", "agent")
+    raw_id_fields = ("agent",)
+    actions = ("revoke_selected",)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> Any:
+        if obj is None:
+            return ()
+        return (
+            "fleet",
+            "name",
+            "role",
+            "agent",
+            "prefix",
+            "created_at",
+            "created_by",
+            "last_used_at",
+            "revoked_at",
+        )
+
+    def get_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> Any:
+        return self.get_readonly_fields(request, obj) or ("fleet", "name", "role", "agent")
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False  # revoke instead: the row is the audit trail of the credential
+
+    def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
+        if change:
+            return
+        issued = tokens.issue_token(
+            obj.fleet, role=obj.role, name=obj.name, agent=obj.agent, by=request.user
+        )
+        obj.pk, obj.prefix, obj.key_hash = (
+            issued.token.pk,
+            issued.token.prefix,
+            issued.token.key_hash,
+        )
+        obj.created_at = issued.token.created_at
+        self.message_user(
+            request,
+            f"Token {obj.name!r} issued. Copy the secret now, it is not shown again: "
+            f"{issued.secret}",
+            messages.WARNING,
+        )
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke_selected(self, request: HttpRequest, qs: QuerySet[ApiToken]) -> None:
+        done = sum(tokens.revoke_token(t, by=request.user) for t in qs.select_related("fleet"))
+        self.message_user(request, f"Revoked {done}; {qs.count() - done} already were.")

@@ -1,0 +1,159 @@
+"""Request and response shapes for the memory API. Shape and validation only: the
+scrubbing and every rule about evidence live in claims.moderation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from claims import moderation, search
+from claims.models import Claim, ClaimEvent, Evidence
+from fleet.serializers import AgentIdField, PlainText
+
+
+class CitationSerializer(serializers.Serializer[Any]):
+    session_id = PlainText(max_length=128)
+    message_id = PlainText(max_length=128)
+    repo = PlainText(required=False, allow_blank=True, max_length=500)
+    path = PlainText(required=False, allow_blank=True, max_length=1024)
+    commit = PlainText(required=False, allow_blank=True, max_length=64)
+    excerpt = PlainText(required=False, allow_blank=True, max_length=2000)
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(moderation.CITATION_FIELDS))
+            if unknown:  # refused, not dropped: the caller meant something by them
+                raise serializers.ValidationError(f"unknown keys: {', '.join(unknown)}")
+        return super().to_internal_value(data)
+
+
+class ProposeRequest(serializers.Serializer[Any]):
+    text = PlainText(max_length=2000)
+    type = serializers.ChoiceField(choices=Claim.Type.values)
+    subject = PlainText(max_length=200)
+    evidence = CitationSerializer(many=True, allow_empty=False, max_length=moderation.MAX_CITATIONS)
+    confidence = serializers.FloatField(required=False, min_value=0, max_value=1, default=0.5)
+    agent_id = AgentIdField(required=False, help_text="The proposing agent, if any.")
+
+
+class NoteRequest(serializers.Serializer[Any]):
+    note = PlainText(required=False, allow_blank=True, max_length=2000, default="")
+
+
+class ReasonRequest(serializers.Serializer[Any]):
+    reason = PlainText(max_length=2000)
+
+
+class EvidenceSerializer(serializers.ModelSerializer[Evidence]):
+    class Meta:
+        model = Evidence
+        fields = ("session_id", "message_id", "repo", "path", "commit", "excerpt", "created_at")
+
+
+class ClaimEventSerializer(serializers.ModelSerializer[ClaimEvent]):
+    actor = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ClaimEvent
+        fields = ("kind", "actor", "note", "at")
+
+    def get_actor(self, event: ClaimEvent) -> str:
+        if event.actor_user_id:
+            return f"user:{event.actor_user.get_username()}"
+        if event.data.get("api_token"):
+            return f"token:{event.data.get('api_token_name', event.data['api_token'])}"
+        if event.actor_agent_id:
+            return f"agent:{event.actor_agent.agent_id}"
+        return ""
+
+
+class ClaimSerializer(serializers.ModelSerializer[Claim]):
+    id = serializers.CharField(source="public_id", read_only=True)
+
+    class Meta:
+        model = Claim
+        fields = (
+            "id",
+            "text",
+            "type",
+            "subject",
+            "scope",
+            "status",
+            "contested",
+            "confidence",
+            "independent_sessions",
+            "created_at",
+            "promoted_at",
+            "valid_until",
+        )
+
+
+class RankedClaimSerializer(ClaimSerializer):
+    rank = serializers.FloatField(read_only=True)
+
+    class Meta(ClaimSerializer.Meta):
+        fields = (*ClaimSerializer.Meta.fields, "rank")
+
+
+class ClaimDetailSerializer(ClaimSerializer):
+    evidence = EvidenceSerializer(many=True, read_only=True)
+    events = ClaimEventSerializer(many=True, read_only=True)
+
+    class Meta(ClaimSerializer.Meta):
+        fields = (*ClaimSerializer.Meta.fields, "evidence", "events")
+
+
+class SearchRequest(serializers.Serializer[Any]):
+    q = PlainText(max_length=500)
+    k = serializers.IntegerField(
+        required=False,
+        default=search.DEFAULT_K,
+        min_value=1,
+        help_text=f"Clamped to {search.MAX_ROWS}.",
+    )
+    scope = serializers.ChoiceField(choices=Claim.Scope.values, required=False)
+    subject = PlainText(required=False, max_length=200)
+    type = serializers.ChoiceField(choices=Claim.Type.values, required=False)
+    status = serializers.ChoiceField(
+        choices=Claim.Status.values, required=False, help_text="Operators only; others: promoted."
+    )
+
+
+class SearchResponse(serializers.Serializer[Any]):
+    enabled = serializers.BooleanField()
+    results = RankedClaimSerializer(many=True)
+    truncated = serializers.BooleanField()
+    note = serializers.CharField(allow_blank=True)
+
+
+class ProposalResponse(serializers.Serializer[Any]):
+    created = serializers.BooleanField(help_text="False: an existing claim was corroborated.")
+    evidence_added = serializers.IntegerField()
+    redacted = serializers.ListField(
+        child=serializers.CharField(), help_text="Kinds of secrets replaced before storing."
+    )
+    claim = ClaimSerializer()
+
+
+class TimelineRequest(serializers.Serializer[Any]):
+    subject = PlainText(max_length=200)
+
+
+class TimelineEntrySerializer(serializers.ModelSerializer[ClaimEvent]):
+    claim_id = serializers.CharField(source="claim.public_id")
+    subject = serializers.CharField(source="claim.subject")
+    text = serializers.CharField(source="claim.text")
+    actor = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ClaimEvent
+        fields = ("id", "at", "kind", "claim_id", "subject", "text", "actor", "note")
+
+    def get_actor(self, event: ClaimEvent) -> str:
+        return ClaimEventSerializer.get_actor(self, event)  # type: ignore[arg-type]
+
+
+class ModerationConflict(serializers.Serializer[Any]):
+    detail = serializers.CharField()
+    code = serializers.ChoiceField(choices=["already_decided", "gate_refused"])

@@ -1,0 +1,29 @@
+"""Memory routes under /api/v1/fleets/<fleet>/."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from claims import views
+
+app_name = "claims-api"
+
+
+def _action(name: str) -> object:
+    return views.ClaimViewSet.as_view({"post": name})
+
+
+urlpatterns = [
+    path(
+        "claims",
+        views.ClaimViewSet.as_view({"get": "list", "post": "propose"}),
+        name="claims",
+    ),
+    path("claims/search", views.ClaimViewSet.as_view({"get": "search"}), name="claim-search"),
+    path("claims/<str:claim_id>", views.ClaimViewSet.as_view({"get": "retrieve"}), name="claim"),
+    path("claims/<str:claim_id>/promote", _action("promote"), name="claim-promote"),
+    path("claims/<str:claim_id>/reject", _action("reject"), name="claim-reject"),
+    path("claims/<str:claim_id>/contest", _action("contest"), name="claim-contest"),
+    path("claims/<str:claim_id>/retract", _action("retract"), name="claim-retract"),
+    path("timeline", views.TimelineViewSet.as_view({"get": "list"}), name="timeline"),
+]

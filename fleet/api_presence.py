@@ -1,0 +1,77 @@
+"""Presence for REST callers: heartbeats and session start/end, as the hooks call them.
+
+The MCP bridge learns nothing about presence (it cannot observe the fleet); hooks and
+remote hosts report it over REST. Each change is one function, one transaction, one
+Activity row. Free text is scrubbed with the bridge's redactor before it is stored.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from fleet import activity
+from fleet.models import Agent, Fleet, Session
+from mcp_bridge import redact
+
+
+class SessionTaken(Exception):
+    """The session id already belongs to another agent of the fleet."""
+
+
+def agent_named(fleet: Fleet, agent_id: str) -> Agent:
+    """The fleet's agent with this id, registered on first use (as the drain does)."""
+    return Agent.objects.get_or_create(fleet=fleet, agent_id=agent_id)[0]
+
+
+@transaction.atomic
+def heartbeat(
+    agent: Agent, *, runtime: str = "", host: str = "", now: datetime | None = None
+) -> Agent:
+    agent.last_seen_at = now or timezone.now()
+    fields = ["last_seen_at"]
+    for name, value in (("runtime", runtime), ("host", host)):
+        if value:
+            setattr(agent, name, redact.scrub_text(value))
+            fields.append(name)
+    agent.save(update_fields=fields)
+    return agent
+
+
+@transaction.atomic
+def start_session(
+    agent: Agent, session_id: str, *, repo: str = "", branch: str = ""
+) -> tuple[Session, bool]:
+    """Open a session (a retried SessionStart hook gets the same one back, created=False)."""
+    session, created = Session.objects.get_or_create(
+        fleet=agent.fleet,
+        session_id=session_id,
+        defaults={
+            "agent": agent,
+            "repo": redact.scrub_text(repo),
+            "branch": redact.scrub_text(branch),
+        },
+    )
+    if session.agent_id != agent.pk:
+        raise SessionTaken(session_id)
+    heartbeat(agent)
+    if created:
+        activity.record(agent.fleet, "session.started", target=session, agent=agent)
+    return session, created
+
+
+@transaction.atomic
+def end_session(
+    session: Session, *, outcome: str, summary: str = "", now: datetime | None = None
+) -> Session:
+    """Close a session with its outcome; ending it again updates outcome and summary."""
+    session.ended_at = session.ended_at or max(now or timezone.now(), session.started_at)
+    session.outcome = outcome
+    session.summary = redact.scrub_text(summary)
+    session.save(update_fields=["ended_at", "outcome", "summary"])
+    activity.record(
+        session.fleet, "session.ended", target=session, agent=session.agent, outcome=outcome
+    )
+    return session

@@ -1,0 +1,226 @@
+"""Remote spool upload: validate agents' spool lines against the contract and relay them.
+
+A remote agent host runs the bridge against a local spool and ships the lines here. The
+server does not apply them itself: it appends them, validated and scrubbed again, to its
+own spool file ($CTXLAKE_SPOOL_DIR/mcp/<fleet>.ndjson), and the drain applies them exactly
+as it applies a local bridge's lines. One code path applies events; this one only admits
+them.
+
+Idempotency by event id, in two layers:
+1. Receipt: an Activity row `spool.received` (target_id = the event id) is written for each
+   line relayed, under the spool's own lock, so a re-POST of the same id is answered
+   "accepted" again without a second line. An id the drain already applied (AppliedEvent)
+   is accepted without relaying it either.
+2. Apply: the drain records AppliedEvent per event id, so even a line relayed twice (the
+   receipt row failed after the append) is applied once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from fleet.models import Activity, AppliedEvent, Fleet
+from mcp_bridge import contract, redact
+from mcp_bridge.spool import MAX_LINE_BYTES, Spool, SpoolFull
+
+MAX_LINES = 1000
+RECEIVED = "spool.received"
+EVENT_KEYS = {"v", "id", "kind", "fleet", "agent", "session", "at", "payload"}
+CITATION_KEYS = {*contract.CITATION_REQUIRED, *contract.CITATION_OPTIONAL}
+
+__all__ = ["MAX_LINES", "Outcome", "SpoolFull", "receive"]
+
+
+class Invalid(ValueError):
+    """One line that does not follow the contract; the message is the reason given back."""
+
+
+@dataclass
+class Outcome:
+    accepted: list[str] = field(default_factory=list)
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _text(payload: dict[str, Any], key: str, limit: int, *, required: bool = True) -> None:
+    value = payload.get(key)
+    if value is None and not required:
+        return
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise Invalid(f"payload.{key} must be a non-empty string")
+    if len(value) > limit or "\x00" in value:
+        raise Invalid(f"payload.{key}: at most {limit} characters, no NUL")
+
+
+def _paths(payload: dict[str, Any], *, allow_empty: bool) -> None:
+    paths = payload.get("paths")
+    if not isinstance(paths, list) or len(paths) > 100 or (not paths and not allow_empty):
+        raise Invalid("payload.paths must be a list of 1-100 paths")
+    if not all(isinstance(p, str) and 0 < len(p) <= 512 and p.isprintable() for p in paths):
+        raise Invalid("payload.paths: each 1-512 printable characters")
+
+
+def _citations(payload: dict[str, Any]) -> None:
+    evidence = payload.get("evidence")
+    if not isinstance(evidence, list) or not 1 <= len(evidence) <= contract.MAX_CITATIONS:
+        raise Invalid(f"payload.evidence must list 1-{contract.MAX_CITATIONS} citations")
+    for i, item in enumerate(evidence):
+        if not isinstance(item, dict) or set(item) - CITATION_KEYS:
+            raise Invalid(f"payload.evidence[{i}] must be an object with known keys only")
+        for key in CITATION_KEYS:
+            _text(item, key, 2000, required=key in contract.CITATION_REQUIRED)
+
+
+def _check_payload(kind: str, payload: dict[str, Any]) -> None:
+    if kind == contract.KIND_LEASE_CLAIM:
+        _paths(payload, allow_empty=False)
+        _text(payload, "reason", 500, required=False)
+        ttl = payload.get("ttl_secs")
+        if type(ttl) is not int or not 60 <= ttl <= 86400:
+            raise Invalid("payload.ttl_secs must be an integer from 60 to 86400")
+    elif kind == contract.KIND_LEASE_RELEASE:
+        _paths(payload, allow_empty=True)
+        if not isinstance(payload.get("all", False), bool):
+            raise Invalid("payload.all must be a boolean")
+    elif kind == contract.KIND_HANDOFF_CREATE:
+        _text(payload, "summary", 4000)
+        _text(payload, "next", 2000, required=False)
+        if payload.get("status") not in contract.HANDOFF_STATUSES:
+            raise Invalid(f"payload.status must be one of {', '.join(contract.HANDOFF_STATUSES)}")
+    else:
+        _text(payload, "claim", 2000)
+        _text(payload, "subject", 200)
+        if payload.get("type") not in contract.CLAIM_TYPES:
+            raise Invalid(f"payload.type must be one of {', '.join(contract.CLAIM_TYPES)}")
+        if payload.get("scope", "agent") != "agent":
+            raise Invalid("payload.scope must be 'agent': proposals are never fleet-scoped")
+        _citations(payload)
+
+
+def _identifier(event: dict[str, Any], key: str, *, required: bool) -> None:
+    value = event.get(key)
+    if value is None and not required:
+        return
+    if not isinstance(value, str) or not 0 < len(value) <= 128 or not value.isprintable():
+        raise Invalid(f"{key} must be 1-128 printable characters")
+
+
+def parse_line(raw: bytes, fleet: Fleet, agent_id: str | None) -> dict[str, Any]:
+    """One spool line → the event, checked against the contract and scrubbed."""
+    if len(raw) > MAX_LINE_BYTES:
+        raise Invalid(f"line is over {MAX_LINE_BYTES} bytes")
+    try:
+        event = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise Invalid("not JSON") from None
+    if not isinstance(event, dict):
+        raise Invalid("a spool line is a JSON object")
+    if set(event) != EVENT_KEYS and not (set(event) == EVENT_KEYS - {"session"}):
+        raise Invalid(f"keys must be {', '.join(sorted(EVENT_KEYS))}")
+    if type(event["v"]) is not int or event["v"] != contract.SPOOL_VERSION:
+        raise Invalid(f"v must be {contract.SPOOL_VERSION}")
+    try:
+        event["id"] = str(uuid.UUID(str(event["id"])))
+    except ValueError:
+        raise Invalid("id must be a UUID") from None
+    if not isinstance(event["kind"], str) or event["kind"] not in contract.SPOOL_KINDS:
+        raise Invalid(f"kind must be one of {', '.join(contract.SPOOL_KINDS)}")
+    if event["fleet"] != fleet.slug:
+        raise Invalid("fleet does not match the URL")
+    _identifier(event, "agent", required=True)
+    _identifier(event, "session", required=False)
+    if agent_id is not None and event["agent"] != agent_id:
+        raise Invalid(f"this token speaks for agent {agent_id}")
+    try:
+        dt.datetime.fromisoformat(str(event["at"]).replace("Z", "+00:00"))
+    except ValueError:
+        raise Invalid("at must be an ISO 8601 time") from None
+    if not isinstance(event["payload"], dict):
+        raise Invalid("payload must be an object")
+    _check_payload(event["kind"], event["payload"])
+    event.setdefault("session", None)
+    return redact.scrub_value(event)  # type: ignore[no-any-return]
+
+
+class ServerSpool(Spool):
+    """The server's own spool for a fleet: the bridge's file format, lock and fsyncs."""
+
+    def append_lines(self, lines: list[bytes]) -> None:
+        """Append complete lines at once (one write, one fsync); the caller holds the lock."""
+        blob = b"".join(lines)
+        self._check_cap(len(blob))
+        if self._size(self.path) + len(blob) > self.file_max_bytes:
+            self._rotate()
+        self._write(blob)
+
+
+def _seen(fleet: Fleet, ids: Iterable[str]) -> tuple[set[str], set[str]]:
+    """(ids this fleet already has, ids another fleet's applied events already use)."""
+    ids = list(ids)
+    received = set(
+        Activity.objects.filter(fleet=fleet, verb=RECEIVED, target_id__in=ids).values_list(
+            "target_id", flat=True
+        )
+    )
+    applied = AppliedEvent.objects.filter(event_id__in=ids).values_list("event_id", "fleet_id")
+    mine = {str(e) for e, f in applied if f == fleet.pk}
+    theirs = {str(e) for e, f in applied if f != fleet.pk}
+    return received | mine, theirs
+
+
+def receive(fleet: Fleet, raw_lines: list[bytes], *, agent_id: str | None) -> Outcome:
+    """Admit spool lines for the drain; SpoolFull when the server's spool is at its cap."""
+    out, events = Outcome(), {}
+    for n, raw in enumerate(raw_lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            event = parse_line(raw, fleet, agent_id)
+        except Invalid as exc:
+            out.rejected.append({"id": _peek_id(raw), "line": n, "reason": str(exc)})
+            continue
+        events.setdefault(event["id"], event)
+    spool = ServerSpool(Path(settings.CTXLAKE_SPOOL_DIR), fleet=fleet.slug, agent="api")
+    spool._ensure_dir()
+    with spool._locked():  # the check, the append and the receipt are one step for ids
+        known, foreign = _seen(fleet, events)
+        fresh = [e for i, e in events.items() if i not in known and i not in foreign]
+        if fresh:
+            spool.append_lines([_line(e) for e in fresh])
+            Activity.objects.bulk_create(
+                [
+                    Activity(
+                        fleet=fleet,
+                        verb=RECEIVED,
+                        target_type="spool.event",
+                        target_id=e["id"],
+                        data={"kind": e["kind"], "agent": e["agent"]},
+                    )
+                    for e in fresh
+                ]
+            )
+    for event_id in events:
+        if event_id in foreign:
+            out.rejected.append({"id": event_id, "line": None, "reason": "duplicate event id"})
+        else:
+            out.accepted.append(event_id)
+    return out
+
+
+def _line(event: dict[str, Any]) -> bytes:
+    return (json.dumps(event, ensure_ascii=True, separators=(",", ":")) + "\n").encode()
+
+
+def _peek_id(raw: bytes) -> str | None:
+    try:
+        value = json.loads(raw).get("id")
+    except (ValueError, AttributeError, UnicodeDecodeError):
+        return None
+    return value if isinstance(value, str) and len(value) <= 64 else None

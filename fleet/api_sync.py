@@ -1,0 +1,198 @@
+"""Remote sync: serve a fleet's rendered cache files and take its agents' spool lines.
+
+An agent host that is not the server runs the bridge against a local copy of the cache:
+it GETs cache/manifest (every file's ETag), fetches the files whose ETag changed
+(If-None-Match → 304 otherwise), writing manifest.json last, and POSTs its spool lines.
+Only the fixed file names of the cache contract are served: the name is looked up in a
+table, never joined onto a path, so nothing outside the fleet's directory is reachable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.http import FileResponse, HttpResponse, HttpResponseBase
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
+from rest_framework import exceptions, serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from ctxlake_site.api import NDJSONParser
+from fleet import api_spool
+from fleet.models import ApiToken
+from fleet.permissions import COORDINATE, READ
+from fleet.views import FLEET_PARAM, FleetViewSet
+from mcp_bridge import contract
+
+CONTENT_TYPES = {
+    contract.MANIFEST: "application/json",
+    contract.ROSTER: "application/json",
+    contract.HISTORY: "application/json",
+    contract.HANDOFFS: "application/json",
+    contract.SNAPSHOT: "application/vnd.sqlite3",
+    contract.BRIEFING: "text/markdown; charset=utf-8",
+}
+
+
+def fleet_cache_dir(slug: str) -> Path:
+    if not contract.FLEET_ID_RE.fullmatch(slug):
+        raise exceptions.NotFound()  # cannot name a directory safely; nothing to serve
+    return Path(settings.CTXLAKE_CACHE_DIR) / slug
+
+
+def etag_of(stat: os.stat_result) -> str:
+    """Files are replaced by rename, so (inode, size, mtime) changes whenever content does."""
+    return f'"{stat.st_ino:x}-{stat.st_size:x}-{stat.st_mtime_ns:x}"'
+
+
+def _not_modified(request: Request, etag: str) -> bool:
+    wanted = request.headers.get("If-None-Match", "")
+    return wanted.strip() == "*" or etag in [t.strip() for t in wanted.split(",")]
+
+
+class CacheFileSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField()
+    size = serializers.IntegerField()
+    etag = serializers.CharField()
+    content_type = serializers.CharField()
+
+
+class CacheIndexSerializer(serializers.Serializer[Any]):
+    manifest = serializers.DictField(allow_null=True, help_text="manifest.json, parsed.")
+    files = CacheFileSerializer(many=True)
+    note = serializers.CharField(allow_blank=True)
+
+
+class SpoolResultSerializer(serializers.Serializer[Any]):
+    class Rejected(serializers.Serializer[Any]):
+        id = serializers.CharField(allow_null=True)
+        line = serializers.IntegerField(allow_null=True)
+        reason = serializers.CharField()
+
+    accepted = serializers.ListField(child=serializers.CharField())
+    rejected = Rejected(many=True)
+
+
+@extend_schema(tags=["sync"], parameters=[FLEET_PARAM])
+class CacheViewSet(FleetViewSet):
+    roles = {"manifest": READ, "file": READ}
+    serializer_class = CacheIndexSerializer
+    pagination_class = None
+
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        return super().perform_content_negotiation(request, force=True)  # files, not formats
+
+    @extend_schema(
+        summary="The rendered cache: manifest.json and every file's size and ETag",
+        responses={200: CacheIndexSerializer, 304: OpenApiResponse(description="Not modified")},
+    )
+    def manifest(self, request: Request, fleet: str) -> HttpResponseBase:
+        root = fleet_cache_dir(request.fleet.slug)
+        files = []
+        for name, ctype in CONTENT_TYPES.items():
+            try:
+                st = (root / name).stat()
+            except OSError:
+                continue
+            files.append(
+                {"name": name, "size": st.st_size, "etag": etag_of(st), "content_type": ctype}
+            )
+        etag = '"' + hashlib.sha256(repr(files).encode()).hexdigest()[:32] + '"'
+        if files and _not_modified(request, etag):
+            return HttpResponse(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": etag})
+        manifest = _read_json(root / contract.MANIFEST)
+        note = "" if manifest is not None else "no manifest rendered yet"
+        body = CacheIndexSerializer({"manifest": manifest, "files": files, "note": note}).data
+        return Response(body, headers={"ETag": etag, "Cache-Control": "no-cache"})
+
+    @extend_schema(
+        summary="One rendered cache file, by its fixed name (ETag / If-None-Match)",
+        responses={
+            (200, "application/json"): OpenApiTypes.OBJECT,
+            (200, "text/markdown"): OpenApiTypes.STR,
+            (200, "application/vnd.sqlite3"): OpenApiTypes.BINARY,
+            304: OpenApiResponse(description="Not modified"),
+        },
+    )
+    def file(self, request: Request, fleet: str, name: str) -> HttpResponseBase:
+        if name not in CONTENT_TYPES:
+            raise exceptions.NotFound(f"Cache files are: {', '.join(CONTENT_TYPES)}.")
+        path = fleet_cache_dir(request.fleet.slug) / name
+        try:
+            handle = path.open("rb")
+        except OSError:
+            raise exceptions.NotFound(f"{name} has not been rendered yet.") from None
+        etag = etag_of(os.fstat(handle.fileno()))  # the file we opened, not a later rename
+        headers = {"ETag": etag, "Cache-Control": "no-cache"}
+        if _not_modified(request, etag):
+            handle.close()
+            return HttpResponse(status=status.HTTP_304_NOT_MODIFIED, headers=headers)
+        response = FileResponse(handle, content_type=CONTENT_TYPES[name], headers=headers)
+        return response
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+@extend_schema(tags=["sync"], parameters=[FLEET_PARAM])
+class SpoolViewSet(FleetViewSet):
+    roles = {"upload": COORDINATE}
+    serializer_class = SpoolResultSerializer
+    parser_classes = [NDJSONParser]
+    pagination_class = None
+
+    @extend_schema(
+        summary="Upload spool lines (NDJSON, the bridge's format); idempotent by event id",
+        description=(
+            "Each line is checked against the spool contract, scrubbed of secrets and queued "
+            "for the drain. The answer lists the accepted event ids (including ids sent "
+            "before) and the rejected lines with a reason. At most "
+            f"{api_spool.MAX_LINES} lines per request."
+        ),
+        request={"application/x-ndjson": OpenApiTypes.STR},
+        responses={200: SpoolResultSerializer},
+        examples=[
+            OpenApiExample(
+                "one line",
+                '{"v":1,"id":"0b6f2f0e-3f0a-4a8e-9d7b-2d8f5f1c9a10","kind":"lease.claim",'
+                '"fleet":"acme","agent":"ada","session":"s-42","at":"2026-01-01T00:00:00Z",'
+                '"payload":{"paths":["src/**"],"reason":"refactor","ttl_secs":1800}}',
+                request_only=True,
+            ),
+            OpenApiExample(
+                "answer",
+                {"accepted": ["0b6f2f0e-3f0a-4a8e-9d7b-2d8f5f1c9a10"], "rejected": []},
+                response_only=True,
+            ),
+        ],
+    )
+    def upload(self, request: Request, fleet: str) -> Response:
+        lines = request.data if isinstance(request.data, list) else []
+        if len(lines) > api_spool.MAX_LINES:
+            raise exceptions.ValidationError(
+                {"lines": [f"At most {api_spool.MAX_LINES} lines per request."]}
+            )
+        token = request.auth
+        bound = token.agent if isinstance(token, ApiToken) and token.role == "agent" else None
+        try:
+            outcome = api_spool.receive(
+                request.fleet, lines, agent_id=bound.agent_id if bound else None
+            )
+        except api_spool.SpoolFull as exc:
+            return Response(
+                {"detail": str(exc)},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+                headers={"Retry-After": "30"},
+            )
+        return Response(SpoolResultSerializer(outcome).data)

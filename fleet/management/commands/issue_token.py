@@ -1,0 +1,65 @@
+"""`manage.py issue_token --fleet F --role R --name N [--agent A] [--json]`.
+
+Prints the secret once: only its hash is stored, so it cannot be shown again. `--json`
+prints one JSON object for scripts.
+"""
+
+from __future__ import annotations
+
+import json
+from argparse import ArgumentParser
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import IntegrityError
+
+from fleet import tokens
+from fleet.models import Agent, ApiToken, Fleet
+
+
+class Command(BaseCommand):
+    help = "Issue an API token for one fleet and one role; the secret is printed once."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("--fleet", required=True, help="Fleet slug.")
+        parser.add_argument("--role", required=True, choices=ApiToken.Role.values)
+        parser.add_argument("--name", required=True, help="Unique among the fleet's live tokens.")
+        parser.add_argument("--agent", help="Agent id an agent-role token speaks for.")
+        parser.add_argument("--json", action="store_true", help="Print one JSON object.")
+
+    def handle(self, *args: Any, **o: Any) -> None:
+        fleet = Fleet.objects.filter(slug=o["fleet"]).first()
+        if fleet is None:
+            raise CommandError(f"No fleet {o['fleet']!r}; create it with create_fleet.")
+        agent = None
+        if o["agent"]:
+            agent = Agent.objects.get_or_create(fleet=fleet, agent_id=o["agent"])[0]
+        try:
+            issued = tokens.issue_token(fleet, role=o["role"], name=o["name"], agent=agent)
+        except IntegrityError:
+            raise CommandError(
+                f"Fleet {fleet.slug} already has a live token named "
+                f"{o['name']!r}; revoke it or pick another name."
+            ) from None
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        t = issued.token
+        if o["json"]:
+            self.stdout.write(
+                json.dumps(
+                    {
+                        "fleet": fleet.slug,
+                        "name": t.name,
+                        "role": t.role,
+                        "prefix": t.prefix,
+                        "agent": agent.agent_id if agent else None,
+                        "token": issued.secret,
+                    }
+                )
+            )
+            return
+        self.stdout.write(
+            f"Issued {t.role} token {t.name!r} for fleet {fleet.slug} (prefix {t.prefix})."
+        )
+        self.stdout.write("The secret is shown only now; store it somewhere safe:")
+        self.stdout.write(issued.secret)

@@ -1,0 +1,144 @@
+"""Memory over REST: redaction at ingest, search caps, visibility, moderation by token."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from claims.models import Claim, ClaimEvent, Evidence
+from fleet.models import Fleet
+from tests.fleet.conftest import ApiAs, World
+
+SECRET = "sk-ant-api03-" + "x7Y9" * 20
+
+
+def _base(world: World) -> str:
+    return f"/api/v1/fleets/{world.fleet.slug}"
+
+
+def test_a_secret_in_a_claim_or_its_evidence_never_reaches_the_database(
+    api_as: ApiAs, world: World
+) -> None:
+    body = {
+        "text": f"export ANTHROPIC_API_KEY={SECRET} before running the evals",
+        "type": "procedure",
+        "subject": "evals",
+        "evidence": [{"session_id": "s-2", "message_id": "m-2", "excerpt": f"key {SECRET}"}],
+    }
+    response = api_as(world.ada).post(f"{_base(world)}/claims", body, format="json")
+    assert response.status_code == 201
+    assert response.json()["redacted"]
+    assert SECRET not in response.content.decode()
+    assert not Claim.objects.filter(text__contains=SECRET[:24]).exists()
+    assert not Evidence.objects.filter(excerpt__contains=SECRET[:24]).exists()
+    assert Claim.objects.filter(subject="evals").count() == 1
+
+
+def test_a_duplicate_proposal_corroborates(api_as: ApiAs, world: World) -> None:
+    body = {
+        "text": world.promoted.text.upper(),
+        "type": "fact",
+        "subject": "pytest",
+        "evidence": [{"session_id": "s-3", "message_id": "m-3"}],
+    }
+    response = api_as(world.ada).post(f"{_base(world)}/claims", body, format="json")
+    assert response.status_code == 200
+    assert (response.json()["created"], response.json()["claim"]["id"]) == (
+        False,
+        world.promoted.public_id,
+    )
+
+
+def test_a_proposal_without_evidence_is_400(api_as: ApiAs, world: World) -> None:
+    body = {"text": "a", "type": "fact", "subject": "b", "evidence": []}
+    response = api_as(world.ada).post(f"{_base(world)}/claims", body, format="json")
+    assert response.status_code == 400
+    assert "evidence" in response.json()
+    unknown = {**body, "evidence": [{"session_id": "s", "message_id": "m", "url": "x"}]}
+    assert (
+        api_as(world.ada).post(f"{_base(world)}/claims", unknown, format="json").status_code == 400
+    )
+
+
+def test_search_caps_rows_and_says_truncated(api_as: ApiAs, world: World, mod: Any) -> None:
+    from claims import moderation
+
+    for i in range(210):
+        moderation.propose_claim(
+            world.fleet,
+            text=f"flaky test number {i} in the suite",
+            type="gotcha",
+            subject="flaky",
+            evidence=[{"session_id": f"s{i}", "message_id": "m"}],
+        )
+    client = api_as(world.fleet, "operator")
+    few = client.get(f"{_base(world)}/claims/search?q=flaky&k=5").json()
+    assert (len(few["results"]), few["truncated"]) == (5, True)
+    capped = client.get(f"{_base(world)}/claims/search?q=flaky&k=100000").json()
+    assert (len(capped["results"]), capped["truncated"]) == (200, True)
+    default = client.get(f"{_base(world)}/claims/search?q=flaky").json()
+    assert len(default["results"]) == 10
+
+
+def test_non_operators_see_only_promoted_claims(api_as: ApiAs, world: World) -> None:
+    agent = api_as(world.ada)
+    assert agent.get(f"{_base(world)}/claims/{world.proposed.public_id}").status_code == 404
+    listed = agent.get(f"{_base(world)}/claims").json()["results"]
+    assert [c["id"] for c in listed] == [world.promoted.public_id]
+    operator = api_as(world.fleet, "operator")
+    assert operator.get(f"{_base(world)}/claims/{world.proposed.public_id}").status_code == 200
+
+
+@pytest.mark.parametrize(("mode", "enabled"), [("shadow", True), ("off", False)])
+def test_search_follows_the_memory_mode(
+    api_as: ApiAs, world: World, mode: str, enabled: bool
+) -> None:
+    Fleet.objects.filter(pk=world.fleet.pk).update(memory_mode=mode)
+    body = api_as(world.ada).get(f"{_base(world)}/claims/search?q=pytest").json()
+    assert (body["enabled"], body["results"]) == (enabled, [])
+
+
+def test_get_shows_evidence_and_events(api_as: ApiAs, world: World) -> None:
+    body = api_as(world.ada).get(f"{_base(world)}/claims/{world.promoted.public_id}").json()
+    assert body["evidence"][0]["session_id"] == "s-1"
+    assert [e["kind"] for e in body["events"]] == ["proposed", "promoted"]
+    assert body["events"][1]["actor"] == "user:mod"
+
+
+def test_an_operator_token_promotes_through_the_gate(api_as: ApiAs, world: World) -> None:
+    client = api_as(world.fleet, "operator")
+    url = f"{_base(world)}/claims/{world.proposed.public_id}/promote"
+    response = client.post(url, {"note": "checked"}, format="json")
+    assert response.status_code == 200
+    assert (response.json()["status"], response.json()["scope"]) == ("promoted", "fleet")
+    event = ClaimEvent.objects.filter(claim=world.proposed, kind="promoted").get()
+    assert event.data["api_token"] == client.token.prefix  # type: ignore[attr-defined]
+    assert client.post(url, {}, format="json").status_code == 409  # already decided
+
+
+def test_the_gate_refuses_a_token_what_it_refuses_a_person(api_as: ApiAs, world: World) -> None:
+    Fleet.objects.filter(pk=world.fleet.pk).update(min_independent_sessions=2)
+    client = api_as(world.fleet, "operator")
+    url = f"{_base(world)}/claims/{world.proposed.public_id}"
+    refused = client.post(f"{url}/promote", {}, format="json")
+    assert (refused.status_code, refused.json()["code"]) == (409, "gate_refused")
+    assert "independent session" in refused.json()["detail"]
+    assert client.post(f"{url}/retract", {"note": "wrong"}, format="json").status_code == 200
+    again = client.post(f"{url}/promote", {}, format="json")
+    assert "retracted" in again.json()["detail"]
+    world.proposed.refresh_from_db()
+    assert world.proposed.status == "retracted"
+
+
+def test_reject_needs_a_reason(api_as: ApiAs, world: World) -> None:
+    url = f"{_base(world)}/claims/{world.proposed.public_id}/reject"
+    response = api_as(world.fleet, "operator").post(url, {}, format="json")
+    assert response.status_code == 400
+    assert "reason" in response.json()
+
+
+def test_the_timeline_lists_a_subjects_claim_events(api_as: ApiAs, world: World) -> None:
+    body = api_as(world.ada).get(f"{_base(world)}/timeline?subject=pytest").json()
+    assert [e["kind"] for e in body["results"]] == ["promoted", "proposed"]
+    assert api_as(world.ada).get(f"{_base(world)}/timeline").status_code == 400

@@ -1,0 +1,103 @@
+"""REST personas: `api_as(...)` gives a token-authenticated APIClient; `world` is a fleet
+with one of each object the API serves, for the permission table."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from claims import moderation
+from claims.models import Claim
+from fleet import handoffs, tokens
+from fleet.models import Agent, Fleet, Handoff, Session
+
+_names = itertools.count(1)
+ApiAs = Callable[..., APIClient]
+
+
+@pytest.fixture
+def api_as(db: None) -> ApiAs:
+    """api_as(agent) → an agent-role client for that agent; api_as(fleet, "operator") → …"""
+
+    def make(who: Agent | Fleet, role: str | None = None) -> APIClient:
+        agent = who if isinstance(who, Agent) else None
+        fleet = who.fleet if isinstance(who, Agent) else who
+        role = role or ("agent" if agent else "operator")
+        issued = tokens.issue_token(fleet, role=role, name=f"{role}-{next(_names)}", agent=agent)
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {issued.secret}")
+        client.token = issued.token  # type: ignore[attr-defined]
+        client.secret = issued.secret  # type: ignore[attr-defined]
+        return client
+
+    return make
+
+
+def spool_line(fleet: str, agent: str = "ada", **overrides: Any) -> dict[str, Any]:
+    event = {
+        "v": 1,
+        "id": str(uuid.uuid4()),
+        "kind": "lease.claim",
+        "fleet": fleet,
+        "agent": agent,
+        "session": "s-1",
+        "at": "2026-01-01T00:00:00Z",
+        "payload": {"paths": ["src/**"], "reason": "refactor", "ttl_secs": 1800},
+    }
+    event.update(overrides)
+    return event
+
+
+def ndjson(*events: dict[str, Any]) -> bytes:
+    return b"".join(json.dumps(e).encode() + b"\n" for e in events)
+
+
+@dataclass
+class World:
+    fleet: Fleet
+    ada: Agent
+    session: Session
+    handoff: Handoff
+    promoted: Claim
+    proposed: Claim
+
+
+CITE = [{"session_id": "s-1", "message_id": "m-1"}]
+
+
+@pytest.fixture
+def world(fleet_a: Fleet, ada: Agent, mod: Any, tmp_path: Path, settings: Any) -> World:
+    settings.CTXLAKE_CACHE_DIR = tmp_path / "cache"
+    settings.CTXLAKE_SPOOL_DIR = tmp_path / "spool"
+    (tmp_path / "cache" / fleet_a.slug).mkdir(parents=True)
+    (tmp_path / "cache" / fleet_a.slug / "roster.json").write_text('{"agents": []}')
+    (tmp_path / "cache" / fleet_a.slug / "manifest.json").write_text('{"format_version": 1}')
+    session = Session.objects.create(fleet=fleet_a, agent=ada, session_id="s-1")
+    handoff = handoffs.create_handoff(ada, summary="half done", session=session)
+    moderation.FleetModerator.objects.create(fleet=fleet_a, user=mod)
+    promoted = moderation.propose_claim(
+        fleet_a,
+        text="pytest -x stops at the first failure",
+        type="fact",
+        subject="pytest",
+        evidence=CITE,
+        by_agent=ada,
+    ).claim
+    moderation.promote_claim(promoted, by=mod)
+    proposed = moderation.propose_claim(
+        fleet_a,
+        text="ruff format is the formatter",
+        type="decision",
+        subject="style",
+        evidence=CITE,
+        by_agent=ada,
+    ).claim
+    return World(fleet_a, ada, session, handoff, promoted, proposed)
