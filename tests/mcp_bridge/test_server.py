@@ -103,6 +103,7 @@ def test_it_hides_internal_failures_behind_a_generic_error(bridge: tools.Bridge,
     assert result.is_error and "/secret/path" not in result.content[0].text
 
 
+@pytest.mark.filterwarnings("ignore:ping is removed")
 def test_it_answers_ping(bridge: tools.Bridge) -> None:
     assert isinstance(run(bridge, lambda c: c.send_ping()), types.EmptyResult)
 
