@@ -187,7 +187,7 @@ def fleet_release(b: Bridge, paths: list[str] | None = None) -> dict[str, Any]:
     return _spool(b, contract.KIND_LEASE_RELEASE, {"paths": paths, "all": not paths})
 
 
-def fleet_handoff(b: Bridge, summary: str, status: str, next: str | None = None,  # noqa: A002
+def fleet_handoff(b: Bridge, summary: str, status: str, next: str | None = None,
                   ) -> dict[str, Any]:
     _enum("status", status, contract.HANDOFF_STATUSES)
     payload = {"summary": _text("summary", summary, 4000), "status": status,
@@ -195,7 +195,7 @@ def fleet_handoff(b: Bridge, summary: str, status: str, next: str | None = None,
     return _spool(b, contract.KIND_HANDOFF_CREATE, payload)
 
 
-def memory_propose(b: Bridge, claim: str, type: str, subject: str,  # noqa: A002
+def memory_propose(b: Bridge, claim: str, type: str, subject: str,
                    evidence: list[Any]) -> dict[str, Any]:
     _enum("type", type, contract.CLAIM_TYPES)
     payload = {"claim": _text("claim", claim, 2000), "type": type,

@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -105,12 +106,13 @@ def test_it_keeps_stdout_for_frames_only_and_logs_to_stderr(config: Config) -> N
     assert done.returncode == 0
 
 
-def test_it_works_with_the_official_sdk_stdio_client(live: Config) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_it_works_with_the_official_sdk_stdio_client(live: Config, mode: str) -> None:
     params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_bridge"],
                                    env=bridge_env(live))
 
     async def main() -> tuple[Any, Any, Any]:
-        async with Client(params, mode="legacy") as client:
+        async with Client(params, mode=mode) as client:
             listed = await client.list_tools()
             found = await client.call_tool("memory_search", {"query": "clippy gate"})
             refused = await client.call_tool("memory_propose", {
