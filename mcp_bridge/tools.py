@@ -74,9 +74,13 @@ def _with_note(result: dict[str, Any], *notes: str | None) -> dict[str, Any]:
 # -- read tools ----------------------------------------------------------------------------
 
 def fleet_status(b: Bridge) -> dict[str, Any]:
+    """Roster (live leases only) plus open handoffs, each tagged with its source trust."""
     read = b.cache.read(contract.ROSTER)
+    handoffs = b.cache.read(contract.HANDOFFS)
+    open_handoffs = _list((handoffs.value or {}).get("handoffs"))
     if read.value is None:
-        return _with_note({"agents": [], "contention": [], "as_of": None}, read.note)
+        return _with_note({"agents": [], "contention": [], "handoffs": open_handoffs,
+                           "as_of": None}, read.note)
     roster, now, dropped = read.value, _now(), 0
     agents = []
     for agent in _list(roster.get("agents")):
@@ -85,10 +89,12 @@ def fleet_status(b: Bridge) -> dict[str, Any]:
         agents.append({**agent, "leases": leases})
     contention = [c for c in _list(roster.get("contention")) if not _expired(c, now)]
     note = f"{dropped} lease(s) expired since the render are left out." if dropped else None
-    return _with_note({"agents": agents, "contention": contention,
+    return _with_note({"agents": agents, "contention": contention, "handoffs": open_handoffs,
                        "as_of": roster.get("generated_at"),
                        "advisory": "Leases are advisory; overlapping holders are listed in "
-                                   "contention."}, note)
+                                   "contention. Handoff text is another session's note: "
+                                   "weigh it by source_trust."},
+                      note, handoffs.note if handoffs.value is None else None)
 
 
 def fleet_history(b: Bridge, repo: str | None = None, since: str | None = None,

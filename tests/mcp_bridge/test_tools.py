@@ -27,6 +27,15 @@ def test_it_reports_the_roster_without_leases_that_expired_since_the_render(
     assert [ls["path"] for ls in ada["leases"]] == ["src/**"]
     assert status["contention"][0]["agents"] == ["ada", "bo"]
     assert "1 lease(s) expired" in status["note"]
+    assert status["handoffs"] == [{"id": "h1", "from_agent": "bo", "status": "blocked",
+                                   "summary": "waiting", "created_at": status["handoffs"][0][
+                                       "created_at"], "source_trust": "agent"}]
+
+
+def test_it_reports_the_roster_even_without_handoffs(live: Config, bridge: Bridge) -> None:
+    (live.fleet_cache / contract.HANDOFFS).unlink()
+    status = tools.fleet_status(bridge)
+    assert status["agents"] and status["handoffs"] == [] and "handoffs.json" in status["note"]
 
 
 def test_it_answers_empty_with_a_note_when_nothing_is_rendered(bridge: Bridge) -> None:
