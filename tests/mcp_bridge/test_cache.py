@@ -6,7 +6,7 @@ from pathlib import Path
 from mcp_bridge import contract, tools
 from mcp_bridge.cache import Cache
 from mcp_bridge.config import Config
-from tests.mcp_bridge.conftest import FLEET
+from tests.mcp_bridge.data import FLEET
 
 
 def cache_of(cfg: Config) -> Cache:

@@ -8,7 +8,7 @@ import pytest
 from mcp_bridge import contract, render, testing, tools
 from mcp_bridge.config import Config
 from mcp_bridge.spool import read_events
-from tests.mcp_bridge.conftest import FLEET
+from tests.mcp_bridge.data import FLEET
 
 Bridge = tools.Bridge
 CITE = {"session_id": "s1", "message_id": "m1"}
@@ -57,7 +57,7 @@ def test_it_caps_history_rows_and_says_truncated(live: Config, bridge: Bridge) -
 
 
 def test_it_filters_history_by_since_newest_first(live: Config, bridge: Bridge) -> None:
-    from tests.mcp_bridge.conftest import ago
+    from tests.mcp_bridge.data import ago
 
     recent = tools.fleet_history(bridge, since=ago(days=5, hours=1))["sessions"]
     assert [s["session_id"] for s in recent] == ["s1", "s2", "s3", "s4", "s5"]
