@@ -72,6 +72,11 @@ class Session:
         self.request("tools/list")
         return cold, (time.perf_counter() - self.t0) * 1000
 
+    def cpu_ms(self) -> float:
+        """utime + stime of the server process (all threads), in ms."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
     def peak_rss_mib(self) -> float:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
@@ -83,14 +88,22 @@ class Session:
         self.proc.wait(timeout=30)
 
 
-def stats(samples: list[float]) -> dict[str, float]:
+def stats(samples: list[float], cpu_ms: float | None = None) -> dict[str, float]:
     ordered = sorted(samples)
-    return {"p50": statistics.median(ordered),
-            "p95": ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]}
+    out = {"p50": statistics.median(ordered),
+           "p95": ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]}
+    if cpu_ms is not None:
+        out["cpu"] = cpu_ms / len(samples)
+    return out
 
 
 def fmt(s: dict[str, float]) -> str:
-    return f"p50 {s['p50']:7.2f} ms  p95 {s['p95']:7.2f} ms"
+    cpu = f"  server cpu {s['cpu']:6.2f} ms/call" if "cpu" in s else ""
+    return f"p50 {s['p50']:7.2f} ms  p95 {s['p95']:7.2f} ms{cpu}"
+
+
+def loadavg() -> str:
+    return Path("/proc/loadavg").read_text().split()[0]
 
 
 def build(root: Path, n: int) -> tuple[str, str, list[str], list[str]]:
@@ -122,14 +135,16 @@ def env_for(root: Path, spool: Path, fleet: str) -> dict[str, str]:
 
 def timed(session: Session, tool: str, args_list: list[dict[str, Any]], repeat: int,
           ) -> dict[str, float]:
+    cpu = session.cpu_ms()
     samples = [session.call(tool, args_list[i % len(args_list)])[0] for i in range(repeat)]
-    return stats(samples)
+    return stats(samples, session.cpu_ms() - cpu)
 
 
 def bench_size(root: Path, spool: Path, n: int, repeat: int) -> dict[str, Any]:
     t = time.perf_counter()
     hybrid, lexical, known, broad = build(root, n)
-    print(f"\n== {n} promoted claims (cache built in {time.perf_counter() - t:.1f} s)")
+    print(f"\n== {n} promoted claims (cache built in {time.perf_counter() - t:.1f} s, "
+          f"load average {loadavg()})")
     out: dict[str, Any] = {}
     colds, readies = [], []
     for _ in range(5):
@@ -144,7 +159,9 @@ def bench_size(root: Path, spool: Path, n: int, repeat: int) -> dict[str, Any]:
 
     s = Session(env_for(root, spool, lexical))
     s.start()
-    out["tools/list"] = stats([s.request("tools/list")[0] for _ in range(repeat)])
+    cpu = s.cpu_ms()
+    out["tools/list"] = stats([s.request("tools/list")[0] for _ in range(repeat)],
+                              s.cpu_ms() - cpu)
     out["fleet_status"] = timed(s, "fleet_status", [{}], repeat)
     s.call("memory_search", {"query": "warm up"})
     mode = s.call("memory_search", {"query": known[0]})[1]["mode"]
@@ -160,8 +177,9 @@ def bench_size(root: Path, spool: Path, n: int, repeat: int) -> dict[str, Any]:
     assert result["mode"] == "hybrid", result
     out["first hybrid search (embedder load + matrix load)"] = first
     # known[1:201] are queries this process has never embedded: each pays its embedding.
+    cpu = s.cpu_ms()
     uncached = [s.call("memory_search", {"query": q})[0] for q in known[1:201]]
-    out["hybrid uncached (new query each time)"] = stats(uncached)
+    out["hybrid uncached (new query each time)"] = stats(uncached, s.cpu_ms() - cpu)
     cached = [{"query": q} for q in known[1:21]]  # embedded above; now served from the LRU
     out["hybrid known-item (repeated, cached)"] = timed(s, "memory_search", cached, repeat)
     out["hybrid broad (repeated, cached)"] = timed(s, "memory_search",
@@ -226,6 +244,8 @@ def main() -> None:
         root, spool = Path(tmp) / "cache", Path(tmp) / "spool"
         results = {n: bench_size(root, spool, n, args.repeat) for n in args.sizes}
     verdicts(results)
+    print(f"load average at the end: {loadavg()} (2 cores shared with other work: wall-clock "
+          "figures are noisy; server cpu/call is the steadier measure)")
 
 
 if __name__ == "__main__":

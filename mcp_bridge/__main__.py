@@ -62,7 +62,8 @@ _SINGLE_THREAD = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 def serve() -> int:
     for name in _SINGLE_THREAD:
         os.environ.setdefault(name, "1")
-    logging.basicConfig(stream=sys.stderr, level=os.environ.get("CTXLAKE_LOG_LEVEL", "WARNING"),
+    level = getattr(logging, os.environ.get("CTXLAKE_LOG_LEVEL", "").upper(), None)
+    logging.basicConfig(stream=sys.stderr, level=level if isinstance(level, int) else "WARNING",
                         format="ctxlake-mcp %(levelname)s %(message)s")
     rfile, wfd = _claim_stdio()
     for problem in Config.from_env().problems:

@@ -24,6 +24,7 @@ ENV_HELP = {
     "CTXLAKE_SPOOL_MAX_BYTES": "total size cap of the spool's mcp/ directory (default 64 MiB)",
     "CTXLAKE_SPOOL_FILE_MAX_BYTES": "rotate a fleet's spool file past this size (default 8 MiB)",
     "CTXLAKE_MAX_FIELD_CHARS": "bound on every string a read tool returns (default 2000)",
+    "CTXLAKE_LOG_LEVEL": "stderr log level: DEBUG, INFO, WARNING (default), ERROR",
 }
 
 DEFAULT_SPOOL_MAX = 64 * 1024 * 1024

@@ -6,7 +6,7 @@ from pathlib import Path
 from mcp_bridge import contract, tools
 from mcp_bridge.cache import Cache
 from mcp_bridge.config import Config
-from tests.mcp_bridge.conftest import FLEET
+from tests.mcp_bridge.data import FLEET
 
 
 def cache_of(cfg: Config) -> Cache:
@@ -82,3 +82,38 @@ def test_it_reopens_a_replaced_snapshot(live: Config, bridge: tools.Bridge) -> N
 
 def test_it_reads_the_briefing(live: Config, tmp_path: Path) -> None:
     assert cache_of(live).briefing().startswith("# Fleet briefing")
+
+
+def test_it_refuses_a_snapshot_of_another_format_version(live: Config) -> None:
+    import sqlite3
+
+    path = live.fleet_cache / contract.SNAPSHOT
+    db = sqlite3.connect(path)
+    db.execute("UPDATE meta SET value = '7' WHERE key = 'format_version'")
+    db.commit()
+    db.close()
+    read = cache_of(live).snapshot()
+    assert read.value is None and "format_version '7'" in read.note
+
+
+def test_it_degrades_to_a_note_when_the_snapshot_lacks_a_table(live: Config,
+                                                              bridge: tools.Bridge) -> None:
+    import sqlite3
+
+    db = sqlite3.connect(live.fleet_cache / contract.SNAPSHOT)
+    db.execute("DROP TABLE claims_fts")
+    db.commit()
+    db.close()
+    out = tools.memory_search(bridge, "stripe webhooks")
+    assert out["results"] == [] and "query failed" in out["note"]
+
+
+def test_it_ignores_wrong_sized_vectors(live: Config, bridge: tools.Bridge) -> None:
+    import sqlite3
+
+    db = sqlite3.connect(live.fleet_cache / contract.SNAPSHOT)
+    db.execute("UPDATE embeddings SET vector = x'00010203'")
+    db.commit()
+    db.close()
+    out = tools.memory_search(bridge, "stripe webhooks idempotent")
+    assert out["results"][0]["id"] == "cc-02"  # found lexically

@@ -27,13 +27,9 @@ def test_it_embeds_normalised_384_dim_float32() -> None:
 
 
 def test_it_places_paraphrases_closer_than_unrelated_sentences() -> None:
-    a, b, c = embed.embed(
-        [
-            "The build fails unless RUSTFLAGS is set.",
-            "Compilation breaks when the RUSTFLAGS variable is missing.",
-            "We ordered pizza for the team lunch.",
-        ]
-    )
+    a, b, c = embed.embed(["The build fails unless RUSTFLAGS is set.",
+                           "Compilation breaks when the RUSTFLAGS variable is missing.",
+                           "We ordered pizza for the team lunch."])
     assert a @ b > 0.6 and a @ b > a @ c + 0.3
 
 

@@ -10,18 +10,8 @@ from pathlib import Path
 from mcp_bridge.config import Config
 from tests.mcp_bridge.stdio import INIT, ROOT, bridge_env, call, frame
 
-FORBIDDEN = (
-    "django",
-    "psycopg",
-    "psycopg2",
-    "rest_framework",
-    "django_q",
-    "claims",
-    "fleet",
-    "ctxlake_site",
-    "pgvector",
-    "redis",
-)
+FORBIDDEN = ("django", "psycopg", "psycopg2", "rest_framework", "django_q", "claims", "fleet",
+             "ctxlake_site", "pgvector", "redis")
 
 # Runs the real entry point under an audit hook; the report goes to a file because the
 # bridge points fd 1 at stderr while it serves.
@@ -45,40 +35,20 @@ runpy.run_module("mcp_bridge", run_name="__main__", alter_sys=True)
 """
 
 
-def test_it_never_imports_the_server_side_nor_opens_a_network_socket(
-    live: Config, tmp_path: Path
-) -> None:
+def test_it_never_imports_the_server_side_nor_opens_a_network_socket(live: Config,
+                                                                    tmp_path: Path) -> None:
     report = tmp_path / "report.json"
-    session = b"".join(
-        [
-            INIT,
-            frame(None, "notifications/initialized"),
-            frame(2, "tools/list"),
-            call(3, "memory_search", {"query": "stripe webhooks"}),  # hybrid: loads the embedder
-            call(4, "memory_timeline", {"subject": "payments"}),
-            call(5, "fleet_status", {}),
-            call(6, "fleet_history", {}),
-            call(7, "fleet_claim", {"paths": ["a"], "reason": "r"}),
-            call(
-                8,
-                "memory_propose",
-                {
-                    "claim": "c",
-                    "type": "fact",
-                    "subject": "s",
-                    "evidence": [{"session_id": "s", "message_id": "m"}],
-                },
-            ),
-        ]
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(report)],
-        input=session,
-        capture_output=True,
-        env=bridge_env(live),
-        timeout=60,
-        cwd=ROOT,
-    )
+    session = b"".join([
+        INIT, frame(None, "notifications/initialized"), frame(2, "tools/list"),
+        call(3, "memory_search", {"query": "stripe webhooks"}),  # hybrid: loads the embedder
+        call(4, "memory_timeline", {"subject": "payments"}),
+        call(5, "fleet_status", {}), call(6, "fleet_history", {}),
+        call(7, "fleet_claim", {"paths": ["a"], "reason": "r"}),
+        call(8, "memory_propose", {"claim": "c", "type": "fact", "subject": "s",
+                                   "evidence": [{"session_id": "s", "message_id": "m"}]}),
+    ])
+    done = subprocess.run([sys.executable, "-c", PROBE, str(report)], input=session,
+                          capture_output=True, env=bridge_env(live), timeout=60, cwd=ROOT)
     assert done.returncode == 0, done.stderr.decode()
     answers = [json.loads(line) for line in done.stdout.splitlines()]
     assert len(answers) == 8 and all("result" in a for a in answers)
@@ -91,16 +61,9 @@ def test_it_never_imports_the_server_side_nor_opens_a_network_socket(
 
 
 def test_it_imports_neither_sdk_nor_numpy_before_the_first_frame() -> None:
-    code = (
-        "import sys, mcp_bridge.__main__, mcp_bridge.transport, mcp_bridge.tools; "
-        "heavy = {'mcp', 'numpy', 'onnxruntime', 'tokenizers', 'sqlite3', 'pydantic'}; "
-        "sys.exit(sorted(heavy & {m.split('.')[0] for m in sys.modules}) or 0)"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT), "PATH": ""},
-        timeout=30,
-    )
+    code = ("import sys, mcp_bridge.__main__, mcp_bridge.transport, mcp_bridge.tools; "
+            "heavy = {'mcp', 'numpy', 'onnxruntime', 'tokenizers', 'sqlite3', 'pydantic'}; "
+            "sys.exit(sorted(heavy & {m.split('.')[0] for m in sys.modules}) or 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT,
+                          env={"PYTHONPATH": str(ROOT), "PATH": ""}, timeout=30)
     assert done.returncode == 0, done.stderr.decode()

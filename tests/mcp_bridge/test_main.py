@@ -8,25 +8,12 @@ from tests.mcp_bridge.stdio import ROOT, bridge_env, run_session
 
 
 def test_it_documents_both_commands_and_every_env_var() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "mcp_bridge", "--help"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT)},
-        timeout=30,
-    )
+    done = subprocess.run([sys.executable, "-m", "mcp_bridge", "--help"], capture_output=True,
+                          text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT)}, timeout=30)
     assert done.returncode == 0
     assert "serve" in done.stdout and "briefing" in done.stdout
-    for name in (
-        *ENV_HELP,
-        "CTXLAKE_HOME",
-        "CTXLAKE_CACHE_DIR",
-        "CTXLAKE_SPOOL_DIR",
-        "CTXLAKE_FLEET_ID",
-        "CTXLAKE_AGENT_ID",
-        "CTXLAKE_SESSION_ID",
-    ):
+    for name in (*ENV_HELP, "CTXLAKE_HOME", "CTXLAKE_CACHE_DIR", "CTXLAKE_SPOOL_DIR",
+                 "CTXLAKE_FLEET_ID", "CTXLAKE_AGENT_ID", "CTXLAKE_SESSION_ID"):
         assert name in done.stdout
 
 
@@ -42,11 +29,6 @@ def test_it_says_honestly_when_there_is_no_briefing(config: Config) -> None:
 
 
 def test_it_rejects_unknown_commands(config: Config) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "mcp_bridge", "frobnicate"],
-        capture_output=True,
-        env=bridge_env(config),
-        cwd=ROOT,
-        timeout=30,
-    )
+    done = subprocess.run([sys.executable, "-m", "mcp_bridge", "frobnicate"],
+                          capture_output=True, env=bridge_env(config), cwd=ROOT, timeout=30)
     assert done.returncode == 2 and done.stdout == b""

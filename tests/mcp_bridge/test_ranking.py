@@ -14,12 +14,8 @@ def test_it_fuses_by_reciprocal_rank() -> None:
 
 
 def test_it_weighs_confidence_recency_and_staleness() -> None:
-    factors = {
-        "sure": SAME,
-        "unsure": Factors(0.5, 0.0, 0.0),
-        "old": Factors(1.0, 3650, 0.0),
-        "stale": Factors(1.0, 0.0, 0.5),
-    }
+    factors = {"sure": SAME, "unsure": Factors(0.5, 0.0, 0.0), "old": Factors(1.0, 3650, 0.0),
+               "stale": Factors(1.0, 0.0, 0.5)}
     scores = dict(ranking.fuse(["sure", "unsure", "old", "stale"], [], factors))
     assert scores["unsure"] < scores["sure"]
     assert scores["old"] < scores["sure"] and scores["old"] > 0
@@ -33,10 +29,7 @@ def test_it_bounds_recency_by_the_floor() -> None:
 
 
 def test_it_drops_stopwords_unless_nothing_else_is_left() -> None:
-    assert ranking.query_terms("How do we deploy the Docker image?") == [
-        "deploy",
-        "docker",
-        "image",
-    ]
+    assert ranking.query_terms("How do we deploy the Docker image?") == ["deploy", "docker",
+                                                                         "image"]
     assert ranking.query_terms("the the") == ["the"]
     assert ranking.query_terms("!!!") == []

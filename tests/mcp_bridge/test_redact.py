@@ -9,10 +9,8 @@ SECRETS = [
     ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws-secret-key"),
     ("AIzaSyA1234567890abcdefghijklmnopqrstuv", "gcp-api-key"),
     ("ya29.a0AfH6SMBx1234567890abcdefghij", "gcp-oauth-token"),
-    (
-        "DefaultEndpointsProtocol=https;AccountName=x;AccountKey=" + "A" * 86 + "==",
-        "azure-storage-key",
-    ),
+    ("DefaultEndpointsProtocol=https;AccountName=x;AccountKey=" + "A" * 86 + "==",
+     "azure-storage-key"),
     ("ghp_" + "a1B2" * 9, "github-token"),
     ("github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", "github-token"),
     ("glpat-abcdefghij0123456789", "gitlab-token"),
@@ -26,15 +24,11 @@ SECRETS = [
     ("sk_live_" + "a" * 24, "stripe-key"),
     ("SK" + "0123456789abcdef" * 2, "twilio-api-key"),
     ("SG." + "a" * 22 + "." + "b" * 43, "sendgrid-key"),
-    (
-        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1r\n-----END OPENSSH PRIVATE KEY-----",
-        "private-key",
-    ),
+    ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1r\n-----END OPENSSH PRIVATE KEY-----",
+     "private-key"),
     ("-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg (cut off", "private-key"),
-    (
-        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0",
-        "jwt",
-    ),
+    ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0",
+     "jwt"),
     ("postgres://app:s3cr3t-pw@db.internal:5432/app", "url-password"),
     ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "authorization-header"),
     ("curl -H 'authorization: Bearer abcdef1234567890abcdef'", "authorization-header"),
@@ -78,13 +72,8 @@ def test_it_leaves_ordinary_text_alone(text: str) -> None:
 
 
 def test_it_scrubs_every_string_at_any_depth_keys_included() -> None:
-    value = {
-        "evidence": [{"excerpt": {"deep": ["x", "AKIAIOSFODNN7EXAMPLE"]}}],
-        "AKIAIOSFODNN7EXAMPLE": 1,
-        "n": 3,
-        "ok": True,
-        "none": None,
-    }
+    value = {"evidence": [{"excerpt": {"deep": ["x", "AKIAIOSFODNN7EXAMPLE"]}}],
+             "AKIAIOSFODNN7EXAMPLE": 1, "n": 3, "ok": True, "none": None}
     out = redact.scrub_value(value)
     assert out["evidence"][0]["excerpt"]["deep"][1] == "[REDACTED:aws-access-key]"
     assert "[REDACTED:aws-access-key]" in out and out["n"] == 3 and out["ok"] is True

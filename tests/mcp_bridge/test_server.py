@@ -21,10 +21,8 @@ EXPECTED = {
     "fleet_history": (["repo", "since", "limit"], []),
     "fleet_handoff": (["summary", "status", "next"], ["summary", "status"]),
     "memory_search": (["query", "scope", "subject", "claim_type", "k"], ["query"]),
-    "memory_propose": (
-        ["claim", "type", "subject", "evidence"],
-        ["claim", "type", "subject", "evidence"],
-    ),
+    "memory_propose": (["claim", "type", "subject", "evidence"],
+                       ["claim", "type", "subject", "evidence"]),
     "memory_timeline": (["subject", "since", "limit"], ["subject"]),
 }
 READ_ONLY = {"fleet_status", "fleet_history", "memory_search", "memory_timeline"}
@@ -32,14 +30,12 @@ READ_ONLY = {"fleet_status", "fleet_history", "memory_search", "memory_timeline"
 
 def run(bridge: tools.Bridge, body: Any, mode: str = "legacy") -> Any:
     """Run body(client) against an in-process server; an MCPError is re-raised bare."""
-
     async def main() -> Any:
         async with Client(server.build_server(bridge), mode=mode) as client:
             try:
                 return await body(client)
             except MCPError as e:
                 return e
-
     result = asyncio.run(main())
     if isinstance(result, MCPError):
         raise result
@@ -48,9 +44,8 @@ def run(bridge: tools.Bridge, body: Any, mode: str = "legacy") -> Any:
 
 def test_it_lists_exactly_the_eight_tools_with_their_arguments(bridge: tools.Bridge) -> None:
     listed = run(bridge, lambda c: c.list_tools()).tools
-    assert {
-        t.name: (list(t.input_schema["properties"]), t.input_schema["required"]) for t in listed
-    } == EXPECTED
+    assert {t.name: (list(t.input_schema["properties"]), t.input_schema["required"])
+            for t in listed} == EXPECTED
     for tool in listed:
         assert tool.description and "\n" not in tool.description
         assert tool.input_schema["type"] == "object"
@@ -67,49 +62,39 @@ def test_it_offers_no_tool_that_writes_or_promotes_a_claim(bridge: tools.Bridge)
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 def test_it_returns_structured_results(live: Config, bridge: tools.Bridge, mode: str) -> None:
-    result = run(
-        bridge, lambda c: c.call_tool("memory_search", {"query": "stripe webhooks"}), mode=mode
-    )
+    result = run(bridge, lambda c: c.call_tool("memory_search", {"query": "stripe webhooks"}),
+                 mode=mode)
     assert result.is_error is False
     assert json.loads(result.content[0].text) == result.structured_content
     assert result.structured_content["results"][0]["id"] == "cc-02"
 
 
 def test_it_surfaces_refusals_as_is_error_results(bridge: tools.Bridge) -> None:
-    result = run(
-        bridge,
-        lambda c: c.call_tool(
-            "memory_propose", {"claim": "c", "type": "fact", "subject": "s", "evidence": []}
-        ),
-    )
+    result = run(bridge, lambda c: c.call_tool(
+        "memory_propose", {"claim": "c", "type": "fact", "subject": "s", "evidence": []}))
     assert result.is_error is True and "No evidence, no claim" in result.content[0].text
 
 
-@pytest.mark.parametrize(
-    ("name", "arguments", "message"),
-    [
-        ("memory_write", {}, "Unknown tool"),
-        ("fleet_claim", {"paths": ["a"]}, "missing required argument(s): reason"),
-        ("fleet_claim", {"paths": "a", "reason": "r"}, "fleet_claim.paths must be a JSON array"),
-        ("fleet_claim", {"paths": [1], "reason": "r"}, "paths[0] must be a JSON string"),
-        ("fleet_history", {"limit": "5"}, "must be a JSON integer"),
-        ("fleet_history", {"limit": True}, "must be a JSON integer, got boolean"),
-        ("fleet_status", {"verbose": True}, "unknown argument"),
-        ("memory_search", {"query": None}, "got null"),
-    ],
-)
-def test_it_answers_bad_calls_with_invalid_params(
-    bridge: tools.Bridge, name: str, arguments: dict, message: str
-) -> None:
+@pytest.mark.parametrize(("name", "arguments", "message"), [
+    ("memory_write", {}, "Unknown tool"),
+    ("fleet_claim", {"paths": ["a"]}, "missing required argument(s): reason"),
+    ("fleet_claim", {"paths": "a", "reason": "r"}, "fleet_claim.paths must be a JSON array"),
+    ("fleet_claim", {"paths": [1], "reason": "r"}, "paths[0] must be a JSON string"),
+    ("fleet_history", {"limit": "5"}, "must be a JSON integer"),
+    ("fleet_history", {"limit": True}, "must be a JSON integer, got boolean"),
+    ("fleet_status", {"verbose": True}, "unknown argument"),
+    ("memory_search", {"query": None}, "got null"),
+])
+def test_it_answers_bad_calls_with_invalid_params(bridge: tools.Bridge, name: str,
+                                                  arguments: dict, message: str) -> None:
     with pytest.raises(MCPError) as info:
         run(bridge, lambda c: c.call_tool(name, arguments))
     assert info.value.code == -32602 and message in info.value.message
 
 
-def test_it_hides_internal_failures_behind_a_generic_error(
-    bridge: tools.Bridge,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_it_hides_internal_failures_behind_a_generic_error(bridge: tools.Bridge,
+                                                           monkeypatch: pytest.MonkeyPatch,
+                                                           ) -> None:
     def boom(b: tools.Bridge) -> None:
         raise RuntimeError("/secret/path exploded")
 
@@ -118,6 +103,7 @@ def test_it_hides_internal_failures_behind_a_generic_error(
     assert result.is_error and "/secret/path" not in result.content[0].text
 
 
+@pytest.mark.filterwarnings("ignore:ping is removed")
 def test_it_answers_ping(bridge: tools.Bridge) -> None:
     assert isinstance(run(bridge, lambda c: c.send_ping()), types.EmptyResult)
 
@@ -139,18 +125,13 @@ def sdk_initialize(bridge: tools.Bridge, params: dict[str, Any]) -> dict[str, An
     return out[0]["result"]
 
 
-@pytest.mark.parametrize(
-    "version", ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "1999-01-01", "2026-07-28"]
-)
-def test_it_answers_the_fast_initialize_exactly_as_the_sdk_would(
-    bridge: tools.Bridge, version: str
-) -> None:
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25",
+                                     "1999-01-01", "2026-07-28"])
+def test_it_answers_the_fast_initialize_exactly_as_the_sdk_would(bridge: tools.Bridge,
+                                                                 version: str) -> None:
     from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-    params = {
-        "protocolVersion": version,
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    }
+    params = {"protocolVersion": version, "capabilities": {},
+              "clientInfo": {"name": "t", "version": "1"}}
     assert handshake.HANDSHAKE_VERSIONS == HANDSHAKE_PROTOCOL_VERSIONS
     assert handshake.fast_initialize(params) == sdk_initialize(bridge, params)

@@ -28,12 +28,7 @@ def test_it_appends_one_complete_json_line_per_event(tmp_path: Path) -> None:
     assert set(event) == {"v", "id", "kind", "fleet", "agent", "session", "at", "payload"}
     assert event["id"] == receipt.event_id and uuid.UUID(event["id"]).version == 4
     assert (event["v"], event["kind"], event["fleet"], event["agent"], event["session"]) == (
-        1,
-        "lease.claim",
-        "fleet-a",
-        "ada",
-        "s1",
-    )
+        1, "lease.claim", "fleet-a", "ada", "s1")
     assert event["at"].endswith("Z")
     assert receipt.as_dict()["status"] == "queued for sync"
 
@@ -42,9 +37,8 @@ def test_it_rotates_to_timestamped_files_that_sort_in_write_order(tmp_path: Path
     s = spool(tmp_path, file_max_bytes=600)
     ids = [s.append("handoff.create", {"summary": f"n{i}" * 20}).event_id for i in range(12)]
     rotated = sorted(p.name for p in s.dir.glob("fleet-a.*.ndjson"))
-    assert rotated and all(
-        n.startswith("fleet-a.2") and n.endswith("Z.ndjson") or "-" in n for n in rotated
-    )
+    assert rotated and all(n.startswith("fleet-a.2") and n.endswith("Z.ndjson") or "-" in n
+                           for n in rotated)
     assert all(p.stat().st_size <= 600 for p in s.dir.glob("*.ndjson"))
     assert [e["id"] for e in read_events(tmp_path, "fleet-a")] == ids
 
@@ -85,13 +79,10 @@ for i in range(200):
 
 
 def test_it_loses_duplicates_and_interleaves_nothing_under_8_concurrent_writers(
-    tmp_path: Path,
-) -> None:
+        tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    procs = [
-        subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), str(n)], env=env)
-        for n in range(8)
-    ]
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), str(n)], env=env)
+             for n in range(8)]
     assert [p.wait(timeout=120) for p in procs] == [0] * 8
     root = tmp_path / contract.SPOOL_SUBDIR
     raw = b"".join(p.read_bytes() for p in sorted(root.glob("*.ndjson")))

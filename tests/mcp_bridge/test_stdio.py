@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -39,29 +40,15 @@ SESSION: list[tuple[bytes, Any]] = [
     (call(9, "fleet_history", {"limit": "ten"}), -32602),
     (call("ten", "fleet_status", {}), "result"),
     (call(11, "memory_search", {"query": "stripe webhooks"}), "result"),
-    (
-        call(12, "memory_propose", {"claim": "c", "type": "fact", "subject": "s", "evidence": []}),
-        "tool-error",
-    ),
+    (call(12, "memory_propose", {"claim": "c", "type": "fact", "subject": "s",
+                                 "evidence": []}), "tool-error"),
     (call(13, "fleet_claim", {"paths": ["src/**"], "reason": "fix \ud800 it"}), "result"),
-    (
-        b'{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"fleet_handoff",'
-        b'"arguments":{"summary":"lone \\udfff surrogate","status":"done"}}}\n',
-        "result",
-    ),
-    (
-        b'{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"fleet_status",'
-        b'"arguments":{}},"pad":"' + b"x" * (5 * 1024 * 1024) + b'"}\n',
-        -32600,
-    ),
-    (
-        call(
-            16,
-            "memory_propose",
-            {"claim": "Use uv.", "type": "preference", "subject": "tooling", "evidence": [CITE]},
-        ),
-        "result",
-    ),
+    (b'{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"fleet_handoff",'
+     b'"arguments":{"summary":"lone \\udfff surrogate","status":"done"}}}\n', "result"),
+    (b'{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"fleet_status",'
+     b'"arguments":{}},"pad":"' + b"x" * (5 * 1024 * 1024) + b'"}\n', -32600),
+    (call(16, "memory_propose", {"claim": "Use uv.", "type": "preference",
+                                 "subject": "tooling", "evidence": [CITE]}), "result"),
     (call(17, "memory_timeline", {"subject": "payments"}), "result"),
     (b"\n", None),
     (call(18, "fleet_release", {}), "result"),
@@ -95,17 +82,13 @@ def expected_id(line: bytes, answer: Any) -> Any:
         return None
 
 
-def test_it_answers_every_line_of_a_hostile_session_with_exactly_its_frame(
-    live: Config,
-) -> None:
+def test_it_answers_every_line_of_a_hostile_session_with_exactly_its_frame(live: Config,
+                                                                         ) -> None:
     done = run_session(live, b"".join(line for line, _ in SESSION))
     assert done.returncode == 0, done.stderr.decode()
     responses = parse_stdout(done.stdout)
-    expected = sorted(
-        (json.dumps(expected_id(line, answer)), str(answer))
-        for line, answer in SESSION
-        if answer is not None
-    )
+    expected = sorted((json.dumps(expected_id(line, answer)), str(answer))
+                      for line, answer in SESSION if answer is not None)
     got = sorted((json.dumps(r["id"]), str(classify(r))) for r in responses)
     assert got == expected  # every answer once, of the right class; silence stays silent
 
@@ -123,18 +106,17 @@ def test_it_keeps_stdout_for_frames_only_and_logs_to_stderr(config: Config) -> N
     assert done.returncode == 0
 
 
-def test_it_works_with_the_official_sdk_stdio_client(live: Config) -> None:
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "mcp_bridge"], env=bridge_env(live)
-    )
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_it_works_with_the_official_sdk_stdio_client(live: Config, mode: str) -> None:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_bridge"],
+                                   env=bridge_env(live))
 
     async def main() -> tuple[Any, Any, Any]:
-        async with Client(params, mode="legacy") as client:
+        async with Client(params, mode=mode) as client:
             listed = await client.list_tools()
             found = await client.call_tool("memory_search", {"query": "clippy gate"})
-            refused = await client.call_tool(
-                "memory_propose", {"claim": "c", "type": "fact", "subject": "s", "evidence": [{}]}
-            )
+            refused = await client.call_tool("memory_propose", {
+                "claim": "c", "type": "fact", "subject": "s", "evidence": [{}]})
             return listed, found, refused
 
     listed, found, refused = asyncio.run(main())

@@ -8,7 +8,7 @@ import pytest
 from mcp_bridge import contract, render, testing, tools
 from mcp_bridge.config import Config
 from mcp_bridge.spool import read_events
-from tests.mcp_bridge.conftest import FLEET
+from tests.mcp_bridge.data import FLEET
 
 Bridge = tools.Bridge
 CITE = {"session_id": "s1", "message_id": "m1"}
@@ -20,15 +20,22 @@ def events(cfg: Config) -> list[dict[str, Any]]:
 
 # -- read tools -----------------------------------------------------------------------------
 
-
 def test_it_reports_the_roster_without_leases_that_expired_since_the_render(
-    live: Config, bridge: Bridge
-) -> None:
+        live: Config, bridge: Bridge) -> None:
     status = tools.fleet_status(bridge)
     ada = next(a for a in status["agents"] if a["agent_id"] == "ada")
     assert [ls["path"] for ls in ada["leases"]] == ["src/**"]
     assert status["contention"][0]["agents"] == ["ada", "bo"]
     assert "1 lease(s) expired" in status["note"]
+    assert status["handoffs"] == [{"id": "h1", "from_agent": "bo", "status": "blocked",
+                                   "summary": "waiting", "created_at": status["handoffs"][0][
+                                       "created_at"], "source_trust": "agent"}]
+
+
+def test_it_reports_the_roster_even_without_handoffs(live: Config, bridge: Bridge) -> None:
+    (live.fleet_cache / contract.HANDOFFS).unlink()
+    status = tools.fleet_status(bridge)
+    assert status["agents"] and status["handoffs"] == [] and "handoffs.json" in status["note"]
 
 
 def test_it_answers_empty_with_a_note_when_nothing_is_rendered(bridge: Bridge) -> None:
@@ -50,7 +57,7 @@ def test_it_caps_history_rows_and_says_truncated(live: Config, bridge: Bridge) -
 
 
 def test_it_filters_history_by_since_newest_first(live: Config, bridge: Bridge) -> None:
-    from tests.mcp_bridge.conftest import ago
+    from tests.mcp_bridge.data import ago
 
     recent = tools.fleet_history(bridge, since=ago(days=5, hours=1))["sessions"]
     assert [s["session_id"] for s in recent] == ["s1", "s2", "s3", "s4", "s5"]
@@ -65,10 +72,8 @@ def test_it_attributes_every_search_result_exactly(live: Config, bridge: Bridge)
     assert top["attribution"] == "[cc-01, 2026-09-09, 2 independent sessions, conf 0.81, CONTESTED]"
     assert out["heading"] == render.HEADING and "verify before relying" in out["heading"]
     assert out["rendered"].startswith(render.HEADING)
-    assert (
-        "[cc-01, 2026-09-09, 2 independent sessions, conf 0.81, CONTESTED]\n  `cargo"
-        in out["rendered"]
-    )
+    assert "[cc-01, 2026-09-09, 2 independent sessions, conf 0.81, CONTESTED]\n  `cargo" in \
+        out["rendered"]
 
 
 def test_it_says_one_independent_session_in_the_singular(live: Config, bridge: Bridge) -> None:
@@ -109,13 +114,8 @@ def test_it_clamps_k_and_says_truncated(live: Config, bridge: Bridge) -> None:
 
 
 def test_it_is_enabled_but_empty_in_shadow_mode(config: Config, bridge: Bridge) -> None:
-    testing.build_cache(
-        config.cache_dir,
-        FLEET,
-        memory_mode="shadow",
-        claims=[testing.claim("cc-01", "secret sauce")],
-        vectors=None,
-    )
+    testing.build_cache(config.cache_dir, FLEET, memory_mode="shadow",
+                        claims=[testing.claim("cc-01", "secret sauce")], vectors=None)
     out = tools.memory_search(bridge, "secret sauce")
     assert out["enabled"] is True and out["results"] == [] and "shadow" in out["note"]
     assert tools.memory_timeline(bridge, "general")["entries"] == []
@@ -127,14 +127,10 @@ def test_it_is_disabled_when_memory_is_off(config: Config, bridge: Bridge) -> No
     assert out["enabled"] is False and "off" in out["note"]
 
 
-def test_it_falls_back_to_lexical_when_the_embedder_differs(config: Config, bridge: Bridge) -> None:
-    testing.build_cache(
-        config.cache_dir,
-        FLEET,
-        claims=[testing.claim("cc-01", "stripe retry")],
-        vectors=[[1.0] * 8],
-        embedder={"name": "other-model", "dims": 8},
-    )
+def test_it_falls_back_to_lexical_when_the_embedder_differs(config: Config,
+                                                              bridge: Bridge) -> None:
+    testing.build_cache(config.cache_dir, FLEET, claims=[testing.claim("cc-01", "stripe retry")],
+                        vectors=[[1.0] * 8], embedder={"name": "other-model", "dims": 8})
     out = tools.memory_search(bridge, "stripe")
     assert out["mode"] == "lexical" and "other-model" in out["note"]
     assert [r["id"] for r in out["results"]] == ["cc-01"]
@@ -149,30 +145,23 @@ def test_it_lists_the_timeline_of_a_subject(live: Config, bridge: Bridge) -> Non
 
 # -- write tools ----------------------------------------------------------------------------
 
-
-def test_it_queues_a_lease_request_and_never_says_it_is_held(
-    config: Config, bridge: Bridge
-) -> None:
+def test_it_queues_a_lease_request_and_never_says_it_is_held(config: Config,
+                                                               bridge: Bridge) -> None:
     out = tools.fleet_claim(bridge, ["src/**", "src/**", " docs/ "], "refactor")
     assert out["status"] == "queued for sync" and "not a confirmation" in out["message"]
     assert "held" not in json.dumps(out).replace("holders", "")
     [event] = events(config)
     assert event["id"] == out["event_id"] and event["kind"] == contract.KIND_LEASE_CLAIM
-    assert event["payload"] == {
-        "paths": ["src/**", "docs/"],
-        "reason": "refactor",
-        "ttl_secs": 1800,
-    }
+    assert event["payload"] == {"paths": ["src/**", "docs/"], "reason": "refactor",
+                                "ttl_secs": 1800}
     assert (event["agent"], event["session"]) == ("ada", "sess-1")
 
 
 def test_it_refuses_bad_lease_requests(bridge: Bridge) -> None:
-    for kwargs, message in [
-        ({"paths": [], "reason": "r"}, "paths is empty"),
-        ({"paths": ["a"], "reason": " "}, "reason is empty"),
-        ({"paths": ["a"], "reason": "r", "ttl_secs": 5}, "ttl_secs"),
-        ({"paths": ["a\x00b"], "reason": "r"}, "invalid path"),
-    ]:
+    for kwargs, message in [({"paths": [], "reason": "r"}, "paths is empty"),
+                            ({"paths": ["a"], "reason": " "}, "reason is empty"),
+                            ({"paths": ["a"], "reason": "r", "ttl_secs": 5}, "ttl_secs"),
+                            ({"paths": ["a\x00b"], "reason": "r"}, "invalid path")]:
         with pytest.raises(tools.Rejected, match=message):
             tools.fleet_claim(bridge, **kwargs)
 
@@ -180,52 +169,35 @@ def test_it_refuses_bad_lease_requests(bridge: Bridge) -> None:
 def test_it_queues_a_release_of_everything(config: Config, bridge: Bridge) -> None:
     tools.fleet_release(bridge)
     tools.fleet_release(bridge, ["src/**"])
-    assert [e["payload"] for e in events(config)] == [
-        {"paths": [], "all": True},
-        {"paths": ["src/**"], "all": False},
-    ]
+    assert [e["payload"] for e in events(config)] == [{"paths": [], "all": True},
+                                                     {"paths": ["src/**"], "all": False}]
 
 
 def test_it_queues_a_handoff(config: Config, bridge: Bridge) -> None:
     tools.fleet_handoff(bridge, "half done", "in_progress", next="finish the tests")
-    assert events(config)[0]["payload"] == {
-        "summary": "half done",
-        "status": "in_progress",
-        "next": "finish the tests",
-    }
+    assert events(config)[0]["payload"] == {"summary": "half done", "status": "in_progress",
+                                            "next": "finish the tests"}
     with pytest.raises(tools.Rejected, match="status must be one of"):
         tools.fleet_handoff(bridge, "x", "whatever")
 
 
-def test_it_scrubs_secrets_from_every_write_before_the_spool(
-    config: Config, bridge: Bridge
-) -> None:
-    out = tools.fleet_handoff(
-        bridge, "db is postgres://app:hunter22@db/x", "blocked", next="use AKIAIOSFODNN7EXAMPLE"
-    )
-    tools.memory_propose(
-        bridge,
-        "deploy key is ghp_" + "a" * 36,
-        "fact",
-        "deploy",
-        [{**CITE, "excerpt": "token=sk_live_" + "x" * 24}],
-    )
+def test_it_scrubs_secrets_from_every_write_before_the_spool(config: Config,
+                                                              bridge: Bridge) -> None:
+    out = tools.fleet_handoff(bridge, "db is postgres://app:hunter22@db/x", "blocked",
+                              next="use AKIAIOSFODNN7EXAMPLE")
+    tools.memory_propose(bridge, "deploy key is ghp_" + "a" * 36, "fact", "deploy",
+                         [{**CITE, "excerpt": "token=sk_live_" + "x" * 24}])
     raw = (config.spool_dir / "mcp" / f"{FLEET}.ndjson").read_text()
     assert "hunter22" not in raw and "AKIAIOSFODNN7EXAMPLE" not in raw
     assert "ghp_" not in raw and "sk_live_" not in raw
     assert out["redacted"] == ["aws-access-key", "url-password"]
 
 
-def test_it_proposes_with_scope_agent_and_never_the_word_promoted(
-    config: Config, bridge: Bridge
-) -> None:
-    out = tools.memory_propose(
-        bridge,
-        "Use uv for installs.",
-        "preference",
-        "tooling",
-        [CITE, {**CITE, "message_id": "m2", "path": "pyproject.toml", "commit": "3f2a9c1"}],
-    )
+def test_it_proposes_with_scope_agent_and_never_the_word_promoted(config: Config,
+                                                                   bridge: Bridge) -> None:
+    out = tools.memory_propose(bridge, "Use uv for installs.", "preference", "tooling",
+                               [CITE, {**CITE, "message_id": "m2", "path": "pyproject.toml",
+                                       "commit": "3f2a9c1"}])
     [event] = events(config)
     assert event["kind"] == "claim.proposed" and event["payload"]["scope"] == "agent"
     assert "promoted" not in json.dumps(event).lower()
@@ -234,21 +206,17 @@ def test_it_proposes_with_scope_agent_and_never_the_word_promoted(
         tools.memory_propose(bridge, "This was promoted already", "fact", "x", [CITE])
 
 
-@pytest.mark.parametrize(
-    ("evidence", "message"),
-    [
-        ([], "No evidence, no claim"),
-        ([{}], "session_id must be a non-empty string"),
-        ([{"session_id": "s1", "message_id": " "}], "message_id must be a non-empty string"),
-        ([{**CITE, "scope": "fleet"}], "unknown key"),
-        ([CITE] * 21, "at most 20"),
-        (["s1/m1"], "must be an object"),
-        ([{**CITE, "excerpt": "x" * 1001}], "limit is 1000"),
-    ],
-)
-def test_it_refuses_evidence_that_cites_nothing(
-    bridge: Bridge, evidence: list, message: str
-) -> None:
+@pytest.mark.parametrize(("evidence", "message"), [
+    ([], "No evidence, no claim"),
+    ([{}], "session_id must be a non-empty string"),
+    ([{"session_id": "s1", "message_id": " "}], "message_id must be a non-empty string"),
+    ([{**CITE, "scope": "fleet"}], "unknown key"),
+    ([CITE] * 21, "at most 20"),
+    (["s1/m1"], "must be an object"),
+    ([{**CITE, "excerpt": "x" * 1001}], "limit is 1000"),
+])
+def test_it_refuses_evidence_that_cites_nothing(bridge: Bridge, evidence: list,
+                                                message: str) -> None:
     with pytest.raises(tools.Rejected, match=message):
         tools.memory_propose(bridge, "A claim.", "fact", "subject", evidence)
 
@@ -270,14 +238,8 @@ def test_it_refuses_every_tool_when_misconfigured(tmp_path: Any) -> None:
 
 
 def test_it_turns_a_full_spool_into_an_actionable_refusal(tmp_path: Any) -> None:
-    cfg = Config.from_env(
-        {
-            "CTXLAKE_HOME": str(tmp_path),
-            "CTXLAKE_FLEET_ID": FLEET,
-            "CTXLAKE_AGENT_ID": "ada",
-            "CTXLAKE_SPOOL_MAX_BYTES": "400",
-        }
-    )
+    cfg = Config.from_env({"CTXLAKE_HOME": str(tmp_path), "CTXLAKE_FLEET_ID": FLEET,
+                           "CTXLAKE_AGENT_ID": "ada", "CTXLAKE_SPOOL_MAX_BYTES": "400"})
     bridge = tools.Bridge.from_config(cfg)
     tools.fleet_release(bridge)
     with pytest.raises(tools.Rejected, match="spool is full.*nothing was queued"):

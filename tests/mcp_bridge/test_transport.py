@@ -1,0 +1,76 @@
+"""The transport alone, with fake backends: fast initialize, ordering, no hangs."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+from typing import Any
+
+from mcp_bridge.transport import Transport
+from tests.mcp_bridge.stdio import INIT, frame
+
+
+class Echo:
+    """A backend that answers every request with its method, like a slow-loading SDK."""
+
+    def __init__(self, emit: Any) -> None:
+        self.emit, self.seen = emit, []
+
+    async def send(self, f: dict[str, Any]) -> None:
+        self.seen.append(f)
+        if "id" in f:
+            self.emit({"jsonrpc": "2.0", "id": f["id"], "result": {"echo": f["method"]}})
+
+    async def close(self) -> None:
+        return None
+
+
+def serve(stdin: bytes, load: Any) -> list[dict[str, Any]]:
+    read, write = os.pipe()
+
+    async def main() -> None:
+        await Transport(io.BytesIO(stdin), write, load).run()
+
+    asyncio.run(main())
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        return [json.loads(line) for line in f.read().splitlines()]
+
+
+def test_it_answers_initialize_before_the_backend_loads_and_drops_its_answer() -> None:
+    backends: list[Echo] = []
+
+    async def slow_load(emit: Any) -> Echo:
+        await asyncio.sleep(0.3)  # the SDK import
+        backends.append(Echo(emit))
+        return backends[0]
+
+    out = serve(INIT + frame(None, "notifications/initialized") + frame(2, "tools/list")
+                + frame("x", "ping"), slow_load)
+    assert [r["id"] for r in out] == [1, 2, "x"]
+    assert out[0]["result"]["serverInfo"]["name"] == "ctxlake"  # ours, not the echo
+    assert [f["method"] for f in backends[0].seen] == [
+        "initialize", "notifications/initialized", "tools/list", "ping"]
+
+
+def test_it_answers_every_request_with_an_error_when_the_sdk_cannot_load() -> None:
+    async def broken(emit: Any) -> Echo:
+        raise ImportError("no mcp here")
+
+    out = serve(INIT + frame(2, "tools/list") + frame(None, "notifications/initialized"),
+                broken)
+    assert [r["id"] for r in out] == [1, 2]
+    assert out[1]["error"]["code"] == -32603
+
+
+def test_it_answers_oversized_lines_and_keeps_going() -> None:
+    async def load(emit: Any) -> Echo:
+        return Echo(emit)
+
+    huge = b'{"jsonrpc":"2.0","id":1,"method":"ping","x":"' + b"a" * (5 << 20) + b'"}\n'
+    out = serve(huge + frame(2, "ping"), load)
+    assert out[0] == {"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32600, "message": out[0]["error"]["message"]}}
+    assert out[1]["id"] == 2
