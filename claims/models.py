@@ -21,7 +21,7 @@ from django.db.models.lookups import LessThanOrEqual
 from django.utils import timezone
 from pgvector.django import HnswIndex, VectorField
 
-from fleet.models import Agent, Fleet
+from fleet.models import Agent, ApiToken, Fleet
 
 EMBEDDING_DIMS = 384
 MAX_EXCERPT = 2000
@@ -254,6 +254,13 @@ class ClaimEvent(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
     )
     actor_agent = models.ForeignKey(Agent, on_delete=models.SET_NULL, null=True, blank=True)
+    actor_token = models.ForeignKey(
+        ApiToken,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        help_text="The operator REST token that acted, when it was not a person.",
+    )
     note = models.TextField(blank=True)
     data = models.JSONField(default=dict, blank=True)
     at = models.DateTimeField(default=timezone.now)

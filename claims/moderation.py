@@ -98,11 +98,18 @@ def _event(
     *,
     user: Any = None,
     agent: Agent | None = None,
+    token: ApiToken | None = None,
     note: str = "",
     **data: Any,
 ) -> None:
     ClaimEvent.objects.create(
-        claim=claim, kind=kind, actor_user=user, actor_agent=agent, note=note, data=data
+        claim=claim,
+        kind=kind,
+        actor_user=user,
+        actor_agent=agent,
+        actor_token=token,
+        note=note,
+        data=data,
     )
 
 
@@ -393,7 +400,7 @@ def token_may_moderate(token: ApiToken, fleet: Fleet) -> bool:
 def _token_actor(token: ApiToken, fleet: Fleet) -> dict[str, Any]:
     if not token_may_moderate(token, fleet):
         raise GateRefused("Only an operator token of this fleet may moderate its claims.")
-    return {"agent": token.agent, "api_token": token.prefix, "api_token_name": token.name}
+    return {"agent": token.agent, "token": token, "api_token_name": token.name}
 
 
 def _decide_by_token(

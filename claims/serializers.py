@@ -61,8 +61,8 @@ class ClaimEventSerializer(serializers.ModelSerializer[ClaimEvent]):
     def get_actor(self, event: ClaimEvent) -> str:
         if event.actor_user_id:
             return f"user:{event.actor_user.get_username()}"
-        if event.data.get("api_token"):
-            return f"token:{event.data.get('api_token_name', event.data['api_token'])}"
+        if event.actor_token_id:
+            return f"token:{event.actor_token.name}"
         if event.actor_agent_id:
             return f"agent:{event.actor_agent.agent_id}"
         return ""

@@ -148,6 +148,14 @@ class Lease(models.Model):
     acquired_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField()
     released_at = models.DateTimeField(null=True, blank=True)
+    offered_with = models.ForeignKey(
+        "Handoff",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="offered_leases",
+        help_text="Offered to whoever picks this handoff up; moves to them on pickup.",
+    )
 
     objects = LeaseQuerySet.as_manager()
 
@@ -292,7 +300,10 @@ class Activity(models.Model):
         ordering = ("-at",)
         verbose_name_plural = "activity"
         constraints = [_not_blank("verb", "fleet_activity_verb_not_blank")]
-        indexes = [models.Index(fields=("fleet", "-at"), name="fleet_activity_recent")]
+        indexes = [
+            models.Index(fields=("fleet", "-at"), name="fleet_activity_recent"),
+            models.Index(fields=("fleet", "verb", "target_id"), name="fleet_activity_by_target"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.verb} at {self.at:%Y-%m-%d %H:%M}"

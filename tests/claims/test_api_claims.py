@@ -113,7 +113,7 @@ def test_an_operator_token_promotes_through_the_gate(api_as: ApiAs, world: World
     assert response.status_code == 200
     assert (response.json()["status"], response.json()["scope"]) == ("promoted", "fleet")
     event = ClaimEvent.objects.filter(claim=world.proposed, kind="promoted").get()
-    assert event.data["api_token"] == client.token.prefix  # type: ignore[attr-defined]
+    assert event.actor_token == client.token  # type: ignore[attr-defined]
     assert client.post(url, {}, format="json").status_code == 409  # already decided
 
 
