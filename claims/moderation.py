@@ -198,16 +198,30 @@ def corroborate_claim(
     return added
 
 
-def can_moderate(user: Any, fleet: Fleet) -> bool:
-    """Holds claims.promote_claim and is granted this fleet (superusers: every fleet)."""
-    if not isinstance(user, AbstractBaseUser) or not user.is_active:
+def can_moderate(actor: Any, fleet: Fleet) -> bool:
+    """A person holding claims.promote_claim and granted this fleet (superusers: every
+    fleet), or an unrevoked operator-role API token of this fleet."""
+    if isinstance(actor, ApiToken):
+        return (
+            actor.role == ApiToken.Role.OPERATOR
+            and actor.revoked_at is None
+            and actor.fleet_id == fleet.pk
+        )
+    if not isinstance(actor, AbstractBaseUser) or not actor.is_active:
         return False
-    if getattr(user, "is_superuser", False):
+    if getattr(actor, "is_superuser", False):
         return True
     return (
-        user.has_perm("claims.promote_claim")
-        and FleetModerator.objects.filter(fleet=fleet, user=user).exists()
+        actor.has_perm("claims.promote_claim")
+        and FleetModerator.objects.filter(fleet=fleet, user=actor).exists()
     )
+
+
+def _actor(by: Any) -> dict[str, Any]:
+    """How a moderation event names its actor: the person, or the token and its agent."""
+    if isinstance(by, ApiToken):
+        return {"token": by, "agent": by.agent}
+    return {"user": by}
 
 
 def gate_problems(claim: Claim) -> list[str]:
@@ -262,9 +276,9 @@ def promote_claim(claim: Claim, *, by: Any, note: str = "") -> Claim:
         status=ClaimStatus.PROMOTED,
         scope=Claim.Scope.FLEET,
         promoted_at=now,
-        promoted_by=by,
+        promoted_by=None if isinstance(by, ApiToken) else by,
     )
-    _event(claim, ClaimEvent.Kind.PROMOTED, user=by, note=note)
+    _event(claim, ClaimEvent.Kind.PROMOTED, note=note, **_actor(by))
     rendering.request_render(claim.fleet)
     return claim
 
@@ -274,7 +288,7 @@ def reject_claim(claim: Claim, *, by: Any, reason: str) -> Claim:
     if not reason or not reason.strip():
         raise GateRefused("Rejecting a claim needs a reason.")
     claim = _decide(claim, by, allowed_from=(ClaimStatus.PROPOSED,), status=ClaimStatus.REJECTED)
-    _event(claim, ClaimEvent.Kind.REJECTED, user=by, note=reason.strip())
+    _event(claim, ClaimEvent.Kind.REJECTED, note=reason.strip(), **_actor(by))
     return claim
 
 
@@ -285,7 +299,7 @@ def contest_claim(claim: Claim, *, by: Any, note: str) -> Claim:
         raise GateRefused("You may not moderate claims in this fleet.")
     Claim.objects.filter(pk=claim.pk).update(contested=True)
     claim.refresh_from_db()
-    _event(claim, ClaimEvent.Kind.CONTESTED, user=by, note=note)
+    _event(claim, ClaimEvent.Kind.CONTESTED, note=note, **_actor(by))
     rendering.request_render(claim.fleet)
     return claim
 
@@ -299,7 +313,7 @@ def retract_claim(claim: Claim, *, by: Any, note: str) -> Claim:
         allowed_from=(ClaimStatus.PROPOSED, ClaimStatus.PROMOTED),
         status=ClaimStatus.RETRACTED,
     )
-    _event(claim, ClaimEvent.Kind.RETRACTED, user=by, note=note)
+    _event(claim, ClaimEvent.Kind.RETRACTED, note=note, **_actor(by))
     rendering.request_render(claim.fleet)
     return claim
 
@@ -379,98 +393,4 @@ def absorb_near_duplicate(claim: Claim, *, into: Claim, similarity: float) -> Cl
         note=f"near duplicate {claim.public_id}",
     )
     claim.refresh_from_db()
-    return claim
-
-
-# -- Operator API tokens --------------------------------------------------------------------
-# An operator-role REST token moderates its own fleet through the same gate as a person:
-# the same rules (gate_problems, retracted is final, first writer wins); only the question
-# "who may moderate" differs: the token's role and fleet instead of a User's permission
-# and FleetModerator row. A token is not a User, so it is named in each event's data.
-
-
-def token_may_moderate(token: ApiToken, fleet: Fleet) -> bool:
-    return (
-        token.role == ApiToken.Role.OPERATOR
-        and token.revoked_at is None
-        and token.fleet_id == fleet.pk
-    )
-
-
-def _token_actor(token: ApiToken, fleet: Fleet) -> dict[str, Any]:
-    if not token_may_moderate(token, fleet):
-        raise GateRefused("Only an operator token of this fleet may moderate its claims.")
-    return {"agent": token.agent, "token": token, "api_token_name": token.name}
-
-
-def _decide_by_token(
-    claim: Claim, token: ApiToken, *, allowed_from: tuple[str, ...], **changes: Any
-) -> Claim:
-    _token_actor(token, claim.fleet)
-    won = Claim.objects.filter(pk=claim.pk, status__in=allowed_from).update(**changes)
-    if not won:
-        current = Claim.objects.filter(pk=claim.pk).values_list("status", flat=True).first()
-        raise AlreadyDecided(f"{claim.public_id} is already {current}")
-    claim.refresh_from_db()
-    return claim
-
-
-@transaction.atomic
-def promote_claim_by_token(claim: Claim, *, token: ApiToken, note: str = "") -> Claim:
-    """promote_claim for an operator token: the same gate, the token as the actor."""
-    actor = _token_actor(token, claim.fleet)
-    locked = Claim.objects.select_for_update().get(pk=claim.pk)
-    if locked.status == ClaimStatus.RETRACTED:
-        raise GateRefused(f"{locked.public_id} was retracted; it cannot be promoted.")
-    if locked.status != ClaimStatus.PROPOSED:
-        raise AlreadyDecided(f"{locked.public_id} is already {locked.status}")
-    problems = gate_problems(locked)
-    if problems:
-        raise GateRefused(f"{locked.public_id} cannot be promoted: " + "; ".join(problems))
-    claim = _decide_by_token(
-        locked,
-        token,
-        allowed_from=(ClaimStatus.PROPOSED,),
-        status=ClaimStatus.PROMOTED,
-        scope=Claim.Scope.FLEET,
-        promoted_at=timezone.now(),
-    )
-    _event(claim, ClaimEvent.Kind.PROMOTED, note=note, **actor)
-    rendering.request_render(claim.fleet)
-    return claim
-
-
-@transaction.atomic
-def reject_claim_by_token(claim: Claim, *, token: ApiToken, reason: str) -> Claim:
-    if not reason or not reason.strip():
-        raise GateRefused("Rejecting a claim needs a reason.")
-    actor = _token_actor(token, claim.fleet)
-    claim = _decide_by_token(
-        claim, token, allowed_from=(ClaimStatus.PROPOSED,), status=ClaimStatus.REJECTED
-    )
-    _event(claim, ClaimEvent.Kind.REJECTED, note=reason.strip(), **actor)
-    return claim
-
-
-@transaction.atomic
-def contest_claim_by_token(claim: Claim, *, token: ApiToken, note: str) -> Claim:
-    actor = _token_actor(token, claim.fleet)
-    Claim.objects.filter(pk=claim.pk).update(contested=True)
-    claim.refresh_from_db()
-    _event(claim, ClaimEvent.Kind.CONTESTED, note=note, **actor)
-    rendering.request_render(claim.fleet)
-    return claim
-
-
-@transaction.atomic
-def retract_claim_by_token(claim: Claim, *, token: ApiToken, note: str) -> Claim:
-    actor = _token_actor(token, claim.fleet)
-    claim = _decide_by_token(
-        claim,
-        token,
-        allowed_from=(ClaimStatus.PROPOSED, ClaimStatus.PROMOTED),
-        status=ClaimStatus.RETRACTED,
-    )
-    _event(claim, ClaimEvent.Kind.RETRACTED, note=note, **actor)
-    rendering.request_render(claim.fleet)
     return claim

@@ -171,12 +171,10 @@ class ClaimViewSet(FleetViewSet):
 
     def _moderate(self, request: Request, verb: str, text: str) -> Response:
         claim = self.get_object()
-        token = request.auth
+        # An operator token acts as itself; staff on the browsable API act as themselves.
+        actor = request.auth if isinstance(request.auth, ApiToken) else request.user
         try:
-            if isinstance(token, ApiToken):
-                done = _BY_TOKEN[verb](claim, token=token, **{_ARG[verb]: text})
-            else:
-                done = _BY_USER[verb](claim, by=request.user, **{_ARG[verb]: text})
+            done = _DECIDE[verb](claim, by=actor, **{_ARG[verb]: text})
         except moderation.AlreadyDecided as exc:
             return Response(
                 {"detail": str(exc), "code": "already_decided"}, status=status.HTTP_409_CONFLICT
@@ -229,13 +227,7 @@ class ClaimViewSet(FleetViewSet):
         return str(params.validated_data[name])
 
 
-_BY_TOKEN: dict[str, Any] = {
-    "promote": moderation.promote_claim_by_token,
-    "reject": moderation.reject_claim_by_token,
-    "contest": moderation.contest_claim_by_token,
-    "retract": moderation.retract_claim_by_token,
-}
-_BY_USER: dict[str, Any] = {
+_DECIDE: dict[str, Any] = {
     "promote": moderation.promote_claim,
     "reject": moderation.reject_claim,
     "contest": moderation.contest_claim,
