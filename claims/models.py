@@ -128,7 +128,7 @@ class Claim(models.Model):
     objects = ClaimQuerySet.as_manager()
 
     class Meta:
-        ordering = ("fleet", "number")
+        ordering = ("fleet_id", "number")
         permissions = [("promote_claim", "Can promote, reject, contest and retract claims")]
         constraints = [
             models.UniqueConstraint(fields=("fleet", "number"), name="claims_claim_number_unique"),
@@ -210,7 +210,7 @@ class Evidence(models.Model):
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
-        ordering = ("claim", "created_at")
+        ordering = ("claim_id", "created_at")
         verbose_name_plural = "evidence"
         constraints = [
             models.UniqueConstraint(
@@ -266,7 +266,7 @@ class ClaimEvent(models.Model):
     at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        ordering = ("claim", "at", "id")
+        ordering = ("claim_id", "at", "id")
         constraints = [_in_choices("kind", EventKind, "claims_event_kind_valid")]
         indexes = [models.Index(fields=("claim", "at"), name="claims_event_by_claim")]
 

@@ -76,7 +76,7 @@ class Agent(models.Model):
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
-        ordering = ("fleet", "agent_id")
+        ordering = ("fleet_id", "agent_id")
         constraints = [
             models.UniqueConstraint(fields=("fleet", "agent_id"), name="fleet_agent_unique_id"),
             _not_blank("agent_id", "fleet_agent_id_not_blank"),
@@ -160,7 +160,7 @@ class Lease(models.Model):
     objects = LeaseQuerySet.as_manager()
 
     class Meta:
-        ordering = ("fleet", "path")
+        ordering = ("fleet_id", "path")
         constraints = [
             # A replayed claim renews the live lease instead of adding a second one.
             models.UniqueConstraint(
@@ -186,7 +186,7 @@ class Lease(models.Model):
             ),
             models.Index(
                 models.F("fleet"),
-                OpClass(models.F("prefix"), name="varchar_pattern_ops"),
+                OpClass(models.F("prefix"), name="text_pattern_ops"),
                 condition=Q(released_at__isnull=True),
                 name="fleet_lease_live_by_prefix",
             ),
@@ -319,7 +319,7 @@ class FleetModerator(models.Model):
     granted_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        ordering = ("fleet", "user")
+        ordering = ("fleet_id", "user_id")
         constraints = [
             models.UniqueConstraint(fields=("fleet", "user"), name="fleet_moderator_once")
         ]
@@ -360,7 +360,7 @@ class ApiToken(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ("fleet", "name")
+        ordering = ("fleet_id", "name")
         constraints = [
             _in_choices("role", TokenRole, "fleet_token_role_valid"),
             _not_blank("name", "fleet_token_name_not_blank"),
