@@ -21,6 +21,7 @@ from django.db.models.lookups import LessThanOrEqual
 from django.utils import timezone
 from pgvector.django import HnswIndex, VectorField
 
+from fleet.constraints import in_choices
 from fleet.models import Agent, ApiToken, Fleet
 
 EMBEDDING_DIMS = 384
@@ -35,10 +36,6 @@ def normalised_text(text: str) -> str:
 
 def text_hash(text: str) -> str:
     return hashlib.sha256(normalised_text(text).encode()).hexdigest()
-
-
-def _in_choices(field: str, choices: type[models.TextChoices], name: str) -> models.CheckConstraint:
-    return models.CheckConstraint(condition=Q(**{f"{field}__in": choices.values}), name=name)
 
 
 class ClaimQuerySet(models.QuerySet["Claim"]):
@@ -132,9 +129,9 @@ class Claim(models.Model):
         permissions = [("promote_claim", "Can promote, reject, contest and retract claims")]
         constraints = [
             models.UniqueConstraint(fields=("fleet", "number"), name="claims_claim_number_unique"),
-            _in_choices("type", ClaimType, "claims_claim_type_valid"),
-            _in_choices("scope", ClaimScope, "claims_claim_scope_valid"),
-            _in_choices("status", ClaimStatus, "claims_claim_status_valid"),
+            in_choices("type", ClaimType, "claims_claim_type_valid"),
+            in_choices("scope", ClaimScope, "claims_claim_scope_valid"),
+            in_choices("status", ClaimStatus, "claims_claim_status_valid"),
             models.CheckConstraint(condition=~Q(text=""), name="claims_claim_text_not_blank"),
             models.CheckConstraint(condition=~Q(subject=""), name="claims_claim_subject_not_blank"),
             models.CheckConstraint(
@@ -267,7 +264,7 @@ class ClaimEvent(models.Model):
 
     class Meta:
         ordering = ("claim_id", "at", "id")
-        constraints = [_in_choices("kind", EventKind, "claims_event_kind_valid")]
+        constraints = [in_choices("kind", EventKind, "claims_event_kind_valid")]
         indexes = [models.Index(fields=("claim", "at"), name="claims_event_by_claim")]
 
     def __str__(self) -> str:

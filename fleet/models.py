@@ -15,15 +15,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from fleet.constraints import in_choices, not_blank
 from fleet.globs import BadPath, literal_prefix
-
-
-def _in_choices(field: str, choices: type[models.TextChoices], name: str) -> models.CheckConstraint:
-    return models.CheckConstraint(condition=Q(**{f"{field}__in": choices.values}), name=name)
-
-
-def _not_blank(field: str, name: str) -> models.CheckConstraint:
-    return models.CheckConstraint(condition=~Q(**{field: ""}), name=name)
 
 
 class MemoryMode(models.TextChoices):
@@ -51,8 +44,8 @@ class Fleet(models.Model):
     class Meta:
         ordering = ("slug",)
         constraints = [
-            _in_choices("memory_mode", MemoryMode, "fleet_memory_mode_valid"),
-            _not_blank("slug", "fleet_slug_not_blank"),
+            in_choices("memory_mode", MemoryMode, "fleet_memory_mode_valid"),
+            not_blank("slug", "fleet_slug_not_blank"),
             models.CheckConstraint(
                 condition=Q(default_lease_ttl_secs__gte=1), name="fleet_lease_ttl_positive"
             ),
@@ -79,7 +72,7 @@ class Agent(models.Model):
         ordering = ("fleet_id", "agent_id")
         constraints = [
             models.UniqueConstraint(fields=("fleet", "agent_id"), name="fleet_agent_unique_id"),
-            _not_blank("agent_id", "fleet_agent_id_not_blank"),
+            not_blank("agent_id", "fleet_agent_id_not_blank"),
         ]
 
     def __str__(self) -> str:
@@ -111,8 +104,8 @@ class Session(models.Model):
         ordering = ("-started_at",)
         constraints = [
             models.UniqueConstraint(fields=("fleet", "session_id"), name="fleet_session_unique_id"),
-            _not_blank("session_id", "fleet_session_id_not_blank"),
-            _in_choices("outcome", SessionOutcome, "fleet_session_outcome_valid"),
+            not_blank("session_id", "fleet_session_id_not_blank"),
+            in_choices("outcome", SessionOutcome, "fleet_session_outcome_valid"),
             models.CheckConstraint(
                 condition=Q(ended_at__isnull=True) | Q(ended_at__gte=models.F("started_at")),
                 name="fleet_session_ends_after_start",
@@ -168,7 +161,7 @@ class Lease(models.Model):
                 condition=Q(released_at__isnull=True),
                 name="fleet_lease_one_per_key",
             ),
-            _not_blank("path", "fleet_lease_path_not_blank"),
+            not_blank("path", "fleet_lease_path_not_blank"),
             models.CheckConstraint(
                 condition=Q(expires_at__gt=models.F("acquired_at")),
                 name="fleet_lease_expires_after_acquired",
@@ -260,10 +253,10 @@ class Handoff(models.Model):
     class Meta:
         ordering = ("-created_at",)
         constraints = [
-            _in_choices("status", HandoffStatus, "fleet_handoff_status_valid"),
-            _in_choices("source_trust", SourceTrust, "fleet_handoff_trust_valid"),
-            _in_choices("state", HandoffState, "fleet_handoff_state_valid"),
-            _not_blank("summary", "fleet_handoff_summary_not_blank"),
+            in_choices("status", HandoffStatus, "fleet_handoff_status_valid"),
+            in_choices("source_trust", SourceTrust, "fleet_handoff_trust_valid"),
+            in_choices("state", HandoffState, "fleet_handoff_state_valid"),
+            not_blank("summary", "fleet_handoff_summary_not_blank"),
             models.CheckConstraint(
                 condition=~Q(state="picked_up") | Q(picked_up_at__isnull=False),
                 name="fleet_handoff_pickup_has_time",
@@ -299,7 +292,7 @@ class Activity(models.Model):
     class Meta:
         ordering = ("-at",)
         verbose_name_plural = "activity"
-        constraints = [_not_blank("verb", "fleet_activity_verb_not_blank")]
+        constraints = [not_blank("verb", "fleet_activity_verb_not_blank")]
         indexes = [
             models.Index(fields=("fleet", "-at"), name="fleet_activity_recent"),
             models.Index(fields=("fleet", "verb", "target_id"), name="fleet_activity_by_target"),
@@ -362,8 +355,8 @@ class ApiToken(models.Model):
     class Meta:
         ordering = ("fleet_id", "name")
         constraints = [
-            _in_choices("role", TokenRole, "fleet_token_role_valid"),
-            _not_blank("name", "fleet_token_name_not_blank"),
+            in_choices("role", TokenRole, "fleet_token_role_valid"),
+            not_blank("name", "fleet_token_name_not_blank"),
             models.CheckConstraint(
                 condition=Q(key_hash__regex=r"^[0-9a-f]{64}$"), name="fleet_token_hash_is_sha256"
             ),
