@@ -1,7 +1,9 @@
-"""`python -m mcp_bridge [serve|briefing]`: the entry point agent runtimes spawn.
+"""`python -m mcp_bridge [serve|briefing|install|uninstall|hook|sync|guard]`.
 
-Imports only the stdlib and stdlib-only bridge modules before the first frame is
-answered; the SDK loads in a worker thread (see transport.py for why).
+`serve` (the default) is what agent runtimes spawn: it imports only the stdlib and
+stdlib-only bridge modules before the first frame is answered; the SDK loads in a worker
+thread (see transport.py for why). Every other command imports only what it needs, and
+never the SDK: `hook` runs inside the host's turn and has a 100 ms budget.
 """
 
 from __future__ import annotations
@@ -23,15 +25,29 @@ commands:
   serve      (default) serve MCP over stdio: JSON-RPC 2.0, one frame per line;
              stdout carries frames only, diagnostics go to stderr
   briefing   print the fleet's rendered briefing.md (for SessionStart hooks)
+  install    register ctxlake with claude-code, cursor or codex (--help for options)
+  uninstall  remove what install added
+  hook       session-start | session-end: runtime hooks (never fail, never network)
+  sync       pull the fleet's cache from a ctxlake server and push the local spool
+  guard      install | uninstall | check: a git pre-commit hook that checks leases
 
 environment:
 """ + "\n".join(f"  {name:29} {text}" for name, text in ENV_HELP.items())
 
 
+TOOLING = {"install": "install", "uninstall": "install", "hook": "hooks", "sync": "sync",
+           "guard": "guard"}
+COMMANDS = ("serve", "briefing", *TOOLING)
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in TOOLING:  # each module parses its own arguments
+        module = importlib.import_module(f"mcp_bridge.{TOOLING[argv[0]]}")
+        return int(module.main(argv[1:], command=argv[0]))
     parser = argparse.ArgumentParser(prog="python -m mcp_bridge", description=USAGE,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", nargs="?", default="serve", choices=("serve", "briefing"))
+    parser.add_argument("command", nargs="?", default="serve", choices=COMMANDS)
     args = parser.parse_args(argv)
     if args.command == "briefing":
         return briefing()
