@@ -279,7 +279,8 @@ def write(change: Change, *, now: dt.datetime | None = None) -> Path | None:
     return backup
 
 
-def run(target: Target, *, remove: bool, dry_run: bool, out: Any = sys.stdout) -> int:
+def run(target: Target, *, remove: bool, dry_run: bool, out: Any = None) -> int:
+    out = out or sys.stdout
     changes = [c for c in plan(target, remove=remove) if c.changed]
     verb = "uninstall" if remove else "install"
     if not changes:
