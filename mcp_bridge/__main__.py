@@ -9,9 +9,7 @@ never the SDK: `hook` runs inside the host's turn and has a 100 ms budget.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib
-import logging
 import os
 import sys
 from typing import Any
@@ -76,6 +74,9 @@ _SINGLE_THREAD = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def serve() -> int:
+    import asyncio  # here, not at the top: hooks must not pay ~45 ms for it
+    import logging
+
     for name in _SINGLE_THREAD:
         os.environ.setdefault(name, "1")
     level = getattr(logging, os.environ.get("CTXLAKE_LOG_LEVEL", "").upper(), None)
@@ -91,6 +92,8 @@ def serve() -> int:
 
 
 async def _load_backend(emit: Any) -> Any:
+    import asyncio
+
     server = await asyncio.to_thread(importlib.import_module, "mcp_bridge.server")
     return await server.load(emit)
 
