@@ -27,6 +27,7 @@ APPLIERS: dict[str, Applier] = {
     contract.KIND_LEASE_RELEASE: fleet_bridge.apply_lease_release,
     contract.KIND_HANDOFF_CREATE: fleet_bridge.apply_handoff_create,
     contract.KIND_CLAIM_PROPOSED: claims_bridge.apply_claim_proposed,
+    contract.KIND_SESSION_END: fleet_bridge.apply_session_end,
 }
 
 # A drain task keeps polling for this long, then ends; the every-minute schedule starts the

@@ -94,6 +94,14 @@ def _check_payload(kind: str, payload: dict[str, Any]) -> None:
         _text(payload, "next", 2000, required=False)
         if payload.get("status") not in contract.HANDOFF_STATUSES:
             raise Invalid(f"payload.status must be one of {', '.join(contract.HANDOFF_STATUSES)}")
+        if not isinstance(payload.get("transfer_leases", False), bool):
+            raise Invalid("payload.transfer_leases must be a boolean")
+    elif kind == contract.KIND_SESSION_END:
+        if payload.get("outcome") not in (None, *contract.SESSION_OUTCOMES):
+            raise Invalid(f"payload.outcome must be null or one of "
+                          f"{', '.join(contract.SESSION_OUTCOMES)}")
+        _text(payload, "summary", 4000, required=False)
+        _text(payload, "reason", 64, required=False)
     else:
         _text(payload, "claim", 2000)
         _text(payload, "subject", 200)

@@ -14,7 +14,7 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
-from fleet import handoffs, leases
+from fleet import api_presence, handoffs, leases
 from fleet.globs import BadPath
 from fleet.models import Agent, Fleet, Handoff, Lease, Session
 
@@ -101,6 +101,9 @@ def apply_handoff_create(event: Envelope) -> dict[str, Any]:
     status = event.payload.get("status", Handoff.Status.IN_PROGRESS)
     if status not in Handoff.Status.values:
         raise InvalidEvent(f"payload.status must be one of {', '.join(Handoff.Status.values)}")
+    transfer = event.payload.get("transfer_leases", False)
+    if not isinstance(transfer, bool):  # validate before writing: the drain relies on it
+        raise InvalidEvent("payload.transfer_leases must be a boolean")
     handoff = handoffs.create_handoff(
         event.agent,
         summary=_text(event.payload, "summary", limit=4000, required=True),
@@ -109,7 +112,25 @@ def apply_handoff_create(event: Envelope) -> dict[str, Any]:
         session=event.session,
         source_trust=Handoff.SourceTrust.AGENT,  # whatever the line claims: it came from an agent
     )
-    return {"handoff": handoff.pk}
+    if not transfer:
+        return {"handoff": handoff.pk}
+    offered = handoffs.offer_leases(handoff, now=min(event.at, timezone.now()))
+    return {"handoff": handoff.pk, "offered": sorted(lease.path for lease in offered)}
+
+
+def apply_session_end(event: Envelope) -> dict[str, Any]:
+    """Close the event's session (the drain created it if this is the first we hear of it)."""
+    outcome = event.payload.get("outcome") or ""
+    if outcome not in Session.Outcome.values:
+        raise InvalidEvent(f"payload.outcome must be one of {', '.join(Session.Outcome.values)}")
+    session = event.session
+    if session is None:
+        raise InvalidEvent("session.end needs the event's session id")
+    if session.agent_id != event.agent.pk:
+        raise InvalidEvent(f"session {session.session_id} belongs to another agent")
+    summary = _text(event.payload, "summary", limit=4000)
+    api_presence.end_session(session, outcome=outcome, summary=summary, now=event.at)
+    return {"session": session.session_id, "outcome": outcome or None}
 
 
 # -- render: the coordination files of one fleet's cache (docs/cache-format.md) ------------
@@ -156,6 +177,9 @@ def render_roster(fleet: Fleet, *, now: datetime) -> dict[str, Any]:
                         "reason": lease.reason,
                         "acquired_at": iso(lease.acquired_at),
                         "expires_at": iso(lease.expires_at),
+                        "offered_with": f"h-{lease.offered_with_id}"
+                        if lease.offered_with_id
+                        else None,
                     }
                     for lease in live
                     if lease.agent_id == agent.pk
@@ -191,12 +215,20 @@ def render_history(fleet: Fleet) -> dict[str, Any]:
     }
 
 
-def render_handoffs(fleet: Fleet) -> dict[str, Any]:
+def render_handoffs(fleet: Fleet, *, now: datetime | None = None) -> dict[str, Any]:
     pending = (
         Handoff.objects.filter(fleet=fleet, state=Handoff.State.PENDING)
         .select_related("from_agent", "from_session")
         .order_by("-created_at")
     )
+    offered: dict[int, list[str]] = {}
+    for handoff_id, path in (
+        Lease.objects.active(at=now)
+        .filter(fleet=fleet, offered_with__in=pending)
+        .order_by("path")
+        .values_list("offered_with_id", "path")
+    ):
+        offered.setdefault(handoff_id, []).append(path)
     return {
         "handoffs": [
             {
@@ -209,6 +241,7 @@ def render_handoffs(fleet: Fleet) -> dict[str, Any]:
                 "created_at": iso(h.created_at),
                 "source_trust": h.source_trust,
                 "version": h.version,
+                "offered_leases": offered.get(h.pk, []),
             }
             for h in pending
         ]

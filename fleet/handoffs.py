@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from fleet import activity
-from fleet.models import Agent, Handoff, Session
+from fleet.models import Agent, Handoff, Lease, Session
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,70 @@ def update_handoff(
     return handoff
 
 
+@transaction.atomic
+def offer_leases(handoff: Handoff, *, now: datetime | None = None) -> list[Lease]:
+    """Offer the sender's active leases with `handoff`: they move to whoever picks it up.
+
+    Until then they stay the sender's (the roster still shows them as held), and an offer
+    nobody takes up simply expires with the lease's own TTL.
+    """
+    offered = list(
+        Lease.objects.active(at=now or timezone.now())
+        .select_for_update()
+        .filter(fleet=handoff.fleet, agent=handoff.from_agent)
+    )
+    Lease.objects.filter(pk__in=[lease.pk for lease in offered]).update(offered_with=handoff)
+    if offered:
+        paths = sorted(lease.path for lease in offered)
+        activity.record(
+            handoff.fleet, "lease.offered", target=handoff, agent=handoff.from_agent, paths=paths
+        )
+    return offered
+
+
+_TAKE_OVER = """
+    INSERT INTO fleet_lease (fleet_id, agent_id, session_id, path, prefix, reason, acquired_at,
+                             expires_at)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+    ON CONFLICT (fleet_id, agent_id, path) WHERE released_at IS NULL
+    DO UPDATE SET expires_at = GREATEST(fleet_lease.expires_at, EXCLUDED.expires_at)
+    RETURNING id
+"""
+
+
+def _transfer_offered(handoff: Handoff, *, to: Agent, session: Session | None, now: datetime,
+                      ) -> list[str]:
+    """Move the leases offered with `handoff` to `to`; the caller holds the transaction.
+
+    1. Lock the offered rows that are still live (released or expired offers stay put,
+       so an offer nobody could take up in time just expires with its TTL).
+    2. Release the sender's rows.
+    3. Upsert one row per path for the picker with the original expiry (the remaining
+       TTL). The partial unique index `fleet_lease_one_per_key` arbitrates: a picker who
+       already holds that path keeps one row, with the later of the two expiries.
+    """
+    offered = list(
+        Lease.objects.active(at=now).select_for_update().filter(offered_with=handoff)
+    )
+    if not offered:
+        return []
+    Lease.objects.filter(pk__in=[lease.pk for lease in offered]).update(released_at=now)
+    with connection.cursor() as cur:
+        for lease in offered:
+            cur.execute(
+                _TAKE_OVER,
+                [lease.fleet_id, to.pk, session.pk if session else None, lease.path,
+                 lease.prefix, lease.reason, now, lease.expires_at],
+            )
+    paths = sorted(lease.path for lease in offered)
+    activity.record(
+        handoff.fleet, "lease.transferred", target=handoff, agent=to, paths=paths,
+        from_agent=handoff.from_agent.agent_id,
+    )
+    return paths
+
+
+@transaction.atomic  # the pickup and the lease transfer commit together or not at all
 def pick_up_handoff(
     handoff: Handoff,
     *,
@@ -88,7 +152,7 @@ def pick_up_handoff(
     confirm: bool = False,
     now: datetime | None = None,
 ) -> Handoff | Conflict | NeedsConfirmation:
-    """Take over a pending handoff.
+    """Take over a pending handoff, and with it any leases offered with it.
 
     A handoff whose source trust is not `operator` was written by an agent (or ingested):
     picking it up means acting on another model's words, so it needs `confirm=True`, and
@@ -113,6 +177,9 @@ def pick_up_handoff(
     )
     if isinstance(result, Handoff):
         activity.record(handoff.fleet, "handoff.picked_up", target=handoff, agent=by)
+        result.transferred_paths = _transfer_offered(  # type: ignore[attr-defined]
+            result, to=by, session=session, now=result.picked_up_at or timezone.now()
+        )
     return result
 
 

@@ -1,15 +1,15 @@
-"""`python -m mcp_bridge [serve|briefing]`: the entry point agent runtimes spawn.
+"""`python -m mcp_bridge [serve|briefing|install|uninstall|hook|sync|guard]`.
 
-Imports only the stdlib and stdlib-only bridge modules before the first frame is
-answered; the SDK loads in a worker thread (see transport.py for why).
+`serve` (the default) is what agent runtimes spawn: it imports only the stdlib and
+stdlib-only bridge modules before the first frame is answered; the SDK loads in a worker
+thread (see transport.py for why). Every other command imports only what it needs, and
+never the SDK: `hook` runs inside the host's turn and has a 100 ms budget.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib
-import logging
 import os
 import sys
 from typing import Any
@@ -23,15 +23,29 @@ commands:
   serve      (default) serve MCP over stdio: JSON-RPC 2.0, one frame per line;
              stdout carries frames only, diagnostics go to stderr
   briefing   print the fleet's rendered briefing.md (for SessionStart hooks)
+  install    register ctxlake with claude-code, cursor or codex (--help for options)
+  uninstall  remove what install added
+  hook       session-start | session-end: runtime hooks (never fail, never network)
+  sync       pull the fleet's cache from a ctxlake server and push the local spool
+  guard      install | uninstall | check: a git pre-commit hook that checks leases
 
 environment:
 """ + "\n".join(f"  {name:29} {text}" for name, text in ENV_HELP.items())
 
 
+TOOLING = {"install": "install", "uninstall": "install", "hook": "hooks", "sync": "sync",
+           "guard": "guard"}
+COMMANDS = ("serve", "briefing", *TOOLING)
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in TOOLING:  # each module parses its own arguments
+        module = importlib.import_module(f"mcp_bridge.{TOOLING[argv[0]]}")
+        return int(module.main(argv[1:], command=argv[0]))
     parser = argparse.ArgumentParser(prog="python -m mcp_bridge", description=USAGE,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", nargs="?", default="serve", choices=("serve", "briefing"))
+    parser.add_argument("command", nargs="?", default="serve", choices=COMMANDS)
     args = parser.parse_args(argv)
     if args.command == "briefing":
         return briefing()
@@ -60,6 +74,9 @@ _SINGLE_THREAD = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def serve() -> int:
+    import asyncio  # here, not at the top: hooks must not pay ~45 ms for it
+    import logging
+
     for name in _SINGLE_THREAD:
         os.environ.setdefault(name, "1")
     level = getattr(logging, os.environ.get("CTXLAKE_LOG_LEVEL", "").upper(), None)
@@ -75,6 +92,8 @@ def serve() -> int:
 
 
 async def _load_backend(emit: Any) -> Any:
+    import asyncio
+
     server = await asyncio.to_thread(importlib.import_module, "mcp_bridge.server")
     return await server.load(emit)
 

@@ -38,9 +38,14 @@ KIND_LEASE_CLAIM: Final = "lease.claim"
 KIND_LEASE_RELEASE: Final = "lease.release"
 KIND_HANDOFF_CREATE: Final = "handoff.create"
 KIND_CLAIM_PROPOSED: Final = "claim.proposed"
+#: Not a tool: `python -m mcp_bridge hook session-end` writes it (the runtime's SessionEnd).
+KIND_SESSION_END: Final = "session.end"
 SPOOL_KINDS: Final = (
     KIND_LEASE_CLAIM, KIND_LEASE_RELEASE, KIND_HANDOFF_CREATE, KIND_CLAIM_PROPOSED,
+    KIND_SESSION_END,
 )
+#: session.end outcomes (the server's Session.Outcome, minus "unknown", which is null).
+SESSION_OUTCOMES: Final = ("success", "partial", "failed", "abandoned")
 
 #: Spool layout: <spool>/mcp/<fleet>.ndjson is appended to; rotated files are renamed to
 #: <fleet>.<YYYYMMDDTHHMMSS.ffffffZ>[-n].ndjson, which sort by name in write order.

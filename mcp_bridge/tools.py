@@ -194,10 +194,13 @@ def fleet_release(b: Bridge, paths: list[str] | None = None) -> dict[str, Any]:
 
 
 def fleet_handoff(b: Bridge, summary: str, status: str, next: str | None = None,
-                  ) -> dict[str, Any]:
+                  transfer_leases: bool = False) -> dict[str, Any]:
+    """transfer_leases: offer my active leases to whoever picks this up (they move on pickup)."""
     _enum("status", status, contract.HANDOFF_STATUSES)
     payload = {"summary": _text("summary", summary, 4000), "status": status,
                "next": None if next is None else _text("next", next, 2000, required=False)}
+    if transfer_leases:  # absent means false: older drains read the line unchanged
+        payload["transfer_leases"] = True
     return _spool(b, contract.KIND_HANDOFF_CREATE, payload)
 
 

@@ -77,6 +77,9 @@ TOOLS: dict[str, dict[str, Any]] = {
             "summary": {"type": "string", "minLength": 1, "maxLength": 4000},
             "status": {"type": "string", "enum": list(contract.HANDOFF_STATUSES)},
             "next": {"type": "string", "maxLength": 2000},
+            "transfer_leases": {"type": "boolean", "default": False,
+                                "description": "Offer the leases you hold to whoever picks "
+                                               "this up; they move on pickup."},
         }, ("summary", "status")),
         "annotations": {"title": "Hand off", **WRITE},
     },

@@ -19,7 +19,7 @@ EXPECTED = {
     "fleet_claim": (["paths", "reason", "ttl_secs"], ["paths", "reason"]),
     "fleet_release": (["paths"], []),
     "fleet_history": (["repo", "since", "limit"], []),
-    "fleet_handoff": (["summary", "status", "next"], ["summary", "status"]),
+    "fleet_handoff": (["summary", "status", "next", "transfer_leases"], ["summary", "status"]),
     "memory_search": (["query", "scope", "subject", "claim_type", "k"], ["query"]),
     "memory_propose": (["claim", "type", "subject", "evidence"],
                        ["claim", "type", "subject", "evidence"]),

@@ -1,0 +1,345 @@
+"""`install` / `uninstall`: merge ctxlake into an agent runtime's own MCP configuration.
+
+Stdlib only. The runtime owns its config file, so this edits as little as it can: one
+server entry (and, for Claude Code, two hook entries) is added, replaced or removed, and
+everything else — other servers, other hooks, TOML comments — is left as it was. Every
+change writes a timestamped backup first, goes through a temp file + rename, and is shown
+as a unified diff; `--dry-run` shows the diff and writes nothing. Running it twice is a
+no-op ("no changes"), which is what makes it safe to put in a setup script.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import json
+import os
+import re
+import shlex
+import sys
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SERVER_NAME = "ctxlake"
+RUNTIMES = ("claude-code", "cursor", "codex")
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+#: A hook command is ours when it runs this; uninstall removes exactly these.
+HOOK_MARK = "-m mcp_bridge hook "
+#: Environment passed through to the server entry when the installer's own env sets it.
+PASSTHROUGH = ("CTXLAKE_HOME", "CTXLAKE_CACHE_DIR", "CTXLAKE_SPOOL_DIR")
+
+
+class InstallError(Exception):
+    """A config we must not touch (unparseable, or ctxlake in a shape we did not write)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Who and where: the entry to write and the files it goes into."""
+
+    runtime: str
+    fleet: str
+    agent: str
+    config: Path
+    hooks: Path | None = None
+    python: str = sys.executable
+    env_extra: dict[str, str] = field(default_factory=dict)
+
+    def env(self) -> dict[str, str]:
+        return {"CTXLAKE_FLEET_ID": self.fleet, "CTXLAKE_AGENT_ID": self.agent,
+                "PYTHONPATH": str(PROJECT_ROOT), **self.env_extra}
+
+    def hook_command(self, event: str) -> str:
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env().items())
+        return f"{env} {shlex.quote(self.python)} {HOOK_MARK}{event}"
+
+
+def config_paths(runtime: str, scope: str, *, home: Path, project: Path,
+                 ) -> tuple[Path, Path | None]:
+    """(MCP config file, hooks settings file or None) for a runtime and scope."""
+    user = scope == "user"
+    if runtime == "claude-code":
+        if user:
+            return home / ".claude.json", home / ".claude" / "settings.json"
+        return project / ".mcp.json", project / ".claude" / "settings.json"
+    if runtime == "cursor":
+        return (home if user else project) / ".cursor" / "mcp.json", None
+    if runtime == "codex":  # Codex reads only the user config
+        env_home = os.environ.get("CODEX_HOME") if home == Path.home() else None
+        return Path(env_home or home / ".codex") / "config.toml", None
+    raise InstallError(f"unknown runtime {runtime!r}; one of {', '.join(RUNTIMES)}")
+
+
+# -- JSON configs (Claude Code, Cursor) ----------------------------------------------------
+
+def _load_json(text: str, path: Path) -> dict[str, Any]:
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise InstallError(f"{path} is not valid JSON ({e}); fix or move it, then retry") from e
+    if not isinstance(value, dict):
+        raise InstallError(f"{path} is not a JSON object; not touching it")
+    return value
+
+
+def _dump_json(value: dict[str, Any]) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False) + "\n" if value else ""
+
+
+def json_server(text: str, path: Path, entry: dict[str, Any] | None) -> str:
+    """Set (entry) or remove (None) mcpServers.ctxlake, keeping every other key in order."""
+    data = _load_json(text, path)
+    servers = data.get("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise InstallError(f"{path}: mcpServers is not an object; not touching it")
+    if entry is None:
+        if SERVER_NAME not in servers:
+            return text
+        servers = {k: v for k, v in servers.items() if k != SERVER_NAME}
+    else:
+        if servers.get(SERVER_NAME) == entry:
+            return text
+        servers = {**servers, SERVER_NAME: entry}
+    data = {**data, "mcpServers": servers}
+    if not servers:
+        data.pop("mcpServers")
+    return _dump_json(data)
+
+
+def json_hooks(text: str, path: Path, commands: dict[str, str] | None) -> str:
+    """Set (commands: event → command) or remove (None) ctxlake's Claude Code hooks."""
+    data = _load_json(text, path)
+    hooks = data.get("hooks", {})
+    if not isinstance(hooks, dict):
+        raise InstallError(f"{path}: hooks is not an object; not touching it")
+    new = {event: _without_ours(groups) for event, groups in hooks.items()}
+    for event, command in (commands or {}).items():
+        group = {"hooks": [{"type": "command", "command": command, "timeout": 10}]}
+        new[event] = [*new.get(event, []), group]
+    new = {event: groups for event, groups in new.items() if groups}
+    if new == hooks:
+        return text
+    data = {**data, "hooks": new}
+    if not new:
+        data.pop("hooks")
+    return _dump_json(data)
+
+
+def _our_hook(hook: Any) -> bool:
+    return isinstance(hook, dict) and HOOK_MARK in str(hook.get("command"))
+
+
+def _without_ours(groups: Any) -> Any:
+    if not isinstance(groups, list):
+        return groups
+    out = []
+    for group in groups:
+        inner = group.get("hooks") if isinstance(group, dict) else None
+        if not isinstance(inner, list):
+            out.append(group)
+            continue
+        kept = [h for h in inner if not _our_hook(h)]
+        if kept:
+            out.append({**group, "hooks": kept} if len(kept) != len(inner) else group)
+    return out
+
+
+# -- TOML (Codex): line-level edits, so comments and layout survive --------------------------
+
+_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+
+
+def _is_ours(table: str) -> bool:
+    name = table.replace('"', "").replace("'", "").replace(" ", "")
+    return name == f"mcp_servers.{SERVER_NAME}" or name.startswith(f"mcp_servers.{SERVER_NAME}.")
+
+
+def toml_server(text: str, path: Path, block: str | None) -> str:
+    """Replace or remove the [mcp_servers.ctxlake] table (and its sub-tables), line by line.
+
+    Comments and blank lines that trail our table but precede the next table stay with
+    the next table: they are someone else's.
+    """
+    try:
+        before = tomllib.loads(text).get("mcp_servers", {})
+    except tomllib.TOMLDecodeError as e:
+        raise InstallError(f"{path} is not valid TOML ({e}); fix or move it, then retry") from e
+    kept, pending, ours, found = [], [], False, False
+    for line in text.splitlines(keepends=True):
+        header = _HEADER.match(line)
+        if header:
+            ours = _is_ours(header.group(1))
+            found = found or ours
+            if not ours:
+                kept += pending
+            pending = []
+        if not ours:
+            kept.append(line)
+        elif not header and (not line.strip() or line.lstrip().startswith("#")):
+            pending.append(line)
+        else:
+            pending = []
+    if SERVER_NAME in before and not found:
+        raise InstallError(f"{path} defines mcp_servers.{SERVER_NAME} inline or with dotted "
+                           "keys; remove it by hand and retry")
+    if block is None and not found:
+        return text
+    body = "".join(kept).rstrip("\n")
+    if block is not None:
+        body = (body + "\n\n" if body else "") + block
+    result = body + "\n" if body else ""
+    after = tomllib.loads(result).get("mcp_servers", {})  # never write what Codex can't read
+    if block is not None and after.get(SERVER_NAME) == before.get(SERVER_NAME):
+        return text  # already what we would write: idempotent, byte for byte
+    return result
+
+
+def _toml_str(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)  # a JSON string is a valid TOML basic string
+
+
+def toml_block(entry: dict[str, Any]) -> str:
+    env = ", ".join(f"{k} = {_toml_str(v)}" for k, v in entry["env"].items())
+    args = ", ".join(_toml_str(a) for a in entry["args"])
+    return (f"[mcp_servers.{SERVER_NAME}]\n"
+            "# Written by `python -m mcp_bridge install`; `uninstall` removes this table.\n"
+            f"command = {_toml_str(entry['command'])}\n"
+            f"args = [{args}]\n"
+            f"env = {{ {env} }}\n")
+
+
+# -- applying a change ---------------------------------------------------------------------
+
+@dataclass
+class Change:
+    path: Path
+    before: str
+    after: str
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after
+
+    def diff(self) -> str:
+        return "".join(difflib.unified_diff(
+            self.before.splitlines(keepends=True), self.after.splitlines(keepends=True),
+            fromfile=f"{self.path} (before)", tofile=f"{self.path} (after)"))
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ""
+
+
+def plan(target: Target, *, remove: bool) -> list[Change]:
+    """The file changes an install (or uninstall) of `target` would make."""
+    entry = {"command": target.python, "args": ["-m", "mcp_bridge"], "env": target.env()}
+    edit: Callable[[str], str]
+    if target.runtime == "codex":
+        def edit(text: str) -> str:
+            return toml_server(text, target.config, None if remove else toml_block(entry))
+    else:
+        def edit(text: str) -> str:
+            return json_server(text, target.config, None if remove else entry)
+    before = _read(target.config)
+    changes = [Change(target.config, before, edit(before))]
+    if target.hooks is not None:
+        commands = None if remove else {"SessionStart": target.hook_command("session-start"),
+                                        "SessionEnd": target.hook_command("session-end")}
+        text = _read(target.hooks)
+        changes.append(Change(target.hooks, text, json_hooks(text, target.hooks, commands)))
+    return changes
+
+
+def write(change: Change, *, now: dt.datetime | None = None) -> Path | None:
+    """Back the old file up (if any), then replace it atomically; returns the backup path."""
+    path = change.path
+    backup = None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = 0o600
+    if path.exists():
+        stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%dT%H%M%S.%fZ")
+        backup = path.with_name(f"{path.name}.ctxlake-backup-{stamp}")
+        backup.write_text(change.before, encoding="utf-8")
+        mode = path.stat().st_mode & 0o777
+    tmp = path.with_name(f".{path.name}.ctxlake-{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(change.after)
+        f.flush()
+        os.fsync(f.fileno())
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+    return backup
+
+
+def run(target: Target, *, remove: bool, dry_run: bool, out: Any = None) -> int:
+    out = out or sys.stdout
+    changes = [c for c in plan(target, remove=remove) if c.changed]
+    verb = "uninstall" if remove else "install"
+    if not changes:
+        out.write(f"ctxlake {verb} ({target.runtime}): no changes\n")
+        return 0
+    for change in changes:
+        out.write(change.diff())
+        if dry_run:
+            continue
+        backup = write(change)
+        out.write(f"wrote {change.path}" + (f" (backup: {backup})" if backup else "") + "\n")
+    if dry_run:
+        out.write(f"dry run: nothing written ({len(changes)} file(s) would change)\n")
+    return 0
+
+
+# -- command line --------------------------------------------------------------------------
+
+def main(argv: list[str], *, command: str = "install") -> int:
+    import argparse
+
+    remove = command == "uninstall"
+    p = argparse.ArgumentParser(prog=f"python -m mcp_bridge {command}",
+                                description=f"{command.capitalize()} ctxlake's MCP server entry "
+                                "(and Claude Code's session hooks) in a runtime's own config.")
+    p.add_argument("--runtime", required=True, choices=RUNTIMES)
+    p.add_argument("--fleet", required=not remove, default="", help="CTXLAKE_FLEET_ID")
+    p.add_argument("--agent", required=not remove, default="", help="CTXLAKE_AGENT_ID")
+    p.add_argument("--scope", choices=("project", "user"), default="project",
+                   help="project config (default) or the user's own (Codex: always user)")
+    p.add_argument("--project", type=Path, default=Path.cwd(), help="project root (default: .)")
+    p.add_argument("--home", type=Path, default=None, help="home directory (default: ~)")
+    p.add_argument("--config", type=Path, default=None, help="the MCP config file to edit")
+    p.add_argument("--hooks-config", type=Path, default=None,
+                   help="Claude Code settings.json for the hooks")
+    p.add_argument("--no-hooks", action="store_true", help="do not write session hooks")
+    p.add_argument("--python", default=sys.executable, help="interpreter the runtime spawns")
+    p.add_argument("--server", default=None, help="ctxlake server URL, remembered for `sync`")
+    p.add_argument("--token-file", type=Path, default=None, help="file holding the API token")
+    p.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
+    a = p.parse_args(argv)
+    home = (a.home or Path.home()).expanduser()
+    config, hooks = config_paths(a.runtime, a.scope, home=home, project=a.project.resolve())
+    if a.config:
+        config = a.config
+    if a.hooks_config:
+        hooks = a.hooks_config
+    target = Target(runtime=a.runtime, fleet=a.fleet, agent=a.agent, config=config,
+                    hooks=None if a.no_hooks else hooks, python=str(a.python),
+                    env_extra={k: os.environ[k] for k in PASSTHROUGH if os.environ.get(k)})
+    try:
+        code = run(target, remove=remove, dry_run=a.dry_run)
+    except (InstallError, OSError) as e:
+        sys.stderr.write(f"ctxlake {command}: {e}\n")
+        return 1
+    if a.server and not remove:
+        from mcp_bridge import sync
+
+        where = sync.remember(a.fleet, a.server, a.token_file, dry_run=a.dry_run)
+        sys.stdout.write(f"sync settings for {a.fleet}: {where}; run "
+                         f"`{a.python} -m mcp_bridge sync --fleet {a.fleet} --interval 15`\n")
+    return code

@@ -1,0 +1,479 @@
+"""`sync`: keep a remote host's cache and spool in step with a ctxlake server, over REST.
+
+The bridge itself never touches the network; this separate process does, on its behalf:
+
+- **pull**: GET cache/manifest (If-None-Match), then each file whose ETag changed, each
+  into a temp file in the cache directory (length checked, parsed, fsynced). Only when
+  every download is whole are they renamed into place, manifest.json last, then the
+  directory is fsynced. A failure anywhere discards the temps: the old cache stays whole.
+- **push**: POST the spool's complete lines (NDJSON, ≤ 1000 per request) and remove from
+  the local spool only the lines whose event id the server acknowledged, by rewriting each
+  spool file (temp + fsync + rename) under the bridge's own flock, so no append is lost.
+  Lines the server rejects move to `<spool>/rejected/<fleet>.ndjson` with the reason.
+
+Server down, 5xx, 503: `ServerDown` (the loop backs off; the spool is kept). 401/403/404:
+`AuthError` (a revoked token, a wrong fleet): a clear message and exit status 2.
+Stdlib only (urllib); no Django.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mcp_bridge import contract
+from mcp_bridge.spool import _Flock, _fsync_dir
+
+CACHE_FILES = (contract.ROSTER, contract.HISTORY, contract.HANDOFFS, contract.SNAPSHOT,
+               contract.BRIEFING)
+STATE_FILE = ".sync-state.json"
+MAX_LINES, MAX_BODY = 1000, 2 << 20
+TIMEOUT = 15.0
+MAX_BACKOFF = 300.0
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+class AuthError(Exception):
+    """The server will not serve this token (revoked, wrong fleet, missing scope): stop."""
+
+
+class ServerDown(Exception):
+    """Unreachable, timing out, or 5xx: try again later, keep everything local."""
+
+
+@dataclass
+class Remote:
+    server: str
+    fleet: str
+    token: str
+    timeout: float = TIMEOUT
+
+    def url(self, tail: str) -> str:
+        base = self.server.rstrip("/").removesuffix("/api/v1")
+        return f"{base}/api/v1/fleets/{self.fleet}/{tail}"
+
+    def open(self, tail: str, *, etag: str | None = None, body: bytes | None = None) -> Any:
+        """The response (caller closes it), or None for 304; errors mapped to our two kinds."""
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "*/*",
+                   "User-Agent": "ctxlake-sync/1"}
+        if etag:
+            headers["If-None-Match"] = etag
+        if body is not None:
+            headers["Content-Type"] = "application/x-ndjson"
+        req = urllib.request.Request(self.url(tail), data=body, headers=headers,
+                                     method="POST" if body is not None else "GET")
+        try:
+            return urllib.request.urlopen(req, timeout=self.timeout)
+        except urllib.error.HTTPError as e:
+            e.close()
+            if e.code == 304:
+                return None
+            raise _http_error(e.code, self, tail) from None
+        except (urllib.error.URLError, OSError) as e:
+            raise ServerDown(f"{self.server} unreachable ({_reason(e)})") from None
+
+
+def _reason(e: BaseException) -> str:
+    return str(getattr(e, "reason", None) or e)
+
+
+def _http_error(code: int, remote: Remote, tail: str) -> Exception:
+    if code == 401:
+        return AuthError(f"the server refused the token (401) for fleet {remote.fleet!r}: it "
+                         "was revoked or is wrong. Issue a new one (manage.py issue_token) "
+                         "and update the token file; sync stopped.")
+    if code == 403:
+        return AuthError(f"the token may not do this (403 on {tail}); it needs an agent or "
+                         "operator role")
+    if code == 404 and (not tail.startswith("cache/") or tail == "cache/manifest"):
+        return AuthError(f"fleet {remote.fleet!r} is unknown to {remote.server} or not this "
+                         "token's fleet (404)")
+    if code == 404:
+        return FileNotFoundError(tail)
+    return ServerDown(f"{remote.server} answered {code} on {tail}")
+
+
+# -- pull ------------------------------------------------------------------------------------
+
+@dataclass
+class PullReport:
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    unchanged: bool = False
+
+
+def _load_state(root: Path) -> dict[str, Any]:
+    try:
+        state = json.loads((root / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return {"manifest_etag": None, "files": {}}
+    return state if isinstance(state, dict) else {"manifest_etag": None, "files": {}}
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.sync-{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _download(remote: Remote, name: str, root: Path, etag: str | None) -> Path | None:
+    """The file fetched whole into a temp next to it; None when 304 (ours is current)."""
+    response = remote.open(f"cache/{name}", etag=etag)
+    if response is None:
+        return None
+    tmp = root / f".{name}.sync-{os.getpid()}.tmp"
+    try:
+        with response, open(tmp, "wb") as f:
+            expected = response.headers.get("Content-Length")
+            size = 0
+            while chunk := response.read(1 << 16):
+                f.write(chunk)
+                size += len(chunk)
+            if expected is not None and size != int(expected):
+                raise ServerDown(f"{name}: download cut short ({size} of {expected} bytes)")
+            f.flush()
+            os.fsync(f.fileno())
+        _check_whole(name, tmp)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def _check_whole(name: str, path: Path) -> None:
+    """A body that is not what the file type must be is a torn or wrong download."""
+    data = path.read_bytes() if name.endswith(".json") else path.open("rb").read(16)
+    if name.endswith(".json"):
+        try:
+            ok = isinstance(json.loads(data), dict)
+        except ValueError:
+            ok = False
+    else:
+        ok = name != contract.SNAPSHOT or data == SQLITE_MAGIC
+    if not ok:
+        raise ServerDown(f"{name}: the download is not a whole {name} file")
+
+
+def _listing(remote: Remote, state: dict[str, Any], root: Path) -> tuple[Any, dict[str, str]]:
+    have_all = all((root / n).exists() for n in [*state.get("files", {}), contract.MANIFEST])
+    response = remote.open("cache/manifest", etag=state.get("manifest_etag") if have_all else None)
+    if response is None:
+        return None, {}
+    with response:
+        body = json.loads(response.read())
+        etag = response.headers.get("ETag")
+    files = {f["name"]: f["etag"] for f in body.get("files", []) if isinstance(f, dict)}
+    return etag, files
+
+
+def pull(remote: Remote, cache_dir: Path) -> PullReport:
+    """Bring `<cache_dir>/<fleet>/` up to the server's render; never a torn cache."""
+    root = Path(cache_dir) / remote.fleet
+    root.mkdir(parents=True, exist_ok=True)
+    state = _load_state(root)
+    manifest_etag, listing = _listing(remote, state, root)
+    if manifest_etag is None and not listing:
+        return PullReport(unchanged=True)
+    if contract.MANIFEST not in listing:
+        return PullReport(unchanged=True)  # nothing rendered on the server yet: keep ours
+    known, fetched, report = state.get("files", {}), {}, PullReport()
+    try:
+        for name in [*CACHE_FILES, contract.MANIFEST]:  # manifest last, here and below
+            if name not in listing:
+                continue
+            current = known.get(name) if (root / name).exists() else None
+            if current == listing[name]:
+                continue
+            try:
+                tmp = _download(remote, name, root, current)
+            except FileNotFoundError:
+                continue  # replaced between the listing and the fetch: next pass
+            if tmp is not None:
+                fetched[name] = tmp
+        for name in CACHE_FILES:
+            if name in fetched:
+                os.replace(fetched.pop(name), root / name)
+                report.changed.append(name)
+            elif name not in listing and (root / name).exists():
+                (root / name).unlink()
+                report.removed.append(name)
+        if contract.MANIFEST in fetched:
+            os.replace(fetched.pop(contract.MANIFEST), root / contract.MANIFEST)
+            report.changed.append(contract.MANIFEST)
+    finally:
+        for tmp in fetched.values():
+            tmp.unlink(missing_ok=True)
+    _fsync_dir(root)
+    _write_atomic(root / STATE_FILE, json.dumps(
+        {"manifest_etag": manifest_etag, "files": listing}).encode())
+    return report
+
+
+# -- push ------------------------------------------------------------------------------------
+
+@dataclass
+class PushReport:
+    sent: int = 0
+    acknowledged: int = 0
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _spool_files(spool_dir: Path, fleet: str) -> list[Path]:
+    root = Path(spool_dir) / contract.SPOOL_SUBDIR
+    active = root / f"{fleet}{contract.SPOOL_SUFFIX}"
+    rotated = sorted(p for p in root.glob(f"{fleet}.*{contract.SPOOL_SUFFIX}") if p != active)
+    return [p for p in [*rotated, active] if p.exists()]
+
+
+def _complete_lines(path: Path) -> list[bytes]:
+    data = path.read_bytes()
+    return [line for line in data[: data.rfind(b"\n") + 1].split(b"\n") if line.strip()]
+
+
+def _event_id(raw: bytes) -> str | None:
+    try:
+        value = json.loads(raw).get("id")
+    except (ValueError, AttributeError, UnicodeDecodeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _batches(lines: list[bytes]) -> Iterator[list[bytes]]:
+    batch: list[bytes] = []
+    size = 0
+    for line in lines:
+        if batch and (len(batch) >= MAX_LINES or size + len(line) + 1 > MAX_BODY):
+            yield batch
+            batch, size = [], 0
+        batch.append(line)
+        size += len(line) + 1
+    if batch:
+        yield batch
+
+
+def push(remote: Remote, spool_dir: Path) -> PushReport:
+    """Ship every complete spool line; drop locally only what the server acknowledged."""
+    root = Path(spool_dir) / contract.SPOOL_SUBDIR
+    if not root.is_dir():
+        return PushReport()
+    lock = root / f"{remote.fleet}{contract.SPOOL_LOCK_SUFFIX}"
+    with _Flock(lock):
+        lines = [line for p in _spool_files(spool_dir, remote.fleet) for line in _complete_lines(p)]
+    report = PushReport()
+    done: dict[str, str | None] = {}  # event id → None (accepted) or the rejection reason
+    junk = {line: "not a spool line (no event id)" for line in lines if _event_id(line) is None}
+    for batch in _batches([line for line in lines if line not in junk]):
+        response = remote.open("spool", body=b"\n".join(batch) + b"\n")
+        with response:
+            answer = json.loads(response.read())
+        report.sent += len(batch)
+        for event_id in answer.get("accepted", []):
+            done[event_id] = None
+        for item in answer.get("rejected", []):
+            _mark_rejected(item, batch, done, junk)
+        report.rejected += answer.get("rejected", [])
+        # Forget what the server has now, batch by batch: a failure later keeps only the rest.
+        report.acknowledged += _forget(remote.fleet, spool_dir, done, junk)
+    if junk and not report.sent:  # nothing to send, but the junk still leaves the spool
+        _forget(remote.fleet, spool_dir, done, junk)
+    return report
+
+
+def _mark_rejected(item: dict[str, Any], batch: list[bytes], done: dict[str, str | None],
+                   junk: dict[bytes, str]) -> None:
+    reason = str(item.get("reason") or "rejected")
+    if isinstance(item.get("id"), str) and item["id"] not in done:
+        done[item["id"]] = reason
+    elif isinstance(item.get("line"), int) and 1 <= item["line"] <= len(batch):
+        junk[batch[item["line"] - 1]] = reason
+
+
+def _forget(fleet: str, spool_dir: Path, done: dict[str, str | None],
+            junk: dict[bytes, str]) -> int:
+    """Rewrite each spool file without the settled lines, under the bridge's lock.
+
+    Appends happen only under the same lock, so a file cannot grow while it is rewritten;
+    a torn tail of the active file (a writer died mid-line) is kept for the drain rules.
+    """
+    root = Path(spool_dir) / contract.SPOOL_SUBDIR
+    settled = dead = 0
+    dead_lines: list[bytes] = []
+    with _Flock(root / f"{fleet}{contract.SPOOL_LOCK_SUFFIX}"):
+        for path in _spool_files(spool_dir, fleet):
+            data = path.read_bytes()
+            cut = data.rfind(b"\n") + 1
+            keep: list[bytes] = []
+            for line in data[:cut].split(b"\n")[:-1]:
+                event_id = _event_id(line)
+                if line in junk or (event_id in done and done[event_id] is not None):
+                    dead_lines.append(_dead_record(line, junk.get(line) or done[event_id or ""]))
+                    dead += 1
+                elif event_id in done:
+                    settled += 1
+                elif line.strip():
+                    keep.append(line)
+            tail = data[cut:] if path.name == f"{fleet}{contract.SPOOL_SUFFIX}" else b""
+            _rewrite(path, b"".join(line + b"\n" for line in keep) + tail, data)
+        if dead_lines:
+            _append_dead(Path(spool_dir) / "rejected" / f"{fleet}{contract.SPOOL_SUFFIX}",
+                         dead_lines)
+        _fsync_dir(root)
+    return settled
+
+
+def _rewrite(path: Path, new: bytes, old: bytes) -> None:
+    if new == old:
+        return
+    if not new:
+        path.unlink()
+        return
+    _write_atomic(path, new)
+
+
+def _dead_record(line: bytes, reason: str | None) -> bytes:
+    record = {"reason": reason or "rejected", "line": line.decode("utf-8", "replace")}
+    return json.dumps(record, ensure_ascii=True).encode() + b"\n"
+
+
+def _append_dead(path: Path, records: list[bytes]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, b"".join(records))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# -- the loop and the command line -----------------------------------------------------------
+
+def sync_once(remote: Remote, cache_dir: Path, spool_dir: Path) -> tuple[PushReport, PullReport]:
+    """Push first, so the server's next render can already include what this host queued."""
+    pushed = push(remote, spool_dir)
+    return pushed, pull(remote, cache_dir)
+
+
+def run_loop(remote: Remote, cache_dir: Path, spool_dir: Path, *, interval: float,
+             log: Callable[[str], None], sleep: Callable[[float], None] = time.sleep,
+             cycles: int | None = None) -> int:
+    """Sync every `interval` seconds; back off (jittered, ≤ 5 min) while the server is down."""
+    failures = 0
+    while cycles is None or cycles > 0:
+        cycles = None if cycles is None else cycles - 1
+        try:
+            pushed, pulled = sync_once(remote, cache_dir, spool_dir)
+            failures = 0
+            if pushed.sent or pulled.changed:
+                log(_summary(pushed, pulled))
+            wait = interval
+        except ServerDown as e:
+            failures += 1
+            wait = min(MAX_BACKOFF, interval * 2 ** min(failures, 10)) * random.uniform(0.8, 1.2)
+            log(f"ctxlake sync: {e}; spool kept; retrying in {wait:.0f}s")
+        except AuthError as e:
+            log(f"ctxlake sync: {e}")
+            return 2
+        sleep(wait)
+    return 0
+
+
+def _summary(pushed: PushReport, pulled: PullReport) -> str:
+    return (f"ctxlake sync: pushed {pushed.acknowledged}/{pushed.sent} event(s)"
+            f"{f', {len(pushed.rejected)} rejected' if pushed.rejected else ''}; pulled "
+            f"{', '.join(pulled.changed) or 'nothing new'}"
+            f"{'; removed ' + ', '.join(pulled.removed) if pulled.removed else ''}")
+
+
+def remotes_dir() -> Path:
+    home = Path(os.environ.get("CTXLAKE_HOME") or Path.home() / ".ctxlake").expanduser()
+    return home / "remotes"
+
+
+def remember(fleet: str, server: str, token_file: Path | None, *, dry_run: bool = False) -> Path:
+    """Record a fleet's server and token file, so `sync --fleet F` needs nothing else."""
+    path = remotes_dir() / f"{fleet}.json"
+    if not dry_run:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        token = str(Path(token_file).expanduser().resolve()) if token_file else None
+        _write_atomic(path, json.dumps({"server": server, "token_file": token}, indent=2).encode())
+    return path
+
+
+def read_token(path: Path) -> str:
+    try:
+        st = path.stat()
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as e:
+        raise AuthError(f"cannot read the token file {path}: {e.strerror}") from None
+    if not token:
+        raise AuthError(f"the token file {path} is empty")
+    if st.st_mode & 0o077:
+        sys.stderr.write(f"ctxlake sync: warning: {path} is readable by others; chmod 600 it\n")
+    return token
+
+
+def main(argv: list[str], *, command: str = "sync") -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m mcp_bridge sync",
+                                description="Pull the fleet's cache from a ctxlake server and "
+                                "push this host's spool (REST; never a torn cache).")
+    p.add_argument("--fleet", default=os.environ.get("CTXLAKE_FLEET_ID", ""),
+                   help="fleet slug (default: $CTXLAKE_FLEET_ID)")
+    p.add_argument("--server", default=None, help="server URL, e.g. https://ctxlake.example")
+    p.add_argument("--token-file", type=Path, default=None, help="file holding the API token")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--once", action="store_true", help="one push + pull, then exit")
+    mode.add_argument("--interval", type=float, default=15.0, help="seconds between syncs")
+    a = p.parse_args(argv)
+    if not contract.FLEET_ID_RE.fullmatch(a.fleet):
+        p.error("--fleet (or CTXLAKE_FLEET_ID) is required: [A-Za-z0-9_-]{1,64}")
+    saved = _saved(a.fleet)
+    server = a.server or saved.get("server")
+    token_file = a.token_file or (Path(saved["token_file"]) if saved.get("token_file") else None)
+    if not server or not token_file:
+        p.error("--server and --token-file are required (or run install --server … first)")
+    home = Path(os.environ.get("CTXLAKE_HOME") or Path.home() / ".ctxlake").expanduser()
+    cache = Path(os.environ.get("CTXLAKE_CACHE_DIR") or home / "cache").expanduser()
+    spool = Path(os.environ.get("CTXLAKE_SPOOL_DIR") or home / "spool").expanduser()
+    try:
+        remote = Remote(server, a.fleet, read_token(token_file.expanduser()))
+    except AuthError as e:
+        sys.stderr.write(f"ctxlake sync: {e}\n")
+        return 2
+    if not a.once:
+        try:
+            return run_loop(remote, cache, spool, interval=max(a.interval, 1.0),
+                            log=lambda m: sys.stderr.write(m + "\n"))
+        except KeyboardInterrupt:
+            return 0
+    try:
+        pushed, pulled = sync_once(remote, cache, spool)
+    except AuthError as e:
+        sys.stderr.write(f"ctxlake sync: {e}\n")
+        return 2
+    except ServerDown as e:
+        sys.stderr.write(f"ctxlake sync: {e}; the local spool is kept, nothing lost\n")
+        return 1
+    sys.stdout.write(_summary(pushed, pulled) + "\n")
+    return 0
+
+
+def _saved(fleet: str) -> dict[str, Any]:
+    try:
+        value = json.loads((remotes_dir() / f"{fleet}.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}

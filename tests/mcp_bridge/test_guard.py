@@ -1,0 +1,84 @@
+"""The lease-aware pre-commit hook, in a real temp git repository; its glob matcher."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fleet import globs
+from mcp_bridge import guard, testing
+from tests.mcp_bridge.data import ago, ahead
+
+FLEET = "acme"
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    for args in (["init", "-q"], ["config", "user.email", "t@example.com"],
+                 ["config", "user.name", "t"]):
+        subprocess.run(["git", *args], cwd=root, check=True)
+    cache = tmp_path / "cache"
+    testing.build_cache(cache, FLEET, snapshot=False, agents=[
+        {"agent_id": "bo", "leases": [
+            {"path": "src/payments/**", "expires_at": ahead(hours=1)},
+            {"path": "old.py", "expires_at": ago(minutes=5)}]},
+        {"agent_id": "ada", "leases": [{"path": "docs", "expires_at": ahead(hours=1)}]},
+    ])
+    monkeypatch.setenv("CTXLAKE_CACHE_DIR", str(cache))
+    monkeypatch.setenv("CTXLAKE_FLEET_ID", FLEET)
+    monkeypatch.setenv("CTXLAKE_AGENT_ID", "ada")
+    return root
+
+
+def _commit(repo: Path, *paths: str) -> subprocess.CompletedProcess[str]:
+    for path in paths:
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text("x\n")
+    subprocess.run(["git", "add", *paths], cwd=repo, check=True)
+    return subprocess.run(["git", "commit", "-qm", "change"], cwd=repo, capture_output=True,
+                          text=True, env={**os.environ})
+
+
+def test_it_warns_naming_the_holder_and_expiry_but_lets_the_commit_through(repo: Path) -> None:
+    assert guard.main(["install", "--repo", str(repo)]) == 0
+    done = _commit(repo, "src/payments/api.py", "docs/readme.md", "old.py")
+    assert done.returncode == 0, done.stderr
+    assert "src/payments/api.py is leased by bo (src/payments/**) until" in done.stderr
+    assert "docs/readme.md" not in done.stderr and "old.py" not in done.stderr  # mine; expired
+
+
+def test_strict_blocks_an_overlapping_commit_and_allows_a_clean_one(repo: Path) -> None:
+    guard.main(["install", "--strict", "--repo", str(repo)])
+    blocked = _commit(repo, "src/payments/refunds.py")
+    assert blocked.returncode != 0 and "commit blocked" in blocked.stderr
+    subprocess.run(["git", "reset", "-q"], cwd=repo, check=True)
+    assert _commit(repo, "src/other.py").returncode == 0
+
+
+def test_it_chains_an_existing_hook_and_uninstall_restores_it(repo: Path) -> None:
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\necho theirs >&2\nexit 1\n")
+    hook.chmod(0o755)
+    guard.main(["install", "--repo", str(repo)])
+    done = _commit(repo, "a.py")
+    assert done.returncode == 1 and "theirs" in done.stderr  # their veto still counts
+    guard.main(["install", "--repo", str(repo)])  # idempotent: theirs is not chained twice
+    assert "theirs" in (hook.parent / guard.CHAINED).read_text()
+    guard.main(["uninstall", "--repo", str(repo)])
+    assert hook.read_text() == "#!/bin/sh\necho theirs >&2\nexit 1\n"
+
+
+@pytest.mark.parametrize("pattern, path", [
+    ("src/payments/**", "src/payments/a/b.py"), ("src/payments", "src/payments/api.py"),
+    ("src/*.py", "src/app.py"), ("src/*.py", "src/sub/app.py"), ("src/?pp.py", "src/app.py"),
+    ("**/test_*.py", "a/b/test_x.py"), ("**/test_*.py", "test_x.py"), ("src/[ab].py", "src/a.py"),
+    ("docs/", "docs/x.md"), ("./src/app.py", "src/app.py"), ("src/app.py", "src/app.pyc"),
+    ("src/**/views.py", "src/views.py"), ("a/*/c", "a/b/c/d"), ("a/*/c", "a/c"),
+])
+def test_its_glob_matcher_agrees_with_the_servers(pattern: str, path: str) -> None:
+    assert guard.covers(pattern, path) == globs.covers(pattern, path)

@@ -1,0 +1,195 @@
+"""`sync` against a live test server: pull with ETags, push with acks, and the bad days.
+
+The server is pytest-django's live_server (a real HTTP server thread over the test
+database); the host side is mcp_bridge.sync with its own cache and spool directories.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxlake_site import workers
+from fleet import leases, tokens
+from fleet.models import Agent, Fleet, Lease
+from mcp_bridge import contract, sync
+from mcp_bridge.cache import Cache
+from mcp_bridge.spool import Spool, read_events
+from tests.mcp_bridge.stdio import ROOT
+
+
+@dataclass
+class Host:
+    cache: Path
+    spool: Path
+    remote: sync.Remote
+    token_file: Path
+    fleet: Fleet
+    agent: Agent
+    token: Any
+
+    def spool_writer(self, agent: str = "ada") -> Spool:
+        return Spool(self.spool, fleet=self.fleet.slug, agent=agent, session="s-host")
+
+    def roster(self) -> Any:
+        return Cache(self.cache / self.fleet.slug, fleet=self.fleet.slug).read(contract.ROSTER)
+
+
+@pytest.fixture
+def host(transactional_db: None, live_server: Any, tmp_path: Path, settings: Any,
+         monkeypatch: pytest.MonkeyPatch, fleet_a: Fleet, ada: Agent) -> Host:
+    server = tmp_path / "server"
+    settings.CTXLAKE_CACHE_DIR, settings.CTXLAKE_SPOOL_DIR = server / "cache", server / "spool"
+    monkeypatch.setenv("CTXLAKE_CACHE_DIR", str(server / "cache"))  # the drain and render
+    monkeypatch.setenv("CTXLAKE_SPOOL_DIR", str(server / "spool"))
+    workers.render_fleet(fleet_a)
+    issued = tokens.issue_token(fleet_a, role="agent", name="host-1", agent=ada)
+    token_file = tmp_path / "token"
+    token_file.write_text(issued.secret + "\n")
+    token_file.chmod(0o600)
+    remote = sync.Remote(live_server.url, fleet_a.slug, issued.secret, timeout=5)
+    return Host(tmp_path / "host" / "cache", tmp_path / "host" / "spool", remote, token_file,
+                fleet_a, ada, issued.token)
+
+
+def test_it_pulls_the_whole_cache_then_304s_until_the_server_renders_again(host: Host) -> None:
+    first = sync.pull(host.remote, host.cache)
+    assert contract.MANIFEST in first.changed and contract.ROSTER in first.changed
+    assert first.changed[-1] == contract.MANIFEST  # applied last
+    assert host.roster().value["agents"] == []
+    assert sync.pull(host.remote, host.cache).unchanged  # the manifest's ETag: 304
+    leases.claim_paths(host.agent, ["src/**"], ttl=timedelta(minutes=30))
+    workers.render_fleet(host.fleet)
+    again = sync.pull(host.remote, host.cache)
+    assert contract.ROSTER in again.changed and not again.unchanged
+    assert host.roster().value["agents"][0]["leases"][0]["path"] == "src/**"
+    assert not list((host.cache / host.fleet.slug).glob(".*.tmp"))
+
+
+def test_it_pushes_the_spool_and_forgets_only_acknowledged_lines(host: Host) -> None:
+    writer = host.spool_writer()
+    first = writer.append("lease.claim", {"paths": ["src/a.py"], "reason": "r", "ttl_secs": 600})
+    foreign = host.spool_writer(agent="bo").append(  # this token speaks for ada only
+        "lease.claim", {"paths": ["src/b.py"], "reason": "r", "ttl_secs": 600})
+    late: list[str] = []
+    real_open = host.remote.open
+
+    def open_and_race(tail: str, **kw: Any) -> Any:
+        response = real_open(tail, **kw)
+        if tail == "spool":  # an agent appends while the POST is in flight
+            late.append(writer.append("lease.release", {"paths": [], "all": True}).event_id)
+        return response
+
+    host.remote.open = open_and_race  # type: ignore[method-assign]
+    report = sync.push(host.remote, host.spool)
+    assert (report.sent, report.acknowledged) == (2, 1)
+    assert [e["id"] for e in read_events(host.spool, host.fleet.slug)] == late  # kept
+    rejected = (host.spool / "rejected" / f"{host.fleet.slug}.ndjson").read_text()
+    assert foreign.event_id in rejected and "speaks for agent ada" in rejected
+    server_spool = Path(workers.paths.spool_dir())
+    assert [e["id"] for e in read_events(server_spool, host.fleet.slug)] == [first.event_id]
+    assert workers.drain_spool().applied == 1
+    assert Lease.objects.active().get().path == "src/a.py"
+
+
+def test_server_down_keeps_the_spool_and_the_loop_backs_off(host: Host) -> None:
+    host.spool_writer().append("lease.release", {"paths": [], "all": True})
+    down = sync.Remote("http://127.0.0.1:9", host.fleet.slug, "ctx_x", timeout=1)
+    with pytest.raises(sync.ServerDown):
+        sync.sync_once(down, host.cache, host.spool)
+    assert len(read_events(host.spool, host.fleet.slug)) == 1
+    waits: list[float] = []
+    logged: list[str] = []
+    code = sync.run_loop(down, host.cache, host.spool, interval=2, log=logged.append,
+                         sleep=waits.append, cycles=4)
+    assert code == 0 and len(read_events(host.spool, host.fleet.slug)) == 1
+    assert waits[0] < waits[1] < waits[2] and all(w <= sync.MAX_BACKOFF * 1.2 for w in waits)
+    assert "spool kept" in logged[0]
+
+
+def _sync_cli(host: Host, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real command, in its own process: the test process's env is the server's."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXLAKE_")}
+    env.update(PYTHONPATH=str(ROOT), CTXLAKE_CACHE_DIR=str(host.cache),
+               CTXLAKE_SPOOL_DIR=str(host.spool))
+    return subprocess.run(
+        [sys.executable, "-m", "mcp_bridge", "sync", "--fleet", host.fleet.slug, "--server",
+         host.remote.server, "--token-file", str(host.token_file), *args],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+
+
+def test_a_revoked_token_stops_sync_with_a_clear_error(host: Host) -> None:
+    tokens.revoke_token(host.token)
+    once = _sync_cli(host, "--once")
+    assert once.returncode == 2 and "revoked" in once.stderr
+    looping = _sync_cli(host, "--interval", "1")  # the loop stops too, it does not retry
+    assert looping.returncode == 2 and "sync stopped" in looping.stderr
+
+
+def test_once_reports_what_it_did(host: Host) -> None:
+    host.spool_writer().append("lease.release", {"paths": [], "all": True})
+    done = _sync_cli(host, "--once")
+    assert done.returncode == 0, done.stderr
+    assert "pushed 1/1 event(s)" in done.stdout and "manifest.json" in done.stdout
+    assert read_events(host.spool, host.fleet.slug) == []
+
+
+class _Truncating(http.server.BaseHTTPRequestHandler):
+    """A server whose roster.json download dies half-way (Content-Length says more)."""
+
+    listing: dict[str, Any] = {}
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        if self.path.endswith("/cache/manifest"):
+            body = json.dumps(self.listing).encode()
+            self._send(200, body, len(body), etag='"new"')
+        elif self.path.endswith("/cache/roster.json"):
+            self._send(200, b'{"format_version": 1, "agents": [', 500)
+        else:
+            self._send(404, b"{}", 2)
+
+    def _send(self, code: int, body: bytes, length: int, etag: str = '"x"') -> None:
+        self.send_response(code)
+        self.send_header("Content-Length", str(length))
+        self.send_header("ETag", etag)
+        self.end_headers()
+        self.wfile.write(body)
+        self.wfile.flush()
+        self.close_connection = True
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def truncating() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Truncating)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_an_interrupted_download_leaves_the_old_cache_whole(host: Host, truncating: str) -> None:
+    sync.pull(host.remote, host.cache)
+    root = host.cache / host.fleet.slug
+    before = {p.name: p.read_bytes() for p in root.iterdir()}
+    _Truncating.listing = {"files": [
+        {"name": n, "etag": '"changed"'} for n in (contract.ROSTER, contract.MANIFEST)]}
+    cut = sync.Remote(truncating, host.fleet.slug, "ctx_x", timeout=5)
+    with pytest.raises(sync.ServerDown, match="cut short"):
+        sync.pull(cut, host.cache)
+    assert {p.name: p.read_bytes() for p in root.iterdir()} == before  # no temp, no change
+    assert host.roster().value["agents"] == []
