@@ -32,7 +32,7 @@ from typing import Any
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
-from fleet import rendering
+from fleet import activity, rendering
 from fleet.bridge import Envelope, InvalidEvent
 from fleet.models import Agent, AppliedEvent, Fleet, Session, SpoolCursor
 from mcp_bridge import contract, redact
@@ -149,7 +149,7 @@ class Drainer:
         parsed = [(start, raw, _parse(raw, fleet.slug)) for start, _, raw in lines]
         end_offset = lines[-1][1]
         try:
-            with transaction.atomic():
+            with transaction.atomic(), activity.deferred():
                 counts = self._apply_fast(fleet, path, parsed)
                 self._advance(cursor, path, end_offset)
         except DatabaseError:
