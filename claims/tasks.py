@@ -4,7 +4,6 @@ duplicates into the claims they repeat."""
 from __future__ import annotations
 
 from django.core.cache import cache
-from django.db import transaction
 
 from claims import embeddings, moderation
 from claims.models import Claim
@@ -24,7 +23,7 @@ def request_embedding() -> None:
         if cache.add(PENDING_KEY, "1", timeout=300):
             async_task("claims.tasks.embed_pending", task_name="embed pending claims")
 
-    transaction.on_commit(enqueue)
+    rendering.on_commit_once("embed", enqueue)
 
 
 def embed_pending() -> str:

@@ -8,6 +8,8 @@ marker lives in the shared (database) cache, so this holds across processes and 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.core.cache import cache
 from django.db import transaction
 
@@ -22,9 +24,25 @@ def pending_key(fleet_id: int) -> str:
     return f"ctxlake:render-pending:{fleet_id}"
 
 
+def on_commit_once(key: str, func: Callable[[], None]) -> None:
+    """transaction.on_commit, but at most once per key per transaction.
+
+    A drain batch may ask for the same render (or embedding pass) hundreds of times; each
+    callback would cost a cache round trip after COMMIT. Outside a transaction it runs now.
+    """
+    conn = transaction.get_connection()
+    if conn.in_atomic_block and any(
+        getattr(callback, "ctxlake_key", None) == key for _, callback, _ in conn.run_on_commit
+    ):
+        return
+    func.ctxlake_key = key  # type: ignore[attr-defined]
+    transaction.on_commit(func)
+
+
 def request_render(fleet: Fleet) -> None:
     """After the current transaction commits, make sure a render of `fleet` is coming."""
-    transaction.on_commit(lambda: _schedule(fleet.pk))
+    fleet_id = fleet.pk
+    on_commit_once(f"render:{fleet_id}", lambda: _schedule(fleet_id))
 
 
 def _schedule(fleet_id: int) -> None:
