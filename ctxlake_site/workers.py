@@ -15,6 +15,7 @@ from typing import Any
 from django.utils import timezone
 
 from claims import bridge as claims_bridge
+from claims import staleness
 from ctxlake_site import briefing, cachefiles, paths
 from ctxlake_site.drain import Applier, Drainer, DrainReport
 from fleet import bridge as fleet_bridge
@@ -22,8 +23,24 @@ from fleet import leases, rendering
 from fleet.models import Fleet, Lease
 from mcp_bridge import contract, embed
 
+
+def apply_lease_claim(event: fleet_bridge.Envelope) -> dict[str, Any]:
+    """Take the lease (fleet's job), then mark claims citing those paths possibly stale.
+
+    Composed here because fleet never imports claims: a lease by another session is the
+    fleet's signal that the cited files are about to change.
+    """
+    result = fleet_bridge.apply_lease_claim(event)
+    marked = staleness.mark_changed_paths(
+        event.fleet, result["held"], at=event.at, session=event.session, agent=event.agent
+    )
+    if marked:
+        result["possibly_stale"] = [claim.public_id for claim in marked]
+    return result
+
+
 APPLIERS: dict[str, Applier] = {
-    contract.KIND_LEASE_CLAIM: fleet_bridge.apply_lease_claim,
+    contract.KIND_LEASE_CLAIM: apply_lease_claim,
     contract.KIND_LEASE_RELEASE: fleet_bridge.apply_lease_release,
     contract.KIND_HANDOFF_CREATE: fleet_bridge.apply_handoff_create,
     contract.KIND_CLAIM_PROPOSED: claims_bridge.apply_claim_proposed,

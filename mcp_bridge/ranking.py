@@ -57,6 +57,12 @@ class Factors:
     staleness: float
 
 
+def depth(k: int) -> int:
+    """Rows each candidate list contributes: CANDIDATES, or k + 1 when more are asked for
+    (so k results and an honest `truncated` are possible on both sides)."""
+    return max(CANDIDATES, k + 1)
+
+
 def rrf(rank: int | None) -> float:
     return 0.0 if rank is None else 1.0 / (RRF_K + rank)
 
@@ -73,8 +79,11 @@ def score(lexical_rank: int | None, vector_rank: int | None, f: Factors) -> floa
     return fused * confidence * recency(f.age_days) * freshness
 
 
-def fuse(lexical: Sequence[str], vector: Sequence[str], factors: Mapping[str, Factors],
-         ) -> list[tuple[str, float]]:
+def fuse(
+    lexical: Sequence[str],
+    vector: Sequence[str],
+    factors: Mapping[str, Factors],
+) -> list[tuple[str, float]]:
     """Fuse two ranked id lists into (id, score), best first; ties break by id."""
     lex = {cid: i + 1 for i, cid in enumerate(lexical)}
     vec = {cid: i + 1 for i, cid in enumerate(vector)}

@@ -107,7 +107,7 @@ class Snapshot:
         try:
             lexical = self._lexical(query, k, now, scope, subject, claim_type)
             vector = ([] if query_vector is None
-                      else self._vector(query_vector, now, scope, subject, claim_type))
+                      else self._vector(query_vector, k, now, scope, subject, claim_type))
             rows = self._rows([*lexical, *vector])
         except sqlite3.Error as e:
             return Hits([], False, "lexical", [f"{contract.SNAPSHOT} query failed ({e})"])
@@ -141,16 +141,17 @@ class Snapshot:
             return []
         quoted = ['"' + t.replace('"', '""') + '"' for t in terms]
         filtered = scope is not None or subject is not None or claim_type is not None
-        found = self._bm25(" AND ".join(quoted), now, scope, subject, claim_type, filtered)
+        n = ranking.depth(k)
+        found = self._bm25(" AND ".join(quoted), n, now, scope, subject, claim_type, filtered)
         if len(found) >= k or len(terms) == 1:
             return found
         seen = set(found)
-        more = self._bm25(" OR ".join(quoted), now, scope, subject, claim_type, filtered)
-        return found + [r for r in more if r not in seen][: ranking.CANDIDATES - len(found)]
+        more = self._bm25(" OR ".join(quoted), n, now, scope, subject, claim_type, filtered)
+        return found + [r for r in more if r not in seen][: n - len(found)]
 
-    def _bm25(self, match: str, now: dt.datetime, scope: str | None, subject: str | None,
+    def _bm25(self, match: str, n: int, now: dt.datetime, scope: str | None, subject: str | None,
               claim_type: str | None, filtered: bool) -> list[int]:
-        """Top CANDIDATES rowids by BM25 (text weighs twice the subject).
+        """Top n rowids by BM25 (text weighs twice the subject).
 
         Unfiltered, FTS5 ranks alone and superseded/expired rows are dropped afterwards:
         joining every match to claims first costs ~40% more at 100k claims. Filters are
@@ -159,14 +160,14 @@ class Snapshot:
         bm25 = "bm25(claims_fts, 1.0, 0.5)"
         if not filtered:
             sql = f"SELECT rowid FROM claims_fts WHERE claims_fts MATCH ? ORDER BY {bm25} LIMIT ?"
-            ranked = [r[0] for r in self.db.execute(sql, [match, ranking.CANDIDATES])]
+            ranked = [r[0] for r in self.db.execute(sql, [match, n])]
             return self._live(ranked, now)
         where, args = self._filters(now, scope, subject, claim_type)
         sql = ("SELECT c.rowid FROM claims_fts JOIN claims c ON c.rowid = claims_fts.rowid "
                f"WHERE claims_fts MATCH ?{where} ORDER BY {bm25} LIMIT ?")
-        return [r[0] for r in self.db.execute(sql, [match, *args, ranking.CANDIDATES])]
+        return [r[0] for r in self.db.execute(sql, [match, *args, n])]
 
-    def _vector(self, query_vector: Any, now: dt.datetime, scope: str | None,
+    def _vector(self, query_vector: Any, k: int, now: dt.datetime, scope: str | None,
                 subject: str | None, claim_type: str | None) -> list[int]:
         import numpy as np
 
@@ -177,7 +178,7 @@ class Snapshot:
         wanted = {"type": claim_type, "scope": scope,
                   "subject": subject.lower() if subject else None}
         sims = np.where(vec.mask(now, wanted), sims, -np.inf)
-        order = _top(sims, ranking.CANDIDATES)
+        order = _top(sims, ranking.depth(k))
         return [int(vec.rowids[i]) for i in order if sims[i] >= ranking.MIN_COSINE]
 
     def _live(self, rowids: list[int], now: dt.datetime) -> list[int]:
