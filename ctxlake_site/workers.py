@@ -131,17 +131,20 @@ def render_fleet(fleet: Fleet, *, max_tokens: int | None = None) -> RenderReport
         tmp = cachefiles.temp_path(root / contract.SNAPSHOT)
         claims = claims_bridge.write_snapshot(fleet, tmp, generated_at=now)
         cachefiles.publish(tmp, root / contract.SNAPSHOT)
-    visible = (
-        claims_bridge.briefing_claims(fleet, now=now)
-        if fleet.memory_mode == Fleet.MemoryMode.LIVE
-        else []
-    )
+    visible, about_leases = [], []
+    if fleet.memory_mode == Fleet.MemoryMode.LIVE:
+        leased = [lease["path"] for agent in roster["agents"] for lease in agent["leases"]]
+        about_leases = claims_bridge.path_claims(fleet, leased, now=now)
+        visible = claims_bridge.briefing_claims(
+            fleet, now=now, exclude=[c["id"] for c in about_leases]
+        )
     text = briefing.compose(
         fleet.slug,
         roster=roster,
         handoffs=handoffs,
         history=history,
         claims=visible,
+        path_claims=about_leases,
         generated_at=stamp,
         max_tokens=max_tokens or briefing.DEFAULT_MAX_TOKENS,
     )

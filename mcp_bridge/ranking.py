@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from functools import lru_cache
 
 RRF_K = 60  # the usual constant: flattens the head so one list cannot dominate
 CANDIDATES = 100  # rows each of the lexical and vector lists contributes to the fusion
@@ -91,3 +93,103 @@ def fuse(
     scored = [(cid, score(lex.get(cid), vec.get(cid), factors[cid])) for cid in ids]
     scored.sort(key=lambda pair: (-pair[1], pair[0]))
     return scored
+
+
+# -- path-scoped recall -------------------------------------------------------------------
+#
+# An agent claiming `src/payments/**` should see the payment gotchas without asking. A
+# claim is related to a lease pattern when one of its cited paths is covered by the
+# pattern (or is a directory the pattern lies in), or when its subject is such a path, or
+# is one word naming a non-generic directory of the pattern ("payments"). Lease globs
+# follow fleet/globs.py: `*` and `?` within a segment, `**` any run of segments, and a
+# plain path covers everything beneath it. Stdlib only: the bridge cannot import fleet.
+
+PATH_RECALL_K = 3  # claims a fleet_claim result carries
+PATH_WEIGHT = 1.0  # a cited path matches: the claim was observed in those files
+SUBJECT_WEIGHT = 0.8  # only the subject matches: about the area, maybe not these files
+GENERIC_SEGMENTS = frozenset(
+    [
+        "src",
+        "lib",
+        "libs",
+        "app",
+        "apps",
+        "pkg",
+        "pkgs",
+        "internal",
+        "cmd",
+        "packages",
+        "source",
+        "sources",
+        "code",
+        "main",
+    ]
+)
+_GLOB = frozenset("*?[")
+
+
+def _segments(path: str) -> tuple[str, ...]:
+    return tuple(s for s in path.strip().replace("\\", "/").split("/") if s not in ("", "."))
+
+
+def literal_segments(pattern: str) -> tuple[str, ...]:
+    """The leading segments of a pattern without wildcards ("src/pay*/x" → ("src",))."""
+    out = []
+    for seg in _segments(pattern):
+        if _GLOB & set(seg):
+            break
+        out.append(seg)
+    return tuple(out)
+
+
+@lru_cache(maxsize=4096)
+def _match(pattern: tuple[str, ...], path: tuple[str, ...]) -> bool:
+    if not pattern:
+        return not path
+    head, rest = pattern[0], pattern[1:]
+    if head == "**":
+        return _match(rest, path) or (bool(path) and _match(pattern, path[1:]))
+    return bool(path) and fnmatchcase(path[0], head) and _match(rest, path[1:])
+
+
+def path_covers(pattern: str, path: str) -> bool:
+    """Does the lease pattern cover the concrete path? (a plain path covers beneath it)"""
+    pat = _segments(pattern)
+    if pat and pat[-1] != "**":
+        pat = (*pat, "**")
+    return bool(pat) and _match(pat, _segments(path))
+
+
+def path_related(pattern: str, path: str) -> bool:
+    """Covered by the pattern, or a directory that holds everything the pattern names."""
+    cited = _segments(path)
+    if not cited:
+        return False
+    if path_covers(pattern, path):
+        return True
+    literal = literal_segments(pattern)
+    return len(cited) <= len(literal) and literal[: len(cited)] == cited
+
+
+def subject_related(pattern: str, subject: str) -> bool:
+    if "/" in subject:
+        return path_related(pattern, subject)
+    word = subject.strip().lower()
+    names = {seg.lower().split(".")[0] for seg in literal_segments(pattern)}
+    return bool(word) and word not in GENERIC_SEGMENTS and word in names
+
+
+def path_match(patterns: Sequence[str], subject: str, paths: Sequence[str]) -> float:
+    """PATH_WEIGHT, SUBJECT_WEIGHT or 0.0: how a claim relates to the patterns claimed."""
+    if any(path_related(p, cited) for p in patterns for cited in paths):
+        return PATH_WEIGHT
+    if any(subject_related(p, subject) for p in patterns):
+        return SUBJECT_WEIGHT
+    return 0.0
+
+
+def path_score(weight: float, f: Factors) -> float:
+    """Path-scoped order: the match weight in place of the fused rank, same factors."""
+    confidence = min(1.0, max(MIN_CONFIDENCE, f.confidence))
+    freshness = 1.0 - min(1.0, max(0.0, f.staleness))
+    return weight * confidence * recency(f.age_days) * freshness

@@ -243,10 +243,7 @@ class Snapshot:
         return {row[0]: dict(zip(names, row, strict=True)) for row in cur}
 
     def _public(self, row: dict[str, Any], score: float) -> dict[str, Any]:
-        try:
-            paths = json.loads(row["evidence_paths"] or "[]")
-        except ValueError:
-            paths = []
+        paths = _paths(row)
         public = {
             "id": row["id"], "text": row["text"], "type": row["type"],
             "subject": row["subject"], "scope": row["scope"],
@@ -254,10 +251,37 @@ class Snapshot:
             "independent_sessions": int(row["independent_sessions"] or 0),
             "confidence": round(float(row["confidence"] or 0.0), 2),
             "contested": bool(row["contested"]), "stale": bool(row["stale"]),
-            "evidence_paths": paths if isinstance(paths, list) else [],
+            "evidence_paths": paths,
             "score": round(score, 6),
         }
         return clean_value(public, self.max_chars)
+
+    # -- path-scoped recall -----------------------------------------------------------------
+
+    def for_paths(self, patterns: Sequence[str], *, k: int = ranking.PATH_RECALL_K,
+                  now: dt.datetime | None = None) -> list[dict[str, Any]]:
+        """Live claims whose cited paths or subject relate to `patterns`, best first.
+
+        SQL narrows to rows mentioning a pattern's first literal segment; the exact
+        glob test (mcp_bridge.ranking.path_match) runs on those few in Python.
+        """
+        now = now or dt.datetime.now(dt.UTC)
+        where, args = self._filters(now, None, None, None)
+        near, near_args = _path_prefilter(patterns)
+        sql = f"SELECT {_CLAIM_COLUMNS} FROM claims c WHERE ({near}){where}"
+        try:
+            cur = self.db.execute(sql, [*near_args, *args])
+        except sqlite3.Error:
+            return []
+        names = [d[0] for d in cur.description]
+        scored = []
+        for raw in cur:
+            row = dict(zip(names, raw, strict=True))
+            weight = ranking.path_match(patterns, row["subject"], _paths(row))
+            if weight:
+                scored.append((ranking.path_score(weight, _factors(row, now)), row))
+        scored.sort(key=lambda pair: (-pair[0], pair[1]["id"]))
+        return [self._public(row, score) for score, row in scored[:k]]
 
     # -- timeline -------------------------------------------------------------------------
 
@@ -274,6 +298,29 @@ class Snapshot:
         names = [d[0] for d in cur.description]
         rows = [dict(zip(names, r, strict=True)) for r in cur]
         return clean_value(rows[:limit], self.max_chars), len(rows) > limit
+
+
+def _paths(row: dict[str, Any]) -> list[str]:
+    try:
+        paths = json.loads(row["evidence_paths"] or "[]")
+    except ValueError:
+        return []
+    return [p for p in paths if isinstance(p, str)] if isinstance(paths, list) else []
+
+
+def _path_prefilter(patterns: Sequence[str]) -> tuple[str, list[Any]]:
+    """SQL that keeps every row a pattern could relate to (a superset; exactness later)."""
+    conditions, args = [], []
+    for pattern in patterns:
+        first = ranking.literal_segments(pattern)[:1]
+        if not first:
+            return "1", []  # "**/*.py" can relate to anything cited
+        names = sorted({s.lower().split(".")[0] for s in ranking.literal_segments(pattern)})
+        escaped = first[0].replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        conditions.append("c.evidence_paths LIKE ? ESCAPE '\\' OR c.subject LIKE ? ESCAPE '\\' "
+                          f"OR lower(c.subject) IN ({','.join('?' * len(names))})")
+        args += [f'%"{escaped}%', f"{escaped}%", *names]
+    return " OR ".join(conditions) or "0", args
 
 
 def _top(sims: Any, n: int) -> Any:
