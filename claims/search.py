@@ -77,18 +77,16 @@ def search_claims(
     k, now = clamp(k), now or timezone.now()
     base = candidates(fleet, statuses, scope, subject, claim_type, include_inactive, now)
     n = ranking.depth(k)
-    lexical = _lexical(base, query, k, n) if method != "vector" else []
-    vector: list[int] = []
-    mode = "lexical" if method == "lexical" else method
-    if method != "lexical":
-        qvec = _query_vector(query)
-        vector = _vector(base, qvec, n) if qvec is not None else []
-        mode = method if qvec is not None else "lexical"
+    qvec = _query_vector(query) if method != "lexical" else None
+    mode = "lexical" if qvec is None else method
+    lexical, complete = _lexical(base, query, k, n) if method != "vector" else ([], 0)
+    vector = _vector(base, qvec, n) if qvec is not None else []
     rows = _rows([*lexical, *vector])
     fused = ranking.fuse(
         [rows[pk].public_id for pk in lexical if pk in rows],
         [rows[pk].public_id for pk in vector if pk in rows],
         {c.public_id: factors(c, now) for c in rows.values()},
+        complete=len([pk for pk in lexical[:complete] if pk in rows]),
     )
     by_id = {c.public_id: c for c in rows.values()}
     lex_rank = {rows[pk].public_id: i for i, pk in enumerate(lexical, 1) if pk in rows}
@@ -136,19 +134,20 @@ def factors(claim: Claim, now: datetime) -> ranking.Factors:
     )
 
 
-def _lexical(base: ClaimQuerySet, query: str, k: int, n: int) -> list[int]:
-    """Conjunctive websearch first; any-term only when that found fewer than k."""
+def _lexical(base: ClaimQuerySet, query: str, k: int, n: int) -> tuple[list[int], int]:
+    """Conjunctive websearch first; any-term when that found fewer than k. Returns the
+    ids and how many of them matched every term (the tail weighs less in the fusion)."""
     terms = ranking.query_terms(query)
     if not terms:
-        return []
+        return [], 0
     found = _ranked_text(base, SearchQuery(query, search_type="websearch", config=CONFIG), n)
     if len(found) >= k or len(terms) == 1:
-        return found
+        return found, len(found)
     # Terms are \w+ runs, so "a or b" cannot be a websearch syntax error.
     anyterm = SearchQuery(" or ".join(terms), search_type="websearch", config=CONFIG)
     seen = set(found)
     more = [pk for pk in _ranked_text(base, anyterm, n) if pk not in seen]
-    return found + more[: n - len(found)]
+    return found + more[: n - len(found)], len(found)
 
 
 def _ranked_text(base: ClaimQuerySet, terms: SearchQuery, n: int) -> list[int]:
@@ -170,11 +169,13 @@ def _query_vector(query: str) -> Any:
 
 
 def _vector(base: ClaimQuerySet, qvec: Any, n: int) -> list[int]:
-    """Nearest n by cosine over the HNSW index, at or above MIN_COSINE."""
-    max_distance = 1.0 - ranking.MIN_COSINE
+    """Nearest n by cosine over the HNSW index, at or above ranking.cosine_floor."""
     with hnsw_scan(n):
         found = list(vector_query(base, qvec)[:n])
-    return [pk for pk, distance in found if distance <= max_distance]
+    if not found:
+        return []
+    floor = ranking.cosine_floor(1.0 - float(found[0][1]))
+    return [pk for pk, distance in found if 1.0 - distance >= floor]
 
 
 def vector_query(base: ClaimQuerySet, qvec: Any) -> Any:

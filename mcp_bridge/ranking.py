@@ -24,8 +24,12 @@ from fnmatch import fnmatchcase
 from functools import lru_cache
 
 RRF_K = 60  # the usual constant: flattens the head so one list cannot dominate
+PARTIAL_WEIGHT = 0.3  # any-term lexical hits are weaker evidence (bench/search_eval.py)
+LEXICAL_WEIGHT = 1.0  # RRF weight of the lexical list
+VECTOR_WEIGHT = 1.0  # RRF weight of the vector list
 CANDIDATES = 100  # rows each of the lexical and vector lists contributes to the fusion
 MIN_COSINE = 0.2  # below this a vector "match" is noise for all-MiniLM-L6-v2
+VECTOR_MARGIN = 1.0  # keep vector candidates this close to the best cosine (1.0: off)
 RECENCY_HALF_LIFE_DAYS = 180.0
 RECENCY_FLOOR = 0.5  # an old claim loses at most half its score to age
 MIN_CONFIDENCE = 0.05  # a zero-confidence claim still sorts, last
@@ -65,6 +69,11 @@ def depth(k: int) -> int:
     return max(CANDIDATES, k + 1)
 
 
+def cosine_floor(best: float) -> float:
+    """The least cosine a vector candidate needs, given the best one's."""
+    return max(MIN_COSINE, best - VECTOR_MARGIN)
+
+
 def rrf(rank: int | None) -> float:
     return 0.0 if rank is None else 1.0 / (RRF_K + rank)
 
@@ -74,8 +83,15 @@ def recency(age_days: float) -> float:
     return RECENCY_FLOOR + (1.0 - RECENCY_FLOOR) * 0.5 ** (age / RECENCY_HALF_LIFE_DAYS)
 
 
-def score(lexical_rank: int | None, vector_rank: int | None, f: Factors) -> float:
-    fused = rrf(lexical_rank) + rrf(vector_rank)
+def score(
+    lexical_rank: int | None,
+    vector_rank: int | None,
+    f: Factors,
+    *,
+    lexical_weight: float | None = None,
+) -> float:
+    weight = LEXICAL_WEIGHT if lexical_weight is None else lexical_weight
+    fused = weight * rrf(lexical_rank) + VECTOR_WEIGHT * rrf(vector_rank)
     confidence = min(1.0, max(MIN_CONFIDENCE, f.confidence))
     freshness = 1.0 - min(1.0, max(0.0, f.staleness))
     return fused * confidence * recency(f.age_days) * freshness
@@ -85,12 +101,30 @@ def fuse(
     lexical: Sequence[str],
     vector: Sequence[str],
     factors: Mapping[str, Factors],
+    *,
+    complete: int | None = None,
 ) -> list[tuple[str, float]]:
-    """Fuse two ranked id lists into (id, score), best first; ties break by id."""
+    """Fuse two ranked id lists into (id, score), best first; ties break by id.
+
+    `complete`: how many leading lexical ids matched every query term; the ones after
+    (the any-term tail) weigh PARTIAL_WEIGHT instead of LEXICAL_WEIGHT.
+    """
     lex = {cid: i + 1 for i, cid in enumerate(lexical)}
     vec = {cid: i + 1 for i, cid in enumerate(vector)}
+    partial = set(lexical[complete:]) if complete is not None else set()
     ids: Iterable[str] = dict.fromkeys([*lexical, *vector])
-    scored = [(cid, score(lex.get(cid), vec.get(cid), factors[cid])) for cid in ids]
+    scored = [
+        (
+            cid,
+            score(
+                lex.get(cid),
+                vec.get(cid),
+                factors[cid],
+                lexical_weight=PARTIAL_WEIGHT if cid in partial else LEXICAL_WEIGHT,
+            ),
+        )
+        for cid in ids
+    ]
     scored.sort(key=lambda pair: (-pair[1], pair[0]))
     return scored
 

@@ -105,7 +105,7 @@ class Snapshot:
         """Top-k claims by the shared ranking (mcp_bridge.ranking), attributed later."""
         now = now or dt.datetime.now(dt.UTC)
         try:
-            lexical = self._lexical(query, k, now, scope, subject, claim_type)
+            lexical, complete = self._lexical(query, k, now, scope, subject, claim_type)
             vector = ([] if query_vector is None
                       else self._vector(query_vector, k, now, scope, subject, claim_type))
             rows = self._rows([*lexical, *vector])
@@ -114,7 +114,8 @@ class Snapshot:
         ids = {rowid: row["id"] for rowid, row in rows.items()}
         factors = {row["id"]: _factors(row, now) for row in rows.values()}
         fused = ranking.fuse([ids[r] for r in lexical if r in ids],
-                             [ids[r] for r in vector if r in ids], factors)
+                             [ids[r] for r in vector if r in ids], factors,
+                             complete=len([r for r in lexical[:complete] if r in ids]))
         by_id = {row["id"]: row for row in rows.values()}
         results = [self._public(by_id[cid], s) for cid, s in fused[:k]]
         return Hits(results, len(fused) > k, "hybrid" if query_vector is not None else "lexical")
@@ -134,20 +135,21 @@ class Snapshot:
         return sql, args
 
     def _lexical(self, query: str, k: int, now: dt.datetime, scope: str | None,
-                 subject: str | None, claim_type: str | None) -> list[int]:
-        """BM25 over claims matching all terms, then any term if that found fewer than k."""
+                 subject: str | None, claim_type: str | None) -> tuple[list[int], int]:
+        """BM25 over claims matching all terms, then any term if that found fewer than k;
+        returns the rowids and how many of them matched every term."""
         terms = ranking.query_terms(query)
         if not terms:
-            return []
+            return [], 0
         quoted = ['"' + t.replace('"', '""') + '"' for t in terms]
         filtered = scope is not None or subject is not None or claim_type is not None
         n = ranking.depth(k)
         found = self._bm25(" AND ".join(quoted), n, now, scope, subject, claim_type, filtered)
         if len(found) >= k or len(terms) == 1:
-            return found
+            return found, len(found)
         seen = set(found)
         more = self._bm25(" OR ".join(quoted), n, now, scope, subject, claim_type, filtered)
-        return found + [r for r in more if r not in seen][: n - len(found)]
+        return found + [r for r in more if r not in seen][: n - len(found)], len(found)
 
     def _bm25(self, match: str, n: int, now: dt.datetime, scope: str | None, subject: str | None,
               claim_type: str | None, filtered: bool) -> list[int]:
@@ -179,7 +181,10 @@ class Snapshot:
                   "subject": subject.lower() if subject else None}
         sims = np.where(vec.mask(now, wanted), sims, -np.inf)
         order = _top(sims, ranking.depth(k))
-        return [int(vec.rowids[i]) for i in order if sims[i] >= ranking.MIN_COSINE]
+        if not len(order):
+            return []
+        floor = ranking.cosine_floor(float(sims[order[0]]))
+        return [int(vec.rowids[i]) for i in order if sims[i] >= floor]
 
     def _live(self, rowids: list[int], now: dt.datetime) -> list[int]:
         """Drop superseded and expired claims, keeping the order."""
