@@ -120,3 +120,10 @@ def test_only_promoted_by_default(fleet_a: Fleet) -> None:
 def test_a_query_of_punctuation_finds_nothing_and_does_not_fail(fleet_a: Fleet) -> None:
     promoted(fleet_a, ROWS)
     assert search_claims(fleet_a, "!!! ???").claims == []
+
+
+def test_any_term_lexical_hits_weigh_less_than_complete_ones() -> None:
+    same = ranking.Factors(1.0, 0.0, 0.0)
+    fused = dict(ranking.fuse(["all", "some"], [], {"all": same, "some": same}, complete=1))
+    assert fused["all"] == ranking.rrf(1)
+    assert fused["some"] == ranking.PARTIAL_WEIGHT * ranking.rrf(2)
