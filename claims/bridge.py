@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from claims import moderation
+from claims import moderation, search
 from claims.models import Claim, ClaimEvent, Evidence
 from fleet.bridge import Envelope, InvalidEvent
 from fleet.models import Fleet
-from mcp_bridge import contract, embed
+from mcp_bridge import contract, embed, ranking
 
 
 def apply_claim_proposed(event: Envelope) -> dict[str, Any]:
@@ -70,7 +71,7 @@ def _claim_row(claim: Claim, paths: list[str]) -> tuple[Any, ...]:
         claim.superseded_by.public_id if claim.superseded_by_id else None,
         int(claim.staleness > 0),
         claim.staleness,
-        json.dumps(paths),
+        json.dumps(paths, ensure_ascii=False),
     )
 
 
@@ -183,24 +184,58 @@ def _write_timeline(db: sqlite3.Connection, fleet: Fleet) -> None:
     )
 
 
-def briefing_claims(fleet: Fleet, *, now: datetime) -> list[dict[str, Any]]:
+def briefing_claims(
+    fleet: Fleet, *, now: datetime, exclude: Iterable[str] = ()
+) -> list[dict[str, Any]]:
     """The few promoted claims a session should start with, in attribution-ready form."""
     claims = (
+        _live(fleet, now)
+        .exclude(number__in=[int(i.split("-")[1]) for i in exclude])
+        .order_by("-independent_sessions", "-confidence", "-promoted_at")[:BRIEFING_CLAIMS]
+    )
+    return [_briefing_row(c) for c in claims]
+
+
+def path_claims(
+    fleet: Fleet, patterns: Iterable[str], *, now: datetime, k: int = BRIEFING_CLAIMS
+) -> list[dict[str, Any]]:
+    """Promoted claims about the paths leased now, best first (the bridge's fleet_claim
+    recall, computed with the same mcp_bridge.ranking functions)."""
+    patterns = list(dict.fromkeys(patterns))
+    if not patterns:
+        return []
+    claims = {c.pk: c for c in _live(fleet, now)}
+    cited: dict[int, list[str]] = {}
+    rows = Evidence.objects.filter(claim_id__in=claims).exclude(path="")
+    for claim_id, path in rows.values_list("claim_id", "path"):
+        cited.setdefault(claim_id, []).append(path)
+    scored = []
+    for pk, claim in claims.items():
+        weight = ranking.path_match(patterns, claim.subject, cited.get(pk, []))
+        if weight:
+            scored.append((ranking.path_score(weight, search.factors(claim, now)), claim))
+    scored.sort(key=lambda pair: (-pair[0], pair[1].public_id))
+    return [_briefing_row(c) for _, c in scored[:k]]
+
+
+def _live(fleet: Fleet, now: datetime) -> Any:
+    """Promoted, not superseded, not expired: what agents may be shown."""
+    return (
         Claim.objects.for_fleet(fleet)
         .promoted()
         .filter(superseded_by__isnull=True)
         .exclude(valid_until__lt=now)
-        .order_by("-independent_sessions", "-confidence", "-promoted_at")[:BRIEFING_CLAIMS]
+        .defer("embedding", "search_vector")
     )
-    return [
-        {
-            "id": c.public_id,
-            "date": iso(c.promoted_at)[:10],
-            "text": c.text,
-            "independent_sessions": c.independent_sessions,
-            "confidence": c.confidence,
-            "contested": c.contested,
-            "stale": c.staleness > 0,
-        }
-        for c in claims
-    ]
+
+
+def _briefing_row(c: Claim) -> dict[str, Any]:
+    return {
+        "id": c.public_id,
+        "date": iso(c.promoted_at)[:10],  # type: ignore[index]
+        "text": c.text,
+        "independent_sessions": c.independent_sessions,
+        "confidence": c.confidence,
+        "contested": c.contested,
+        "stale": c.staleness > 0,
+    }

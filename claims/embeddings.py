@@ -12,8 +12,9 @@ from __future__ import annotations
 import importlib
 import time
 from collections.abc import Callable
-from functools import cache
+from functools import cache, lru_cache
 from types import ModuleType
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -36,6 +37,19 @@ def embedder() -> ModuleType:
             f"claims table stores {EMBEDDING_DIMS} (a migration changes that)"
         )
     return module
+
+
+def query_vector(text: str) -> Any:
+    """One query's vector from the configured embedder (its own cache when it has one)."""
+    model = embedder()
+    if hasattr(model, "embed_query"):
+        return model.embed_query(text)
+    return _embed_one(text)
+
+
+@lru_cache(maxsize=256)
+def _embed_one(text: str) -> Any:
+    return embedder().embed([text])[0]
 
 
 def needing_embedding(fleet: Fleet | None = None) -> QuerySet[Claim]:

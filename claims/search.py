@@ -1,30 +1,59 @@
-"""search_claims: the server's claim search. Read-only.
+"""search_claims: the server's claim search — Postgres full text and pgvector, fused. Read-only.
 
-Today it is Postgres full-text search (the generated `search_vector`, websearch syntax,
-ts_rank), with the bridge's filters and row caps. Hybrid ranking with the embeddings is
-issue 7's to add here; callers only see ranked claims and `truncated`.
+Two candidate lists, fused by the very function the bridge uses (mcp_bridge.ranking), so
+the REST API and an agent's memory_search rank the same data the same way:
+
+1. Lexical: the generated `search_vector` (text weight A, subject B, english config)
+   against websearch_to_tsquery — conjunctive, as the bridge's FTS5 pass is; when that
+   finds fewer than k, a disjunctive pass over the same terms appends more. Ranked by
+   ts_rank (length-normalised), at most ranking.CANDIDATES rows.
+2. Vector: cosine distance over the HNSW index, `hnsw.ef_search` raised inside the
+   query's own transaction (the default 40 misses true neighbours; see
+   tests/claims/test_search_hnsw.py), cosine ≥ ranking.MIN_COSINE, CANDIDATES rows.
+
+Then score = RRF(lexical) + RRF(vector), × confidence × recency × (1 − staleness).
+Superseded and expired claims leave default results (`include_inactive=True` keeps them);
+stale ones stay, rank lower and carry `stale = True`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
 
 from django.contrib.postgres.search import SearchQuery, SearchRank
-from django.db.models import F
+from django.db import connection, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+from pgvector.django import CosineDistance
 
-from claims.models import Claim
+from claims import embeddings
+from claims.models import Claim, ClaimQuerySet
 from fleet.models import Fleet
+from mcp_bridge import ranking
+
+log = logging.getLogger(__name__)
 
 MAX_ROWS = 200
 DEFAULT_K = 10
 CONFIG = "english"  # must match the config of Claim.search_vector
+# ts_rank weights {D, C, B, A}: subject (B) weighs half the text (A), as the bridge's BM25.
+WEIGHTS = [0.1, 0.2, 0.5, 1.0]
+RANK_NORMALISATION = 1  # divide by 1 + log(length): long claims do not win on bulk
+EF_SEARCH = max(embeddings.EF_SEARCH, 2 * ranking.CANDIDATES)  # ≥ the rows usually asked for
+
+Method = Literal["hybrid", "lexical", "vector"]
 
 
 @dataclass(frozen=True)
 class SearchResult:
-    claims: list[Claim]  # best first, each with a `rank` attribute
+    claims: list[Claim]  # best first, each with `rank`, `stale`, `lexical_rank`, `vector_rank`
     truncated: bool  # more matches existed than were returned
+    mode: str = "hybrid"  # what actually ran: hybrid, lexical (no vector) or vector
 
 
 def clamp(k: int, lo: int = 1, hi: int = MAX_ROWS) -> int:
@@ -40,19 +69,142 @@ def search_claims(
     subject: str | None = None,
     claim_type: str | None = None,
     statuses: Iterable[str] = (Claim.Status.PROMOTED,),
+    include_inactive: bool = False,
+    method: Method = "hybrid",
+    now: datetime | None = None,
 ) -> SearchResult:
-    """The fleet's claims matching `query` (websearch syntax), best first, at most k."""
-    k = clamp(k)
-    terms = SearchQuery(query, search_type="websearch", config=CONFIG)
-    qs = Claim.objects.for_fleet(fleet).filter(search_vector=terms, status__in=list(statuses))
+    """The fleet's claims best matching `query` (websearch syntax and meaning), at most k."""
+    k, now = clamp(k), now or timezone.now()
+    base = candidates(fleet, statuses, scope, subject, claim_type, include_inactive, now)
+    n = ranking.depth(k)
+    qvec = _query_vector(query) if method != "lexical" else None
+    mode = "lexical" if qvec is None else method
+    lexical, complete = _lexical(base, query, k, n) if method != "vector" else ([], 0)
+    vector = _vector(base, qvec, n) if qvec is not None else []
+    rows = _rows([*lexical, *vector])
+    fused = ranking.fuse(
+        [rows[pk].public_id for pk in lexical if pk in rows],
+        [rows[pk].public_id for pk in vector if pk in rows],
+        {c.public_id: factors(c, now) for c in rows.values()},
+        complete=len([pk for pk in lexical[:complete] if pk in rows]),
+    )
+    by_id = {c.public_id: c for c in rows.values()}
+    lex_rank = {rows[pk].public_id: i for i, pk in enumerate(lexical, 1) if pk in rows}
+    vec_rank = {rows[pk].public_id: i for i, pk in enumerate(vector, 1) if pk in rows}
+    out = []
+    for public_id, score in fused[:k]:
+        claim = by_id[public_id]
+        claim.rank, claim.stale = score, claim.staleness > 0  # type: ignore[attr-defined]
+        claim.lexical_rank = lex_rank.get(public_id)  # type: ignore[attr-defined]
+        claim.vector_rank = vec_rank.get(public_id)  # type: ignore[attr-defined]
+        out.append(claim)
+    return SearchResult(claims=out, truncated=len(fused) > k, mode=mode)
+
+
+def candidates(
+    fleet: Fleet,
+    statuses: Iterable[str],
+    scope: str | None,
+    subject: str | None,
+    claim_type: str | None,
+    include_inactive: bool,
+    now: datetime,
+) -> ClaimQuerySet:
+    """The rows a search may return: fleet, status, filters, and (by default) still valid."""
+    qs = Claim.objects.for_fleet(fleet).filter(status__in=list(statuses))
+    if not include_inactive:
+        qs = qs.filter(superseded_by__isnull=True).filter(
+            Q(valid_until__isnull=True) | Q(valid_until__gt=now)
+        )
     if scope:
         qs = qs.filter(scope=scope)
     if subject:
-        qs = qs.filter(subject=subject)
+        qs = qs.filter(subject__iexact=subject)  # the bridge matches subjects case-blind too
     if claim_type:
         qs = qs.filter(type=claim_type)
-    ranked = qs.annotate(rank=SearchRank(F("search_vector"), terms)).order_by(
-        "-rank", "-independent_sessions", "number"
+    return qs
+
+
+def factors(claim: Claim, now: datetime) -> ranking.Factors:
+    """The ranking factors of a claim, computed exactly as the bridge computes them."""
+    when = claim.promoted_at or claim.created_at
+    age = (now - when).total_seconds() / 86400 if when else 365.0
+    return ranking.Factors(
+        confidence=float(claim.confidence), age_days=age, staleness=float(claim.staleness)
     )
-    rows = list(ranked.defer("embedding", "search_vector")[: k + 1])
-    return SearchResult(claims=rows[:k], truncated=len(rows) > k)
+
+
+def _lexical(base: ClaimQuerySet, query: str, k: int, n: int) -> tuple[list[int], int]:
+    """Conjunctive websearch first; any-term when that found fewer than k. Returns the
+    ids and how many of them matched every term (the tail weighs less in the fusion)."""
+    terms = ranking.query_terms(query)
+    if not terms:
+        return [], 0
+    found = _ranked_text(base, SearchQuery(query, search_type="websearch", config=CONFIG), n)
+    if len(found) >= k or len(terms) == 1:
+        return found, len(found)
+    # Terms are \w+ runs, so "a or b" cannot be a websearch syntax error.
+    anyterm = SearchQuery(" or ".join(terms), search_type="websearch", config=CONFIG)
+    seen = set(found)
+    more = [pk for pk in _ranked_text(base, anyterm, n) if pk not in seen]
+    return found + more[: n - len(found)], len(found)
+
+
+def _ranked_text(base: ClaimQuerySet, terms: SearchQuery, n: int) -> list[int]:
+    rank = SearchRank(F("search_vector"), terms, weights=WEIGHTS, normalization=RANK_NORMALISATION)
+    qs = base.filter(search_vector=terms).annotate(lex=rank).order_by("-lex", "number")
+    return list(qs.values_list("pk", flat=True)[:n])
+
+
+def _query_vector(query: str) -> Any:
+    """The query's vector, or None when the embedder cannot run (search stays lexical)."""
+    text = query.strip()[:2000]
+    if not ranking.query_terms(text):
+        return None
+    try:
+        return embeddings.query_vector(text)
+    except Exception:  # a broken model install degrades to lexical, never to an error
+        log.exception("query embedder failed; searching lexically")
+        return None
+
+
+def _vector(base: ClaimQuerySet, qvec: Any, n: int) -> list[int]:
+    """Nearest n by cosine over the HNSW index, at or above ranking.cosine_floor."""
+    with hnsw_scan(n):
+        found = list(vector_query(base, qvec)[:n])
+    if not found:
+        return []
+    floor = ranking.cosine_floor(1.0 - float(found[0][1]))
+    return [pk for pk, distance in found if 1.0 - distance >= floor]
+
+
+def vector_query(base: ClaimQuerySet, qvec: Any) -> Any:
+    """(pk, cosine distance) of the current model's vectors, nearest first."""
+    return (
+        base.filter(embedding__isnull=False, embedding_model=embeddings.embedder().NAME)
+        .annotate(distance=CosineDistance("embedding", qvec))
+        .order_by("distance")
+        .values_list("pk", "distance")
+    )
+
+
+@contextmanager
+def hnsw_scan(n: int) -> Iterator[None]:
+    """A transaction whose HNSW scans keep enough candidates to return n rows in order.
+
+    SET LOCAL ends with the transaction, so a pooled connection keeps its defaults. With
+    the default ef_search (40) a scan yields at most 40 rows, and filters (fleet, status)
+    applied after the index leave even fewer; the iterative scan keeps going instead.
+    """
+    with transaction.atomic(), connection.cursor() as cur:
+        cur.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, int(n))}")
+        cur.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+        yield
+
+
+def _rows(pks: Sequence[int]) -> dict[int, Claim]:
+    unique = list(dict.fromkeys(pks))
+    if not unique:
+        return {}
+    qs = Claim.objects.filter(pk__in=unique).defer("embedding", "search_vector")
+    return {c.pk: c for c in qs}

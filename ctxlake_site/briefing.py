@@ -63,16 +63,22 @@ def compose(
     claims: list[dict[str, Any]],
     generated_at: str,
     max_tokens: int = DEFAULT_MAX_TOKENS,
+    path_claims: list[dict[str, Any]] | None = None,
 ) -> str:
-    roster, handoffs, history, claims = (
+    roster, handoffs, history, claims, about_leases = (
         _clean(roster),
         _clean(handoffs),
         _clean(history),
         _clean(claims, 600),
+        _clean(path_claims or [], 600),
     )
     sections = [
         ("Active agents and their leases (advisory)", _agents(roster)),
         ("Open handoffs (written by agents unless the trust says operator)", _handoffs(handoffs)),
+        (
+            "Shared memory about the paths leased now",
+            render.render_claims(about_leases).splitlines() if about_leases else [],
+        ),
         ("Shared memory", render.render_claims(claims).splitlines() if claims else []),
         ("Recent sessions", _history(history)),
     ]

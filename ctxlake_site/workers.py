@@ -15,6 +15,7 @@ from typing import Any
 from django.utils import timezone
 
 from claims import bridge as claims_bridge
+from claims import staleness
 from ctxlake_site import briefing, cachefiles, paths
 from ctxlake_site.drain import Applier, Drainer, DrainReport
 from fleet import bridge as fleet_bridge
@@ -22,8 +23,24 @@ from fleet import leases, rendering
 from fleet.models import Fleet, Lease
 from mcp_bridge import contract, embed
 
+
+def apply_lease_claim(event: fleet_bridge.Envelope) -> dict[str, Any]:
+    """Take the lease (fleet's job), then mark claims citing those paths possibly stale.
+
+    Composed here because fleet never imports claims: a lease by another session is the
+    fleet's signal that the cited files are about to change.
+    """
+    result = fleet_bridge.apply_lease_claim(event)
+    marked = staleness.mark_changed_paths(
+        event.fleet, result["held"], at=event.at, session=event.session, agent=event.agent
+    )
+    if marked:
+        result["possibly_stale"] = [claim.public_id for claim in marked]
+    return result
+
+
 APPLIERS: dict[str, Applier] = {
-    contract.KIND_LEASE_CLAIM: fleet_bridge.apply_lease_claim,
+    contract.KIND_LEASE_CLAIM: apply_lease_claim,
     contract.KIND_LEASE_RELEASE: fleet_bridge.apply_lease_release,
     contract.KIND_HANDOFF_CREATE: fleet_bridge.apply_handoff_create,
     contract.KIND_CLAIM_PROPOSED: claims_bridge.apply_claim_proposed,
@@ -115,17 +132,20 @@ def render_fleet(fleet: Fleet, *, max_tokens: int | None = None) -> RenderReport
         tmp = cachefiles.temp_path(root / contract.SNAPSHOT)
         claims = claims_bridge.write_snapshot(fleet, tmp, generated_at=now)
         cachefiles.publish(tmp, root / contract.SNAPSHOT)
-    visible = (
-        claims_bridge.briefing_claims(fleet, now=now)
-        if fleet.memory_mode == Fleet.MemoryMode.LIVE
-        else []
-    )
+    visible, about_leases = [], []
+    if fleet.memory_mode == Fleet.MemoryMode.LIVE:
+        leased = [lease["path"] for agent in roster["agents"] for lease in agent["leases"]]
+        about_leases = claims_bridge.path_claims(fleet, leased, now=now)
+        visible = claims_bridge.briefing_claims(
+            fleet, now=now, exclude=[c["id"] for c in about_leases]
+        )
     text = briefing.compose(
         fleet.slug,
         roster=roster,
         handoffs=handoffs,
         history=history,
         claims=visible,
+        path_claims=about_leases,
         generated_at=stamp,
         max_tokens=max_tokens or briefing.DEFAULT_MAX_TOKENS,
     )

@@ -20,10 +20,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from functools import lru_cache
 
 RRF_K = 60  # the usual constant: flattens the head so one list cannot dominate
+PARTIAL_WEIGHT = 0.3  # any-term lexical hits are weaker evidence (bench/search_eval.py)
+LEXICAL_WEIGHT = 1.0  # RRF weight of the lexical list
+VECTOR_WEIGHT = 1.0  # RRF weight of the vector list
 CANDIDATES = 100  # rows each of the lexical and vector lists contributes to the fusion
 MIN_COSINE = 0.2  # below this a vector "match" is noise for all-MiniLM-L6-v2
+VECTOR_MARGIN = 1.0  # keep vector candidates this close to the best cosine (1.0: off)
 RECENCY_HALF_LIFE_DAYS = 180.0
 RECENCY_FLOOR = 0.5  # an old claim loses at most half its score to age
 MIN_CONFIDENCE = 0.05  # a zero-confidence claim still sorts, last
@@ -57,6 +63,17 @@ class Factors:
     staleness: float
 
 
+def depth(k: int) -> int:
+    """Rows each candidate list contributes: CANDIDATES, or k + 1 when more are asked for
+    (so k results and an honest `truncated` are possible on both sides)."""
+    return max(CANDIDATES, k + 1)
+
+
+def cosine_floor(best: float) -> float:
+    """The least cosine a vector candidate needs, given the best one's."""
+    return max(MIN_COSINE, best - VECTOR_MARGIN)
+
+
 def rrf(rank: int | None) -> float:
     return 0.0 if rank is None else 1.0 / (RRF_K + rank)
 
@@ -66,19 +83,147 @@ def recency(age_days: float) -> float:
     return RECENCY_FLOOR + (1.0 - RECENCY_FLOOR) * 0.5 ** (age / RECENCY_HALF_LIFE_DAYS)
 
 
-def score(lexical_rank: int | None, vector_rank: int | None, f: Factors) -> float:
-    fused = rrf(lexical_rank) + rrf(vector_rank)
+def score(
+    lexical_rank: int | None,
+    vector_rank: int | None,
+    f: Factors,
+    *,
+    lexical_weight: float | None = None,
+) -> float:
+    weight = LEXICAL_WEIGHT if lexical_weight is None else lexical_weight
+    fused = weight * rrf(lexical_rank) + VECTOR_WEIGHT * rrf(vector_rank)
     confidence = min(1.0, max(MIN_CONFIDENCE, f.confidence))
     freshness = 1.0 - min(1.0, max(0.0, f.staleness))
     return fused * confidence * recency(f.age_days) * freshness
 
 
-def fuse(lexical: Sequence[str], vector: Sequence[str], factors: Mapping[str, Factors],
-         ) -> list[tuple[str, float]]:
-    """Fuse two ranked id lists into (id, score), best first; ties break by id."""
+def fuse(
+    lexical: Sequence[str],
+    vector: Sequence[str],
+    factors: Mapping[str, Factors],
+    *,
+    complete: int | None = None,
+) -> list[tuple[str, float]]:
+    """Fuse two ranked id lists into (id, score), best first; ties break by id.
+
+    `complete`: how many leading lexical ids matched every query term; the ones after
+    (the any-term tail) weigh PARTIAL_WEIGHT instead of LEXICAL_WEIGHT.
+    """
     lex = {cid: i + 1 for i, cid in enumerate(lexical)}
     vec = {cid: i + 1 for i, cid in enumerate(vector)}
+    partial = set(lexical[complete:]) if complete is not None else set()
     ids: Iterable[str] = dict.fromkeys([*lexical, *vector])
-    scored = [(cid, score(lex.get(cid), vec.get(cid), factors[cid])) for cid in ids]
+    scored = [
+        (
+            cid,
+            score(
+                lex.get(cid),
+                vec.get(cid),
+                factors[cid],
+                lexical_weight=PARTIAL_WEIGHT if cid in partial else LEXICAL_WEIGHT,
+            ),
+        )
+        for cid in ids
+    ]
     scored.sort(key=lambda pair: (-pair[1], pair[0]))
     return scored
+
+
+# -- path-scoped recall -------------------------------------------------------------------
+#
+# An agent claiming `src/payments/**` should see the payment gotchas without asking. A
+# claim is related to a lease pattern when one of its cited paths is covered by the
+# pattern (or is a directory the pattern lies in), or when its subject is such a path, or
+# is one word naming a non-generic directory of the pattern ("payments"). Lease globs
+# follow fleet/globs.py: `*` and `?` within a segment, `**` any run of segments, and a
+# plain path covers everything beneath it. Stdlib only: the bridge cannot import fleet.
+
+PATH_RECALL_K = 3  # claims a fleet_claim result carries
+PATH_WEIGHT = 1.0  # a cited path matches: the claim was observed in those files
+SUBJECT_WEIGHT = 0.8  # only the subject matches: about the area, maybe not these files
+GENERIC_SEGMENTS = frozenset(
+    [
+        "src",
+        "lib",
+        "libs",
+        "app",
+        "apps",
+        "pkg",
+        "pkgs",
+        "internal",
+        "cmd",
+        "packages",
+        "source",
+        "sources",
+        "code",
+        "main",
+    ]
+)
+_GLOB = frozenset("*?[")
+
+
+def _segments(path: str) -> tuple[str, ...]:
+    return tuple(s for s in path.strip().replace("\\", "/").split("/") if s not in ("", "."))
+
+
+def literal_segments(pattern: str) -> tuple[str, ...]:
+    """The leading segments of a pattern without wildcards ("src/pay*/x" → ("src",))."""
+    out = []
+    for seg in _segments(pattern):
+        if _GLOB & set(seg):
+            break
+        out.append(seg)
+    return tuple(out)
+
+
+@lru_cache(maxsize=4096)
+def _match(pattern: tuple[str, ...], path: tuple[str, ...]) -> bool:
+    if not pattern:
+        return not path
+    head, rest = pattern[0], pattern[1:]
+    if head == "**":
+        return _match(rest, path) or (bool(path) and _match(pattern, path[1:]))
+    return bool(path) and fnmatchcase(path[0], head) and _match(rest, path[1:])
+
+
+def path_covers(pattern: str, path: str) -> bool:
+    """Does the lease pattern cover the concrete path? (a plain path covers beneath it)"""
+    pat = _segments(pattern)
+    if pat and pat[-1] != "**":
+        pat = (*pat, "**")
+    return bool(pat) and _match(pat, _segments(path))
+
+
+def path_related(pattern: str, path: str) -> bool:
+    """Covered by the pattern, or a directory that holds everything the pattern names."""
+    cited = _segments(path)
+    if not cited:
+        return False
+    if path_covers(pattern, path):
+        return True
+    literal = literal_segments(pattern)
+    return len(cited) <= len(literal) and literal[: len(cited)] == cited
+
+
+def subject_related(pattern: str, subject: str) -> bool:
+    if "/" in subject:
+        return path_related(pattern, subject)
+    word = subject.strip().lower()
+    names = {seg.lower().split(".")[0] for seg in literal_segments(pattern)}
+    return bool(word) and word not in GENERIC_SEGMENTS and word in names
+
+
+def path_match(patterns: Sequence[str], subject: str, paths: Sequence[str]) -> float:
+    """PATH_WEIGHT, SUBJECT_WEIGHT or 0.0: how a claim relates to the patterns claimed."""
+    if any(path_related(p, cited) for p in patterns for cited in paths):
+        return PATH_WEIGHT
+    if any(subject_related(p, subject) for p in patterns):
+        return SUBJECT_WEIGHT
+    return 0.0
+
+
+def path_score(weight: float, f: Factors) -> float:
+    """Path-scoped order: the match weight in place of the fused rank, same factors."""
+    confidence = min(1.0, max(MIN_CONFIDENCE, f.confidence))
+    freshness = 1.0 - min(1.0, max(0.0, f.staleness))
+    return weight * confidence * recency(f.age_days) * freshness

@@ -105,16 +105,17 @@ class Snapshot:
         """Top-k claims by the shared ranking (mcp_bridge.ranking), attributed later."""
         now = now or dt.datetime.now(dt.UTC)
         try:
-            lexical = self._lexical(query, k, now, scope, subject, claim_type)
+            lexical, complete = self._lexical(query, k, now, scope, subject, claim_type)
             vector = ([] if query_vector is None
-                      else self._vector(query_vector, now, scope, subject, claim_type))
+                      else self._vector(query_vector, k, now, scope, subject, claim_type))
             rows = self._rows([*lexical, *vector])
         except sqlite3.Error as e:
             return Hits([], False, "lexical", [f"{contract.SNAPSHOT} query failed ({e})"])
         ids = {rowid: row["id"] for rowid, row in rows.items()}
         factors = {row["id"]: _factors(row, now) for row in rows.values()}
         fused = ranking.fuse([ids[r] for r in lexical if r in ids],
-                             [ids[r] for r in vector if r in ids], factors)
+                             [ids[r] for r in vector if r in ids], factors,
+                             complete=len([r for r in lexical[:complete] if r in ids]))
         by_id = {row["id"]: row for row in rows.values()}
         results = [self._public(by_id[cid], s) for cid, s in fused[:k]]
         return Hits(results, len(fused) > k, "hybrid" if query_vector is not None else "lexical")
@@ -134,23 +135,25 @@ class Snapshot:
         return sql, args
 
     def _lexical(self, query: str, k: int, now: dt.datetime, scope: str | None,
-                 subject: str | None, claim_type: str | None) -> list[int]:
-        """BM25 over claims matching all terms, then any term if that found fewer than k."""
+                 subject: str | None, claim_type: str | None) -> tuple[list[int], int]:
+        """BM25 over claims matching all terms, then any term if that found fewer than k;
+        returns the rowids and how many of them matched every term."""
         terms = ranking.query_terms(query)
         if not terms:
-            return []
+            return [], 0
         quoted = ['"' + t.replace('"', '""') + '"' for t in terms]
         filtered = scope is not None or subject is not None or claim_type is not None
-        found = self._bm25(" AND ".join(quoted), now, scope, subject, claim_type, filtered)
+        n = ranking.depth(k)
+        found = self._bm25(" AND ".join(quoted), n, now, scope, subject, claim_type, filtered)
         if len(found) >= k or len(terms) == 1:
-            return found
+            return found, len(found)
         seen = set(found)
-        more = self._bm25(" OR ".join(quoted), now, scope, subject, claim_type, filtered)
-        return found + [r for r in more if r not in seen][: ranking.CANDIDATES - len(found)]
+        more = self._bm25(" OR ".join(quoted), n, now, scope, subject, claim_type, filtered)
+        return found + [r for r in more if r not in seen][: n - len(found)], len(found)
 
-    def _bm25(self, match: str, now: dt.datetime, scope: str | None, subject: str | None,
+    def _bm25(self, match: str, n: int, now: dt.datetime, scope: str | None, subject: str | None,
               claim_type: str | None, filtered: bool) -> list[int]:
-        """Top CANDIDATES rowids by BM25 (text weighs twice the subject).
+        """Top n rowids by BM25 (text weighs twice the subject).
 
         Unfiltered, FTS5 ranks alone and superseded/expired rows are dropped afterwards:
         joining every match to claims first costs ~40% more at 100k claims. Filters are
@@ -159,14 +162,14 @@ class Snapshot:
         bm25 = "bm25(claims_fts, 1.0, 0.5)"
         if not filtered:
             sql = f"SELECT rowid FROM claims_fts WHERE claims_fts MATCH ? ORDER BY {bm25} LIMIT ?"
-            ranked = [r[0] for r in self.db.execute(sql, [match, ranking.CANDIDATES])]
+            ranked = [r[0] for r in self.db.execute(sql, [match, n])]
             return self._live(ranked, now)
         where, args = self._filters(now, scope, subject, claim_type)
         sql = ("SELECT c.rowid FROM claims_fts JOIN claims c ON c.rowid = claims_fts.rowid "
                f"WHERE claims_fts MATCH ?{where} ORDER BY {bm25} LIMIT ?")
-        return [r[0] for r in self.db.execute(sql, [match, *args, ranking.CANDIDATES])]
+        return [r[0] for r in self.db.execute(sql, [match, *args, n])]
 
-    def _vector(self, query_vector: Any, now: dt.datetime, scope: str | None,
+    def _vector(self, query_vector: Any, k: int, now: dt.datetime, scope: str | None,
                 subject: str | None, claim_type: str | None) -> list[int]:
         import numpy as np
 
@@ -177,8 +180,11 @@ class Snapshot:
         wanted = {"type": claim_type, "scope": scope,
                   "subject": subject.lower() if subject else None}
         sims = np.where(vec.mask(now, wanted), sims, -np.inf)
-        order = _top(sims, ranking.CANDIDATES)
-        return [int(vec.rowids[i]) for i in order if sims[i] >= ranking.MIN_COSINE]
+        order = _top(sims, ranking.depth(k))
+        if not len(order):
+            return []
+        floor = ranking.cosine_floor(float(sims[order[0]]))
+        return [int(vec.rowids[i]) for i in order if sims[i] >= floor]
 
     def _live(self, rowids: list[int], now: dt.datetime) -> list[int]:
         """Drop superseded and expired claims, keeping the order."""
@@ -242,10 +248,7 @@ class Snapshot:
         return {row[0]: dict(zip(names, row, strict=True)) for row in cur}
 
     def _public(self, row: dict[str, Any], score: float) -> dict[str, Any]:
-        try:
-            paths = json.loads(row["evidence_paths"] or "[]")
-        except ValueError:
-            paths = []
+        paths = _paths(row)
         public = {
             "id": row["id"], "text": row["text"], "type": row["type"],
             "subject": row["subject"], "scope": row["scope"],
@@ -253,10 +256,37 @@ class Snapshot:
             "independent_sessions": int(row["independent_sessions"] or 0),
             "confidence": round(float(row["confidence"] or 0.0), 2),
             "contested": bool(row["contested"]), "stale": bool(row["stale"]),
-            "evidence_paths": paths if isinstance(paths, list) else [],
+            "evidence_paths": paths,
             "score": round(score, 6),
         }
         return clean_value(public, self.max_chars)
+
+    # -- path-scoped recall -----------------------------------------------------------------
+
+    def for_paths(self, patterns: Sequence[str], *, k: int = ranking.PATH_RECALL_K,
+                  now: dt.datetime | None = None) -> list[dict[str, Any]]:
+        """Live claims whose cited paths or subject relate to `patterns`, best first.
+
+        SQL narrows to rows mentioning a pattern's first literal segment; the exact
+        glob test (mcp_bridge.ranking.path_match) runs on those few in Python.
+        """
+        now = now or dt.datetime.now(dt.UTC)
+        where, args = self._filters(now, None, None, None)
+        near, near_args = _path_prefilter(patterns)
+        sql = f"SELECT {_CLAIM_COLUMNS} FROM claims c WHERE ({near}){where}"
+        try:
+            cur = self.db.execute(sql, [*near_args, *args])
+        except sqlite3.Error:
+            return []
+        names = [d[0] for d in cur.description]
+        scored = []
+        for raw in cur:
+            row = dict(zip(names, raw, strict=True))
+            weight = ranking.path_match(patterns, row["subject"], _paths(row))
+            if weight:
+                scored.append((ranking.path_score(weight, _factors(row, now)), row))
+        scored.sort(key=lambda pair: (-pair[0], pair[1]["id"]))
+        return [self._public(row, score) for score, row in scored[:k]]
 
     # -- timeline -------------------------------------------------------------------------
 
@@ -273,6 +303,29 @@ class Snapshot:
         names = [d[0] for d in cur.description]
         rows = [dict(zip(names, r, strict=True)) for r in cur]
         return clean_value(rows[:limit], self.max_chars), len(rows) > limit
+
+
+def _paths(row: dict[str, Any]) -> list[str]:
+    try:
+        paths = json.loads(row["evidence_paths"] or "[]")
+    except ValueError:
+        return []
+    return [p for p in paths if isinstance(p, str)] if isinstance(paths, list) else []
+
+
+def _path_prefilter(patterns: Sequence[str]) -> tuple[str, list[Any]]:
+    """SQL that keeps every row a pattern could relate to (a superset; exactness later)."""
+    conditions, args = [], []
+    for pattern in patterns:
+        first = ranking.literal_segments(pattern)[:1]
+        if not first:
+            return "1", []  # "**/*.py" can relate to anything cited
+        names = sorted({s.lower().split(".")[0] for s in ranking.literal_segments(pattern)})
+        escaped = first[0].replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        conditions.append("c.evidence_paths LIKE ? ESCAPE '\\' OR c.subject LIKE ? ESCAPE '\\' "
+                          f"OR lower(c.subject) IN ({','.join('?' * len(names))})")
+        args += [f'%"{escaped}%', f"{escaped}%", *names]
+    return " OR ".join(conditions) or "0", args
 
 
 def _top(sims: Any, n: int) -> Any:

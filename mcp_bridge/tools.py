@@ -185,7 +185,26 @@ def fleet_claim(b: Bridge, paths: list[str], reason: str, ttl_secs: int = 1800,
     if not 60 <= ttl_secs <= 86400:
         raise Rejected("ttl_secs must be between 60 and 86400 (one day)")
     payload = {"paths": paths, "reason": _text("reason", reason, 500), "ttl_secs": ttl_secs}
-    return _spool(b, contract.KIND_LEASE_CLAIM, payload)
+    out = _spool(b, contract.KIND_LEASE_CLAIM, payload)
+    return {**out, **_path_recall(b, paths)}
+
+
+def _path_recall(b: Bridge, paths: list[str]) -> dict[str, Any]:
+    """The top promoted claims about the paths being claimed, attributed; {} when none.
+
+    Only when memory is live (shadow and off show nothing), and never an error: the
+    lease request is already queued, so a snapshot problem just means no recall.
+    """
+    if _memory_gate(b) is not None:
+        return {}
+    try:
+        found = b.cache.snapshot().value.for_paths(paths)
+    except Exception:  # an unusable snapshot costs the recall, never the lease request
+        return {}
+    if not found:
+        return {}
+    return {"related_claims": [{"attribution": render.attribution(r), **r} for r in found],
+            "related_rendered": render.render_claims(found)}
 
 
 def fleet_release(b: Bridge, paths: list[str] | None = None) -> dict[str, Any]:

@@ -1,0 +1,153 @@
+"""Search latency: server hybrid search at 10k claims, bridge search at 10k and 100k claims.
+
+Throwaway fleets (deleted at the end). Claim texts come from mcp_bridge.testing's
+synthetic vocabulary; vectors are seeded random unit vectors (latency does not depend on
+what they mean; the eval uses real embeddings). Query vectors are embedded once before
+timing, so search p50 excludes embedding; the embedder's load time and per-query embed
+time are reported separately, as is `reembed_claims` throughput (real model, 1k claims).
+
+    /work/main/.venv/bin/python bench/search_latency.py [--queries 200]
+
+Targets (issue 7): server p50 <= 30 ms at 10k; bridge p50 <= 5 ms at 10k, <= 25 ms at 100k.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxlake_site.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+import numpy as np  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from claims import bridge as claims_bridge  # noqa: E402
+from claims import embeddings  # noqa: E402
+from claims.models import Claim  # noqa: E402
+from claims.search import search_claims  # noqa: E402
+from fleet.models import Fleet  # noqa: E402
+from mcp_bridge import embed, testing  # noqa: E402
+from mcp_bridge.snapshot import Snapshot  # noqa: E402
+
+QUERIES = [
+    "flaky test retries", "deploy staging vpn", "refund rounding", "cache invalidation",
+    "migration lock table", "why does the build fail", "token expiry", "lint gate warnings",
+]
+
+
+def unit_vectors(n: int, seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).normal(size=(n, embed.DIMS)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def fill(n: int, *, vectors: bool = True) -> Fleet:
+    fleet = Fleet.objects.create(slug=f"bench-lat-{uuid.uuid4().hex[:8]}", name="latency",
+                                 memory_mode="live")
+    rows = testing.synthetic_claims(n)
+    matrix = unit_vectors(n, 1) if vectors else None
+    now = timezone.now()
+    for start in range(0, n, 5000):
+        Claim.objects.bulk_create(
+            Claim(fleet=fleet, number=i + 1, text=rows[i]["text"], type="fact",
+                  subject=rows[i]["subject"], scope="fleet", status="promoted",
+                  promoted_at=now, independent_sessions=1, text_hash="0" * 64,
+                  embedding=matrix[i] if matrix is not None else None,
+                  embedding_model=embed.NAME if matrix is not None else "")
+            for i in range(start, min(n, start + 5000))
+        )
+    with connection.cursor() as cur:
+        cur.execute("ANALYZE claims_claim")
+    return fleet
+
+
+def p50(samples: list[float]) -> tuple[float, float]:
+    ms = sorted(s * 1000 for s in samples)
+    return statistics.median(ms), ms[int(len(ms) * 0.95) - 1]
+
+
+def timed(fn, queries: list[str], rounds: int) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    for q in queries:
+        fn(q)  # warm
+    samples = []
+    for i in range(rounds):
+        q = queries[i % len(queries)]
+        t = time.perf_counter()
+        fn(q)
+        samples.append(time.perf_counter() - t)
+    return p50(samples)
+
+
+def bridge_query(snap: Snapshot):  # type: ignore[no-untyped-def]
+    return lambda q: snap.search(q, k=10, query_vector=embed.embed_query(q))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--queries", type=int, default=200)
+    args = parser.parse_args()
+    t = time.perf_counter()
+    embed.model()
+    load = time.perf_counter() - t
+    fresh = [f"{q} number {i}" for i, q in enumerate(QUERIES * 10)]
+    t = time.perf_counter()
+    for q in fresh:
+        embed.embed([q])
+    per_query = (time.perf_counter() - t) / len(fresh)
+    print(f"embedder {embed.NAME}: load {load * 1000:.0f} ms, one query {per_query * 1000:.1f} ms"
+          " (uncached; repeats hit embed_query's cache)")
+    for q in QUERIES:
+        embed.embed_query(q)
+
+    fleets = []
+    try:
+        fleet = fill(10_000)
+        fleets.append(fleet)
+        server = timed(lambda q: search_claims(fleet, q, k=10), QUERIES, args.queries)
+        lexical = timed(lambda q: search_claims(fleet, q, k=10, method="lexical"), QUERIES,
+                        args.queries)
+        vector = timed(lambda q: search_claims(fleet, q, k=10, method="vector"), QUERIES,
+                       args.queries)
+        print(f"server 10k: hybrid p50 {server[0]:.1f} ms p95 {server[1]:.1f} ms "
+              f"(lexical p50 {lexical[0]:.1f}, vector p50 {vector[0]:.1f}); target p50 <= 30 ms")
+        for n in (10_000, 100_000):
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / "snapshot.sqlite"
+                testing.write_snapshot(path, "bench", testing.synthetic_claims(n),
+                                       vectors=unit_vectors(n, 2))
+                snap = Snapshot(path, fleet="bench")
+                bridge = timed(bridge_query(snap), QUERIES, args.queries)
+                target = 5 if n == 10_000 else 25
+                print(f"bridge {n // 1000}k: hybrid p50 {bridge[0]:.2f} ms p95 {bridge[1]:.2f} ms "
+                      f"(warm); target p50 <= {target} ms")
+                snap.close()
+        small = fill(1000, vectors=False)
+        fleets.append(small)
+        t = time.perf_counter()
+        done = embeddings.embed_claims(Claim.objects.filter(fleet=small))
+        rate = done / (time.perf_counter() - t)
+        print(f"reembed_claims: {done} claims at {rate:.0f} claims/s (batch {embeddings.BATCH})")
+        with tempfile.TemporaryDirectory() as tmp:
+            t = time.perf_counter()
+            claims_bridge.write_snapshot(fleet, Path(tmp) / "s.sqlite", generated_at=timezone.now())
+            print(f"render snapshot 10k: {(time.perf_counter() - t) * 1000:.0f} ms")
+    finally:
+        for f in fleets:
+            f.delete()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

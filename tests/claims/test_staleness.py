@@ -1,0 +1,111 @@
+"""Staleness: a later session's lease on a cited path marks the claim possibly stale."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from claims import staleness
+from claims.models import Claim
+from claims.search import search_claims
+from ctxlake_site import workers
+from fleet.models import Activity, Agent, AppliedEvent, Fleet, Session
+from mcp_bridge import render
+from mcp_bridge.spool import Spool
+from tests.claims.searchdata import promoted
+
+CITED = [
+    {
+        "text": "The refund handler in src/payments/refunds.py retries Stripe calls three times.",
+        "subject": "payments",
+        "paths": ["src/payments/refunds.py"],
+    },
+    {
+        "text": "The README build badge points at the old CI.",
+        "subject": "docs",
+        "paths": ["README.md"],
+    },
+    {
+        "text": "Refund retries are logged to the payments audit table.",
+        "subject": "payments",
+        "paths": ["src/payments/audit.py"],
+        "commit": "",
+    },  # no commit: pins no version
+]
+
+
+def test_a_lease_by_another_session_marks_claims_citing_covered_paths(
+    fleet_a: Fleet, ada: Agent
+) -> None:
+    cited, readme, unversioned = promoted(fleet_a, CITED)
+    session = Session.objects.create(fleet=fleet_a, agent=ada, session_id="s-new")
+    marked = staleness.mark_changed_paths(
+        fleet_a, ["src/payments/**"], at=timezone.now(), session=session, agent=ada
+    )
+    assert [c.public_id for c in marked] == [cited.public_id]
+    for claim in (cited, readme, unversioned):
+        claim.refresh_from_db()
+    assert (cited.staleness, readme.staleness, unversioned.staleness) == (0.5, 0.0, 0.0)
+    row = Activity.objects.get(verb="claim.possibly_stale")
+    assert row.data["paths"] == ["src/payments/refunds.py"] and row.agent == ada
+    again = staleness.mark_changed_paths(fleet_a, ["src/payments/refunds.py"], at=timezone.now())
+    assert again == []  # already marked: no second activity row
+    assert Activity.objects.filter(verb="claim.possibly_stale").count() == 1
+
+
+def test_the_citing_session_itself_and_earlier_reports_do_not_count(fleet_a: Fleet) -> None:
+    (cited,) = promoted(fleet_a, CITED[:1], now=timezone.now())
+    old = timezone.now() - timedelta(days=30)
+    assert staleness.mark_changed_paths(fleet_a, ["src/payments/**"], at=old) == []
+    own = Session(session_id="s-old")
+    assert staleness.mark_changed_paths(fleet_a, ["src/**"], at=timezone.now(), session=own) == []
+
+
+def test_other_fleets_are_untouched(fleet_a: Fleet, fleet_b: Fleet) -> None:
+    (theirs,) = promoted(fleet_b, CITED[:1])
+    assert staleness.mark_changed_paths(fleet_a, ["src/**"], at=timezone.now()) == []
+    theirs.refresh_from_db()
+    assert theirs.staleness == 0.0
+
+
+def test_stale_claims_rank_lower_and_read_possibly_stale(fleet_a: Fleet) -> None:
+    stale, fresh = promoted(
+        fleet_a,
+        [
+            {
+                "text": "Refunds over 500 EUR need a second approver.",
+                "subject": "payments",
+                "paths": ["src/payments/approve.py"],
+            },
+            {"text": "Refunds over 500 EUR need a second approver!", "subject": "payments"},
+        ],
+    )
+    staleness.mark_changed_paths(fleet_a, ["src/payments"], at=timezone.now())
+    found = search_claims(fleet_a, "refund approval")
+    assert [c.public_id for c in found.claims] == [fresh.public_id, stale.public_id]
+    row = {"id": stale.public_id, "stale": found.claims[1].stale, "confidence": 0.5}
+    assert "POSSIBLY STALE" in render.attribution(row)
+
+
+def test_a_spooled_lease_claim_marks_staleness_through_the_drain(
+    fleet_a: Fleet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spool_dir = tmp_path / "spool"
+    monkeypatch.setenv("CTXLAKE_SPOOL_DIR", str(spool_dir))
+    monkeypatch.setenv("CTXLAKE_CACHE_DIR", str(tmp_path / "cache"))
+    (cited,) = promoted(fleet_a, CITED[:1])
+    Spool(spool_dir, fleet="fleet-a", agent="bo", session="s-bo").append(
+        "lease.claim", {"paths": ["src/payments/**"], "reason": "refactor", "ttl_secs": 600}
+    )
+    report = workers.drain_spool()
+    assert report.applied == 1
+    cited.refresh_from_db()
+    assert cited.staleness == staleness.POSSIBLY_STALE
+    result = AppliedEvent.objects.get().result
+    assert result["possibly_stale"] == [cited.public_id]
+    assert json.dumps(result)
+    assert Claim.objects.get(pk=cited.pk).status == "promoted"

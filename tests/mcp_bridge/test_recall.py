@@ -1,0 +1,97 @@
+"""Path-scoped recall: claiming paths brings up the fleet's claims about those paths."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from mcp_bridge import ranking, testing, tools
+from mcp_bridge.config import Config
+from mcp_bridge.testing import claim, iso
+
+NOW = dt.datetime.now(dt.UTC)
+CLAIMS = [
+    claim(
+        "cc-01",
+        "Refunds round to the cent before the Stripe call.",
+        subject="payments",
+        evidence_paths=["src/payments/refunds.py"],
+        confidence=0.9,
+    ),
+    claim("cc-02", "Webhook handlers must be idempotent.", subject="payments", confidence=0.6),
+    claim(
+        "cc-03",
+        "The old refund path is gone.",
+        subject="payments",
+        evidence_paths=["src/payments/legacy.py"],
+        superseded_by="cc-01",
+    ),
+    claim(
+        "cc-04",
+        "The frontend builds with pnpm.",
+        subject="frontend",
+        evidence_paths=["web/package.json"],
+    ),
+    claim(
+        "cc-05",
+        "Refund retries changed last week.\u200b",
+        subject="billing",
+        evidence_paths=["src/payments/retry.py"],
+        stale=True,
+        staleness=0.5,
+    ),
+    claim(
+        "cc-06",
+        "Expired advice about payments.",
+        subject="payments",
+        evidence_paths=["src/payments/x.py"],
+        valid_until=iso(NOW - dt.timedelta(days=1)),
+    ),
+]
+
+
+def _bridge(config: Config, memory_mode: str = "live") -> tools.Bridge:
+    testing.build_cache(
+        config.cache_dir, config.fleet, claims=CLAIMS, vectors=None, memory_mode=memory_mode
+    )
+    return tools.Bridge.from_config(config)
+
+
+def test_claiming_paths_returns_the_related_claims_attributed(config: Config) -> None:
+    out = tools.fleet_claim(_bridge(config), ["src/payments/**"], "refactor refunds")
+    assert out["status"] == "queued for sync"
+    ids = [c["id"] for c in out["related_claims"]]
+    # path match 0.9; subject only 0.8 × 0.6 = 0.48; a stale path match 0.8 × 0.5 = 0.40
+    assert ids == ["cc-01", "cc-02", "cc-05"]
+    assert out["related_claims"][0]["attribution"].startswith("[cc-01, ")
+    assert "POSSIBLY STALE" in out["related_claims"][2]["attribution"]
+    assert "\u200b" not in out["related_rendered"]  # sanitised like every other result
+    assert out["related_rendered"].startswith(tools.render.HEADING)
+
+
+def test_superseded_expired_and_unrelated_claims_stay_out(config: Config) -> None:
+    out = tools.fleet_claim(_bridge(config), ["src/payments/refunds.py", "docs/**"], "fix")
+    assert "cc-03" not in {c["id"] for c in out["related_claims"]}
+    assert {"cc-04", "cc-06"}.isdisjoint(c["id"] for c in out["related_claims"])
+
+
+def test_nothing_related_or_memory_not_live_adds_nothing(config: Config) -> None:
+    assert "related_claims" not in tools.fleet_claim(_bridge(config), ["infra/**"], "terraform")
+    shadow = _bridge(config, memory_mode="shadow")
+    assert "related_claims" not in tools.fleet_claim(shadow, ["src/payments/**"], "refactor")
+
+
+def test_no_snapshot_still_queues_the_lease(config: Config) -> None:
+    bridge = tools.Bridge.from_config(config)
+    out = tools.fleet_claim(bridge, ["src/payments/**"], "refactor")
+    assert out["status"] == "queued for sync" and "related_claims" not in out
+
+
+def test_glob_matching_follows_the_lease_rules() -> None:
+    assert ranking.path_covers("src/payments", "src/payments/api.py")
+    assert ranking.path_covers("src/**/*.py", "src/payments/api.py")
+    assert not ranking.path_covers("src/*.py", "src/payments/api.py")
+    assert ranking.path_related("src/payments/api.py", "src/payments")  # a directory claim
+    assert not ranking.path_related("src/pay", "src/payments/api.py")
+    assert ranking.subject_related("src/payments/**", "Payments")
+    assert not ranking.subject_related("src/payments/**", "src")  # too generic to mean much
+    assert ranking.path_match(["**/*.md"], "docs", ["README.md"]) == ranking.PATH_WEIGHT
