@@ -162,6 +162,11 @@ GENERIC_SEGMENTS = frozenset(
 _GLOB = frozenset("*?[")
 
 
+def segments(path: str) -> tuple[str, ...]:
+    """A path's segments, without empty and "." ones (backslashes count as slashes)."""
+    return _segments(path)
+
+
 def _segments(path: str) -> tuple[str, ...]:
     return tuple(s for s in path.strip().replace("\\", "/").split("/") if s not in ("", "."))
 

@@ -8,6 +8,7 @@ first hybrid search, the embedder on the first query that needs a vector.
 from __future__ import annotations
 
 import datetime as dt
+import heapq
 import json
 import sqlite3
 import threading
@@ -89,6 +90,7 @@ class Snapshot:
             self.db.close()
             raise SnapshotError(f"{contract.SNAPSHOT} is for another fleet; not reading it")
         self._vectors: _Vectors | None = None
+        self._paths_index: tuple[dict[str, list[int]], list[int]] | None = None
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -267,15 +269,21 @@ class Snapshot:
                   now: dt.datetime | None = None) -> list[dict[str, Any]]:
         """Live claims whose cited paths or subject relate to `patterns`, best first.
 
-        SQL narrows to rows mentioning a pattern's first literal segment; the exact
-        glob test (mcp_bridge.ranking.path_match) runs on those few in Python.
+        This runs on every fleet_claim, a write the agent waits for, so its cost must not
+        grow with the snapshot: an in-memory index (built once per snapshot file) maps a
+        first path segment or a subject word to claim rows, most confident first; at most
+        PATH_CANDIDATES of them are read back, and the exact glob test
+        (mcp_bridge.ranking.path_match) runs on those in Python.
         """
         now = now or dt.datetime.now(dt.UTC)
+        candidates = self._path_candidates(patterns)
+        if not candidates:
+            return []
         where, args = self._filters(now, None, None, None)
-        near, near_args = _path_prefilter(patterns)
-        sql = f"SELECT {_CLAIM_COLUMNS} FROM claims c WHERE ({near}){where}"
+        marks = ",".join("?" * len(candidates))
+        sql = f"SELECT {_CLAIM_COLUMNS} FROM claims c WHERE c.rowid IN ({marks}){where}"
         try:
-            cur = self.db.execute(sql, [*near_args, *args])
+            cur = self.db.execute(sql, [*candidates, *args])
         except sqlite3.Error:
             return []
         names = [d[0] for d in cur.description]
@@ -287,6 +295,61 @@ class Snapshot:
                 scored.append((ranking.path_score(weight, _factors(row, now)), row))
         scored.sort(key=lambda pair: (-pair[0], pair[1]["id"]))
         return [self._public(row, score) for score, row in scored[:k]]
+
+    def _path_candidates(self, patterns: Sequence[str]) -> list[int]:
+        """Up to PATH_CANDIDATES rowids that may relate to `patterns` (a superset of the
+        exact test's matches), in confidence order."""
+        index, rowids = self._path_index()
+        buckets = []
+        for pattern in patterns:
+            literal = ranking.literal_segments(pattern)
+            if not literal:  # "**/*.py" can relate to anything cited: most confident first
+                buckets.append(index.get("*", []))
+                continue
+            # Cited paths at or under the pattern's literal directory, and cited directories
+            # that hold it (each shorter literal prefix, exactly), and subject words.
+            buckets.append(index.get("p:" + "/".join(literal), []))
+            buckets += [index.get("e:" + "/".join(literal[:n]), [])
+                        for n in range(1, len(literal))]
+            buckets += [index.get("w:" + seg.lower().split(".")[0], []) for seg in literal]
+        chosen: list[int] = []
+        for order in heapq.merge(*buckets):
+            if not chosen or chosen[-1] != order:
+                chosen.append(order)
+                if len(chosen) >= PATH_CANDIDATES:
+                    break
+        return [rowids[order] for order in chosen]
+
+    def _path_index(self) -> tuple[dict[str, list[int]], list[int]]:
+        """key → confidence-ordered row positions, and position → rowid.
+
+        Keys: "p:<dir>" for every leading directory of a cited path (and the path itself),
+        "e:<path>" for the cited path exactly, the same for path-like subjects,
+        "w:<subject>" for word subjects, "*" for every row. Built once per snapshot file.
+        """
+        if self._paths_index is None:
+            index: dict[str, list[int]] = {"*": []}
+            rowids: list[int] = []
+            rows = self.db.execute("SELECT rowid, subject, evidence_paths FROM claims "
+                                   "ORDER BY confidence DESC, rowid")
+            for order, (rowid, subject, paths_json) in enumerate(rows):
+                rowids.append(rowid)
+                index["*"].append(order)
+                subject = str(subject or "")
+                cited = _paths({"evidence_paths": paths_json})
+                if "/" in subject:
+                    cited.append(subject)
+                elif subject.strip():
+                    index.setdefault("w:" + subject.strip().lower(), []).append(order)
+                keys: set[str] = set()
+                for path in cited:
+                    segs = ranking.segments(path)[:PATH_INDEX_DEPTH]
+                    keys.add("e:" + "/".join(segs))
+                    keys.update("p:" + "/".join(segs[:n]) for n in range(1, len(segs) + 1))
+                for key in keys:
+                    index.setdefault(key, []).append(order)
+            self._paths_index = (index, rowids)
+        return self._paths_index
 
     # -- timeline -------------------------------------------------------------------------
 
@@ -313,19 +376,8 @@ def _paths(row: dict[str, Any]) -> list[str]:
     return [p for p in paths if isinstance(p, str)] if isinstance(paths, list) else []
 
 
-def _path_prefilter(patterns: Sequence[str]) -> tuple[str, list[Any]]:
-    """SQL that keeps every row a pattern could relate to (a superset; exactness later)."""
-    conditions, args = [], []
-    for pattern in patterns:
-        first = ranking.literal_segments(pattern)[:1]
-        if not first:
-            return "1", []  # "**/*.py" can relate to anything cited
-        names = sorted({s.lower().split(".")[0] for s in ranking.literal_segments(pattern)})
-        escaped = first[0].replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        conditions.append("c.evidence_paths LIKE ? ESCAPE '\\' OR c.subject LIKE ? ESCAPE '\\' "
-                          f"OR lower(c.subject) IN ({','.join('?' * len(names))})")
-        args += [f'%"{escaped}%', f"{escaped}%", *names]
-    return " OR ".join(conditions) or "0", args
+PATH_CANDIDATES = 400  # rows path-scoped recall examines at most, most confident first
+PATH_INDEX_DEPTH = 12  # directory levels indexed per cited path
 
 
 def _top(sims: Any, n: int) -> Any:

@@ -95,3 +95,20 @@ def test_glob_matching_follows_the_lease_rules() -> None:
     assert ranking.subject_related("src/payments/**", "Payments")
     assert not ranking.subject_related("src/payments/**", "src")  # too generic to mean much
     assert ranking.path_match(["**/*.md"], "docs", ["README.md"]) == ranking.PATH_WEIGHT
+
+
+def test_path_recall_reads_a_bounded_number_of_rows_however_big_the_tree(tmp_path) -> None:
+    """fleet_claim of `src/**` over 2,000 claims under src/ examines PATH_CANDIDATES rows."""
+    from mcp_bridge import snapshot as snapshot_module
+    from mcp_bridge import testing
+
+    claims = [testing.claim(f"cc-{i:04d}", f"claim {i}", confidence=0.5 + (i % 50) / 100,
+                            evidence_paths=[f"src/m{i}/x.py"]) for i in range(2000)]
+    root = testing.build_cache(tmp_path, "big", claims=claims, vectors=None)
+    snap = snapshot_module.Snapshot(root / "snapshot.sqlite", fleet="big")
+    assert len(snap._path_candidates(["src/**"])) == snapshot_module.PATH_CANDIDATES
+    found = snap.for_paths(["src/**"], k=3)
+    assert [f["confidence"] for f in found] == sorted((f["confidence"] for f in found),
+                                                      reverse=True)
+    assert found[0]["confidence"] == max(c["confidence"] for c in claims)
+    assert snap.for_paths(["src/m7/**"], k=3)[0]["id"] == "cc-0007"
