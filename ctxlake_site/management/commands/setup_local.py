@@ -37,6 +37,7 @@ class Command(BaseCommand):
         workers.ensure_schedules()
         if not no_demo:
             self._demo_fleet()
+        workers.render_all_fleets()  # agents on this machine get a cache right away
         password = self._admin_login()
         self.stdout.write(f"admin login: {ADMIN_USER} / {password}")
 
