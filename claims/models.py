@@ -163,6 +163,13 @@ class Claim(models.Model):
                 opclasses=["vector_cosine_ops"],
             ),
             GinIndex(fields=["search_vector"], name="claims_claim_search_gin"),
+            # Which claims have a vector: lets a vector search of a fleet with few (or no)
+            # embedded claims skip the rest instead of filtering every row.
+            models.Index(
+                fields=("fleet", "embedding_model"),
+                condition=Q(embedding__isnull=False),
+                name="claims_claim_embedded",
+            ),
             models.Index(fields=("fleet", "status", "created_at"), name="claims_claim_queue"),
             models.Index(fields=("fleet", "text_hash"), name="claims_claim_by_hash"),
             models.Index(fields=("fleet", "subject"), name="claims_claim_by_subject"),
