@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,7 @@ import numpy as np
 
 from claims import moderation, search
 from claims.models import Claim, ClaimEvent, Evidence
-from fleet.bridge import Envelope, InvalidEvent
+from fleet.bridge import Envelope, InvalidEvent, iso
 from fleet.models import Fleet
 from mcp_bridge import contract, embed, ranking
 
@@ -48,10 +48,6 @@ def apply_claim_proposed(event: Envelope) -> dict[str, Any]:
 # -- render: snapshot.sqlite and the claims of the briefing (docs/cache-format.md) ---------
 
 BRIEFING_CLAIMS = 5
-
-
-def iso(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _claim_row(claim: Claim, paths: list[str]) -> tuple[Any, ...]:
