@@ -7,11 +7,15 @@ django-q2 schedules that keep both running are created here, idempotently.
 
 from __future__ import annotations
 
+import hashlib
+import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import connection
 from django.utils import timezone
 
 from claims import bridge as claims_bridge
@@ -60,16 +64,44 @@ def drain_spool(
 
 
 def drain_spool_follow(follow_secs: float = FOLLOW_SECS, poll_secs: float = POLL_SECS) -> str:
-    """The scheduled task: drain now, then every `poll_secs` until `follow_secs` pass."""
-    deadline = time.monotonic() + follow_secs
-    total = DrainReport()
-    while True:
-        report = drain_spool()
-        total.applied += report.applied
-        total.dead += report.dead
-        if time.monotonic() + poll_secs >= deadline:
-            return f"drained {total.applied} event(s), {total.dead} dead-lettered"
-        time.sleep(poll_secs)
+    """The scheduled task: drain now, then every `poll_secs` until `follow_secs` pass.
+
+    One follower per spool directory per host: a second one (an overlapping schedule run,
+    the kick at start-up, another cluster on this host) returns at once. Drains stay safe
+    to overlap — event ids make that so — this only saves a worker from polling twice.
+    """
+    with follower_lock() as mine:
+        if not mine:
+            return "another drain is already following this spool"
+        deadline = time.monotonic() + follow_secs
+        total = DrainReport()
+        while True:
+            report = drain_spool()
+            total.merge(report)
+            if time.monotonic() + poll_secs >= deadline:
+                return f"drained {total.applied} event(s), {total.dead} dead-lettered"
+            time.sleep(poll_secs)
+
+
+def follower_key() -> int:
+    """The advisory lock key for this host and spool directory."""
+    name = f"ctxlake.drain:{socket.gethostname()}:{paths.spool_dir().resolve()}"
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+
+
+@contextmanager
+def follower_lock() -> Iterator[bool]:
+    """A Postgres session advisory lock named after this host and spool directory."""
+    key = follower_key()
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_try_advisory_lock(%s)", [key])
+        mine = bool(cur.fetchone()[0])
+    try:
+        yield mine
+    finally:
+        if mine:
+            with connection.cursor() as cur:
+                cur.execute("SELECT pg_advisory_unlock(%s)", [key])
 
 
 def expire_leases_task() -> str:

@@ -216,3 +216,20 @@ def test_it_dead_letters_an_endless_line_instead_of_stalling(
     _raw_line(spool_dir, "fleet-a", b"\n" + json.dumps(_event("fleet-a")).encode() + b"\n")
     report = workers.drain_spool()
     assert report.applied == 1 and report.dead >= 1
+
+
+def test_only_one_follower_polls_a_spool_at_a_time(db: None, spool_dir: Path) -> None:
+    from django.db import connections
+
+    other = connections.create_connection("default")  # another worker's session
+    try:
+        with other.cursor() as cur:
+            cur.execute("SELECT pg_advisory_lock(%s)", [workers.follower_key()])
+        assert workers.drain_spool_follow(follow_secs=0, poll_secs=0) == (
+            "another drain is already following this spool"
+        )
+        with other.cursor() as cur:
+            cur.execute("SELECT pg_advisory_unlock(%s)", [workers.follower_key()])
+    finally:
+        other.close()
+    assert workers.drain_spool_follow(follow_secs=0, poll_secs=0).startswith("drained")
