@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from claims import tasks
@@ -113,6 +113,22 @@ def _event(
     )
 
 
+def _same_text(fleet: Fleet, text: str) -> Claim | None:
+    """The fleet's claim with the same normalised text, row-locked; None if there is none.
+
+    Hand-written SQL: every proposal (a drain's most frequent write) asks, and almost
+    always gets no; the ORM query cost more to build than the indexed lookup to run.
+    """
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT id FROM claims_claim WHERE fleet_id = %s AND text_hash = %s "
+            "ORDER BY number LIMIT 1 FOR UPDATE",
+            [fleet.pk, text_hash(text)],
+        )
+        row = cur.fetchone()
+    return None if row is None else Claim.objects.get(pk=row[0])
+
+
 def propose_claim(
     fleet: Fleet,
     *,
@@ -139,12 +155,7 @@ def propose_claim(
         raise InvalidProposal(f"type must be one of {', '.join(Claim.Type.values)}")
     citations = clean_citations(evidence)
     with transaction.atomic(savepoint=False):
-        existing = (
-            Claim.objects.select_for_update()
-            .for_fleet(fleet)
-            .filter(text_hash=text_hash(text))
-            .first()
-        )
+        existing = _same_text(fleet, text)
         if existing is not None:
             added = corroborate_claim(
                 existing, citations=citations, by_agent=by_agent, similarity=1.0

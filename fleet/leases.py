@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from fleet import activity
@@ -83,11 +82,53 @@ def claim_paths(
     return ClaimResult(held=held, contention=contention)
 
 
+_CANDIDATES = """
+    SELECT l.id, l.agent_id, a.agent_id, l.session_id, l.path, l.prefix, l.reason,
+           l.acquired_at, l.expires_at, l.offered_with_id
+    FROM fleet_lease l JOIN fleet_agent a ON a.id = l.agent_id
+    WHERE l.fleet_id = %s AND l.released_at IS NULL AND l.expires_at > %s AND l.agent_id <> %s
+      AND (l.prefix LIKE %s ESCAPE '\\' OR l.prefix = ANY(%s))
+"""
+
+
 def _candidates(mine: Lease, now: datetime) -> list[Lease]:
-    """Other agents' active leases that could overlap `mine`, by literal prefix (indexed)."""
-    near = Q(prefix__startswith=mine.prefix) | Q(prefix__in=prefixes_of(mine.prefix))
-    others = Lease.objects.active(at=now).filter(near, fleet_id=mine.fleet_id)
-    return list(others.exclude(agent_id=mine.agent_id).select_related("agent"))
+    """Other agents' active leases that could overlap `mine`, by literal prefix (indexed).
+
+    Hand-written SQL because it runs once per claimed path on the drain's hot path, where
+    building the equivalent ORM query cost three times as long as running it.
+    """
+    like = mine.prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    with connection.cursor() as cur:
+        cur.execute(
+            _CANDIDATES, [mine.fleet_id, now, mine.agent_id, like, prefixes_of(mine.prefix)]
+        )
+        rows = cur.fetchall()
+    return [
+        Lease(
+            pk=pk,
+            fleet_id=mine.fleet_id,
+            agent=Agent(pk=agent_pk, fleet_id=mine.fleet_id, agent_id=agent_id),
+            session_id=session_pk,
+            path=path,
+            prefix=prefix,
+            reason=reason,
+            acquired_at=acquired,
+            expires_at=expires,
+            offered_with_id=offered,
+        )
+        for (
+            pk,
+            agent_pk,
+            agent_id,
+            session_pk,
+            path,
+            prefix,
+            reason,
+            acquired,
+            expires,
+            offered,
+        ) in rows
+    ]
 
 
 _UPSERT = """
@@ -140,18 +181,33 @@ def release_paths(
     """Release the named paths, or every live lease of `agent` when `paths` is None."""
     now = now or timezone.now()
     wanted = None if paths is None else list(dict.fromkeys(normalise(p) for p in paths))
-    with transaction.atomic(savepoint=False):
-        live = Lease.objects.select_for_update().filter(
-            fleet=agent.fleet, agent=agent, released_at__isnull=True
+    only = "" if wanted is None else " AND path = ANY(%s)"
+    with transaction.atomic(savepoint=False), connection.cursor() as cur:
+        # One statement: the UPDATE takes the row locks, RETURNING says what it released.
+        cur.execute(
+            "UPDATE fleet_lease SET released_at = %s WHERE fleet_id = %s AND agent_id = %s "
+            f"AND released_at IS NULL{only} "
+            "RETURNING id, session_id, path, prefix, reason, acquired_at, expires_at",
+            [now, agent.fleet_id, agent.pk, *([wanted] if wanted is not None else [])],
         )
-        if wanted is not None:
-            live = live.filter(path__in=wanted)
-        released = list(live)
-        Lease.objects.filter(pk__in=[lease.pk for lease in released]).update(released_at=now)
+        released = [
+            Lease(
+                pk=pk,
+                fleet=agent.fleet,
+                agent=agent,
+                session_id=session_pk,
+                path=path,
+                prefix=prefix,
+                reason=reason,
+                acquired_at=acquired,
+                expires_at=expires,
+                released_at=now,
+            )
+            for pk, session_pk, path, prefix, reason, acquired, expires in cur.fetchall()
+        ]
+        released.sort(key=lambda lease: lease.path)
         found = {lease.path for lease in released}
         not_held = [p for p in wanted if p not in found] if wanted is not None else []
-        for lease in released:
-            lease.released_at = now
         activity.record(
             agent.fleet, "lease.released", agent=agent, paths=sorted(found), not_held=not_held
         )
