@@ -20,7 +20,7 @@ from django.db import connection, transaction
 
 from claims.models import Claim, Evidence
 from fleet import activity
-from fleet.globs import BadPath, covers, literal_prefix
+from fleet.globs import BadPath, covers, like_pattern, literal_prefix
 from fleet.models import Agent, Fleet, Session
 from mcp_bridge import ranking
 
@@ -46,7 +46,7 @@ def cited_under(fleet: Fleet, pattern: str) -> list[Evidence]:
         prefix = literal_prefix(pattern).rstrip("/")
     except BadPath:
         return []
-    like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    like = like_pattern(prefix)
     with connection.cursor() as cur:
         cur.execute(_CITED, [fleet.pk, list(LIVE_STATUSES), like])
         rows = [r for r in cur.fetchall() if _covers(pattern, r[1])]

@@ -57,6 +57,11 @@ def literal_prefix(pattern: str) -> str:
     return "".join(f"{segment}/" for segment in literal)
 
 
+def like_pattern(prefix: str) -> str:
+    """A SQL LIKE pattern (with ESCAPE '\\') matching strings that start with `prefix`."""
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
 def prefixes_of(prefix: str) -> list[str]:
     """ "a/b/" → ["", "a/", "a/b/"]: the literal prefixes that `prefix` starts with."""
     parts = [p for p in prefix.split("/") if p]

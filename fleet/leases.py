@@ -14,7 +14,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from fleet import activity
-from fleet.globs import literal_prefix, normalise, overlaps, prefixes_of
+from fleet.globs import like_pattern, literal_prefix, normalise, overlaps, prefixes_of
 from fleet.models import Agent, Lease, Session
 
 MAX_PATHS_PER_CLAIM = 100
@@ -97,7 +97,7 @@ def _candidates(mine: Lease, now: datetime) -> list[Lease]:
     Hand-written SQL because it runs once per claimed path on the drain's hot path, where
     building the equivalent ORM query cost three times as long as running it.
     """
-    like = mine.prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    like = like_pattern(mine.prefix)
     with connection.cursor() as cur:
         cur.execute(
             _CANDIDATES, [mine.fleet_id, now, mine.agent_id, like, prefixes_of(mine.prefix)]

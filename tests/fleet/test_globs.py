@@ -58,3 +58,10 @@ def test_the_literal_prefix_filter_never_hides_an_overlap(a: str, b: str, expect
     candidate = pb.startswith(pa) or pb in prefixes_of(pa)
     if expected:
         assert candidate
+
+
+def test_like_patterns_escape_the_wildcards_of_sql() -> None:
+    from fleet.globs import like_pattern
+
+    assert like_pattern("src/my_mod%/") == "src/my\\_mod\\%/%"
+    assert like_pattern("a\\b") == "a\\\\b%"

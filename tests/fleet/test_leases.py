@@ -104,3 +104,10 @@ def test_the_database_allows_a_new_lease_after_release(ada: Agent) -> None:
 def test_it_caps_the_ttl(ada: Agent) -> None:
     lease = leases.claim_paths(ada, ["a.py"], ttl=timedelta(days=365)).held[0]
     assert lease.expires_at - lease.acquired_at <= leases.MAX_TTL + timedelta(seconds=1)
+
+
+def test_sql_wildcards_in_paths_are_taken_literally(ada: Agent, bo: Agent) -> None:
+    leases.claim_paths(bo, ["src/a_b/**", "lib/100%/**"])
+    assert leases.claim_paths(ada, ["src/aXb/x.py", "lib/1000/y.py"]).contention == []
+    found = leases.claim_paths(ada, ["src/a_b/x.py", "lib/100%/y.py"]).contention
+    assert sorted(c.theirs.path for c in found) == ["lib/100%/**", "src/a_b/**"]
