@@ -91,9 +91,12 @@ class ClaimSerializer(serializers.ModelSerializer[Claim]):
 
 class RankedClaimSerializer(ClaimSerializer):
     rank = serializers.FloatField(read_only=True)
+    stale = serializers.BooleanField(
+        read_only=True, help_text="Possibly stale: a cited file changed since; ranks lower."
+    )
 
     class Meta(ClaimSerializer.Meta):
-        fields = (*ClaimSerializer.Meta.fields, "rank")
+        fields = (*ClaimSerializer.Meta.fields, "rank", "stale")
 
 
 class ClaimDetailSerializer(ClaimSerializer):

@@ -142,3 +142,14 @@ def test_the_timeline_lists_a_subjects_claim_events(api_as: ApiAs, world: World)
     body = api_as(world.ada).get(f"{_base(world)}/timeline?subject=pytest").json()
     assert [e["kind"] for e in body["results"]] == ["promoted", "proposed"]
     assert api_as(world.ada).get(f"{_base(world)}/timeline").status_code == 400
+
+
+def test_search_results_say_when_a_claim_is_possibly_stale(api_as: ApiAs, world: World) -> None:
+    from claims.models import Claim
+
+    Claim.objects.filter(pk=world.promoted.pk).update(staleness=0.5)
+    client = api_as(world.fleet, "operator")
+    words = world.promoted.text.split()[:3]
+    found = client.get(f"{_base(world)}/claims/search", {"q": " ".join(words)}).json()["results"]
+    row = next(r for r in found if r["id"] == world.promoted.public_id)
+    assert row["stale"] is True
