@@ -43,12 +43,26 @@ def apply_lease_claim(event: fleet_bridge.Envelope) -> dict[str, Any]:
     return result
 
 
+def apply_session_end(event: fleet_bridge.Envelope) -> dict[str, Any]:
+    """Close the session (fleet's job), then mark claims citing the files it says it
+    changed possibly stale — the session's own word, the strongest signal the fleet gets."""
+    result = fleet_bridge.apply_session_end(event)
+    if result["changed_paths"]:
+        marked = staleness.mark_changed_paths(
+            event.fleet, result["changed_paths"], at=event.at, session=event.session,
+            agent=event.agent, source="session.end",
+        )
+        if marked:
+            result["possibly_stale"] = [claim.public_id for claim in marked]
+    return result
+
+
 APPLIERS: dict[str, Applier] = {
     contract.KIND_LEASE_CLAIM: apply_lease_claim,
     contract.KIND_LEASE_RELEASE: fleet_bridge.apply_lease_release,
     contract.KIND_HANDOFF_CREATE: fleet_bridge.apply_handoff_create,
     contract.KIND_CLAIM_PROPOSED: claims_bridge.apply_claim_proposed,
-    contract.KIND_SESSION_END: fleet_bridge.apply_session_end,
+    contract.KIND_SESSION_END: apply_session_end,
 }
 
 # A drain task keeps polling for this long, then ends; the every-minute schedule starts the

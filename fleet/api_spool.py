@@ -102,6 +102,11 @@ def _check_payload(kind: str, payload: dict[str, Any]) -> None:
                           f"{', '.join(contract.SESSION_OUTCOMES)}")
         _text(payload, "summary", 4000, required=False)
         _text(payload, "reason", 64, required=False)
+        changed = payload.get("changed_paths", [])
+        if not isinstance(changed, list) or len(changed) > 200 or not all(
+            isinstance(p, str) and 0 < len(p) <= 1024 for p in changed
+        ):
+            raise Invalid("payload.changed_paths must be a list of at most 200 paths")
     else:
         _text(payload, "claim", 2000)
         _text(payload, "subject", 200)

@@ -15,7 +15,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from fleet import api_presence, handoffs, leases
-from fleet.globs import BadPath
+from fleet.globs import BadPath, normalise
 from fleet.models import Agent, Fleet, Handoff, Lease, Session
 
 
@@ -129,8 +129,12 @@ def apply_session_end(event: Envelope) -> dict[str, Any]:
     if session.agent_id != event.agent.pk:
         raise InvalidEvent(f"session {session.session_id} belongs to another agent")
     summary = _text(event.payload, "summary", limit=4000)
+    try:
+        changed = [normalise(p) for p in _str_list(event.payload, "changed_paths")][:200]
+    except BadPath as exc:
+        raise InvalidEvent(f"payload.changed_paths: {exc}") from exc
     api_presence.end_session(session, outcome=outcome, summary=summary, now=event.at)
-    return {"session": session.session_id, "outcome": outcome or None}
+    return {"session": session.session_id, "outcome": outcome or None, "changed_paths": changed}
 
 
 # -- render: the coordination files of one fleet's cache (docs/cache-format.md) ------------

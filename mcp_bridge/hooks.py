@@ -61,8 +61,11 @@ def session_start(cfg: Config, hook_input: dict[str, Any], *, fmt: str) -> str:
     return json.dumps(out, ensure_ascii=False) + "\n"
 
 
+MAX_CHANGED_PATHS = 200
+
+
 def session_end(cfg: Config, hook_input: dict[str, Any], *, outcome: str | None,
-                summary: str | None) -> str:
+                summary: str | None, changed_paths: list[str] | None = None) -> str:
     """Spool a session.end event; returns its id. ValueError says what is missing."""
     from mcp_bridge.spool import Spool
 
@@ -74,8 +77,13 @@ def session_end(cfg: Config, hook_input: dict[str, Any], *, outcome: str | None,
     if outcome is not None and outcome not in OUTCOMES:
         raise ValueError(f"--outcome must be one of {', '.join(OUTCOMES)}")
     reason = hook_input.get("reason")
+    paths = list(dict.fromkeys(p.strip() for p in changed_paths or [] if p.strip()))
+    if len(paths) > MAX_CHANGED_PATHS:
+        raise ValueError(f"at most {MAX_CHANGED_PATHS} --changed-path values")
     payload = {"outcome": outcome, "summary": (summary or "").strip()[:4000] or None,
                "reason": reason[:64] if isinstance(reason, str) and reason else None}
+    if paths:  # absent when empty, so older drains read the line unchanged
+        payload["changed_paths"] = paths
     spool = Spool(cfg.spool_dir, fleet=cfg.fleet, agent=cfg.agent, session=session,
                   max_bytes=cfg.spool_max_bytes, file_max_bytes=cfg.spool_file_max_bytes)
     return spool.append(contract.KIND_SESSION_END, redact.scrub_value(payload)).event_id
@@ -103,13 +111,17 @@ def _main(argv: list[str]) -> int:
                    help="session-start output: Claude Code hook JSON (default) or the text")
     p.add_argument("--outcome", choices=OUTCOMES, default=None)
     p.add_argument("--summary", default=None)
+    p.add_argument("--changed-path", action="append", dest="changed_paths", default=None,
+                   help="session-end: a repo path this session changed (repeatable); claims "
+                        "citing it at an older commit become possibly stale")
     a = p.parse_args(argv)
     cfg, hook_input = Config.from_env(), read_hook_input()
     if a.event == "session-start":
         sys.stdout.write(session_start(cfg, hook_input, fmt=a.format))
         return 0
     try:
-        session_end(cfg, hook_input, outcome=a.outcome, summary=a.summary)
+        session_end(cfg, hook_input, outcome=a.outcome, summary=a.summary,
+                    changed_paths=a.changed_paths)
     except (ValueError, OSError) as e:
         sys.stderr.write(f"ctxlake hook session-end: nothing queued: {e}\n")
     return 0

@@ -109,3 +109,49 @@ def test_a_spooled_lease_claim_marks_staleness_through_the_drain(
     assert result["possibly_stale"] == [cited.public_id]
     assert json.dumps(result)
     assert Claim.objects.get(pk=cited.pk).status == "promoted"
+
+
+def test_a_session_end_naming_changed_files_marks_their_claims_through_the_hook(
+    fleet_a: Fleet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp_bridge import hooks
+    from mcp_bridge.config import Config
+
+    spool_dir = tmp_path / "spool"
+    for name, value in {
+        "CTXLAKE_SPOOL_DIR": str(spool_dir),
+        "CTXLAKE_CACHE_DIR": str(tmp_path / "cache"),
+        "CTXLAKE_FLEET_ID": "fleet-a",
+        "CTXLAKE_AGENT_ID": "bo",
+    }.items():
+        monkeypatch.setenv(name, value)
+    cited, readme, _ = promoted(fleet_a, CITED)
+    hooks.session_end(
+        Config.from_env(),
+        {"session_id": "s-bo"},
+        outcome="success",
+        summary="moved refunds",
+        changed_paths=["src/payments/refunds.py", " "],
+    )
+    report = workers.drain_spool()
+    assert (report.applied, report.dead) == (1, 0)
+    cited.refresh_from_db()
+    readme.refresh_from_db()
+    assert (cited.staleness, readme.staleness) == (staleness.POSSIBLY_STALE, 0.0)
+    result = AppliedEvent.objects.get().result
+    assert result["changed_paths"] == ["src/payments/refunds.py"]
+    assert result["possibly_stale"] == [cited.public_id]
+    assert Session.objects.get(session_id="s-bo").outcome == "success"
+
+
+def test_a_session_end_with_a_path_outside_the_repo_is_dead_lettered(
+    fleet_a: Fleet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spool_dir = tmp_path / "spool"
+    monkeypatch.setenv("CTXLAKE_SPOOL_DIR", str(spool_dir))
+    Spool(spool_dir, fleet="fleet-a", agent="bo", session="s-bo").append(
+        "session.end", {"outcome": "success", "changed_paths": ["../../etc/passwd"]}
+    )
+    report = workers.drain_spool()
+    assert (report.applied, report.dead) == (0, 1)
+    assert not Session.objects.filter(session_id="s-bo", outcome="success").exists()
