@@ -20,12 +20,12 @@ from django.utils import timezone
 
 from claims import bridge as claims_bridge
 from claims import staleness
-from ctxlake_site import briefing, cachefiles, paths
+from ctxlake_site import briefing, paths
 from ctxlake_site.drain import Applier, Drainer, DrainReport
 from fleet import bridge as fleet_bridge
 from fleet import leases, rendering
 from fleet.models import Fleet, Lease
-from mcp_bridge import contract, embed
+from mcp_bridge import atomic, contract, embed
 
 
 def apply_lease_claim(event: fleet_bridge.Envelope) -> dict[str, Any]:
@@ -160,7 +160,7 @@ def render_fleet(fleet: Fleet, *, max_tokens: int | None = None) -> RenderReport
     stamp = fleet_bridge.iso(now)
     root = paths.cache_dir() / fleet.slug
     root.mkdir(parents=True, exist_ok=True)
-    cachefiles.remove_stale_temps(root)
+    atomic.remove_stale_temps(root)
     head = {"format_version": contract.FORMAT_VERSION, "fleet": fleet.slug, "generated_at": stamp}
     roster = fleet_bridge.render_roster(fleet, now=now)
     history = fleet_bridge.render_history(fleet)
@@ -170,14 +170,14 @@ def render_fleet(fleet: Fleet, *, max_tokens: int | None = None) -> RenderReport
         (contract.HISTORY, history),
         (contract.HANDOFFS, handoffs),
     ):
-        cachefiles.write_json(root / name, {**head, **body})
+        atomic.write_json(root / name, {**head, **body})
     claims = 0
     if fleet.memory_mode == Fleet.MemoryMode.OFF:
         (root / contract.SNAPSHOT).unlink(missing_ok=True)
     else:
-        tmp = cachefiles.temp_path(root / contract.SNAPSHOT)
+        tmp = atomic.temp_path(root / contract.SNAPSHOT)
         claims = claims_bridge.write_snapshot(fleet, tmp, generated_at=now)
-        cachefiles.publish(tmp, root / contract.SNAPSHOT)
+        atomic.publish(tmp, root / contract.SNAPSHOT)
     visible, about_leases = [], []
     if fleet.memory_mode == Fleet.MemoryMode.LIVE:
         leased = [lease["path"] for agent in roster["agents"] for lease in agent["leases"]]
@@ -195,8 +195,8 @@ def render_fleet(fleet: Fleet, *, max_tokens: int | None = None) -> RenderReport
         generated_at=stamp,
         max_tokens=max_tokens or briefing.DEFAULT_MAX_TOKENS,
     )
-    cachefiles.write_atomic(root / contract.BRIEFING, text.encode())
-    cachefiles.write_json(
+    atomic.write_atomic(root / contract.BRIEFING, text.encode())
+    atomic.write_json(
         root / contract.MANIFEST,
         {
             **head,

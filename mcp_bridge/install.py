@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcp_bridge import atomic
+
 SERVER_NAME = "ctxlake"
 RUNTIMES = ("claude-code", "cursor", "codex")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -269,13 +271,7 @@ def write(change: Change, *, now: dt.datetime | None = None) -> Path | None:
         backup = path.with_name(f"{path.name}.ctxlake-backup-{stamp}")
         backup.write_text(change.before, encoding="utf-8")
         mode = path.stat().st_mode & 0o777
-    tmp = path.with_name(f".{path.name}.ctxlake-{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(change.after)
-        f.flush()
-        os.fsync(f.fileno())
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
+    atomic.write_atomic(path, change.after.encode("utf-8"), mode=mode)
     return backup
 
 

@@ -8,7 +8,6 @@ append holds an exclusive flock on a sibling lock file (stable across rotation).
 from __future__ import annotations
 
 import datetime as dt
-import errno
 import fcntl
 import json
 import os
@@ -17,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcp_bridge import contract
+from mcp_bridge import atomic, contract
 
 MAX_LINE_BYTES = 256 * 1024
 
@@ -87,7 +86,7 @@ class Spool:
     def _ensure_dir(self) -> None:
         if not self.dir.is_dir():
             self.dir.mkdir(parents=True, exist_ok=True)
-            _fsync_dir(self.dir.parent)
+            atomic.fsync_dir(self.dir.parent)
 
     def _locked(self) -> _Flock:
         return _Flock(self.lock_path)
@@ -113,7 +112,7 @@ class Spool:
             target = self.dir / f"{self.fleet}.{stamp}-{n}{contract.SPOOL_SUFFIX}"
             n += 1
         os.rename(self.path, target)
-        _fsync_dir(self.dir)
+        atomic.fsync_dir(self.dir)
 
     def _write(self, line: bytes) -> None:
         created = not self.path.exists()
@@ -128,7 +127,7 @@ class Spool:
         finally:
             os.close(fd)
         if created:
-            _fsync_dir(self.dir)
+            atomic.fsync_dir(self.dir)
 
     @staticmethod
     def _size(path: Path) -> int:
@@ -156,19 +155,6 @@ class _Flock:
 def _ends_torn(fd: int) -> bool:
     size = os.fstat(fd).st_size
     return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError as e:  # pragma: no cover - platform without directory fds
-        if e.errno in (errno.EISDIR, errno.EACCES):
-            return
-        raise
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def read_events(spool_dir: Path, fleet: str) -> list[dict[str, Any]]:

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcp_bridge import contract
-from mcp_bridge.spool import _Flock, _fsync_dir
+from mcp_bridge import atomic, contract
+from mcp_bridge.spool import _Flock
 
 CACHE_FILES = (contract.ROSTER, contract.HISTORY, contract.HANDOFFS, contract.SNAPSHOT,
                contract.BRIEFING)
@@ -117,15 +117,6 @@ def _load_state(root: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {"manifest_etag": None, "files": {}}
     return state if isinstance(state, dict) else {"manifest_etag": None, "files": {}}
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.sync-{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def _download(remote: Remote, name: str, root: Path, etag: str | None) -> Path | None:
@@ -215,8 +206,8 @@ def pull(remote: Remote, cache_dir: Path) -> PullReport:
     finally:
         for tmp in fetched.values():
             tmp.unlink(missing_ok=True)
-    _fsync_dir(root)
-    _write_atomic(root / STATE_FILE, json.dumps(
+    atomic.fsync_dir(root)
+    atomic.write_atomic(root / STATE_FILE, json.dumps(
         {"manifest_etag": manifest_etag, "files": listing}).encode())
     return report
 
@@ -329,7 +320,7 @@ def _forget(fleet: str, spool_dir: Path, done: dict[str, str | None],
         if dead_lines:
             _append_dead(Path(spool_dir) / "rejected" / f"{fleet}{contract.SPOOL_SUFFIX}",
                          dead_lines)
-        _fsync_dir(root)
+        atomic.fsync_dir(root)
     return settled
 
 
@@ -339,7 +330,7 @@ def _rewrite(path: Path, new: bytes, old: bytes) -> None:
     if not new:
         path.unlink()
         return
-    _write_atomic(path, new)
+    atomic.write_atomic(path, new)
 
 
 def _dead_record(line: bytes, reason: str | None) -> bytes:
@@ -407,7 +398,8 @@ def remember(fleet: str, server: str, token_file: Path | None, *, dry_run: bool 
     if not dry_run:
         path.parent.mkdir(parents=True, exist_ok=True)
         token = str(Path(token_file).expanduser().resolve()) if token_file else None
-        _write_atomic(path, json.dumps({"server": server, "token_file": token}, indent=2).encode())
+        body = json.dumps({"server": server, "token_file": token}, indent=2)
+        atomic.write_atomic(path, body.encode())
     return path
 
 

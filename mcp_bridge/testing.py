@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mcp_bridge import contract
+from mcp_bridge import atomic, contract
 
 EMBEDDER = {"name": "all-MiniLM-L6-v2-int8", "dims": 384}
 
@@ -38,18 +38,7 @@ def claim(id_: str, text: str, **fields: Any) -> dict[str, Any]:
     return row
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+write_atomic = atomic.write_atomic
 
 
 def write_json(path: Path, value: Any) -> None:

@@ -1,11 +1,14 @@
-"""Writing cache files so that a reader sees the whole old file or the whole new one.
+"""Writing files so that a reader sees the whole old file or the whole new one.
 
-Temp file in the same directory → write → fsync → os.replace → fsync the directory.
+Temp file in the same directory → write → fsync → os.replace → fsync the directory. The
+cache contract requires it of the server's renderer, and the bridge's spool, sync and
+install write the same way; stdlib only, so both sides import this one module.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import time
@@ -14,7 +17,13 @@ from typing import Any
 
 
 def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    """Make a rename or create in `directory` durable (a no-op where dirs cannot be opened)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as e:  # pragma: no cover - platform without directory fds
+        if e.errno in (errno.EISDIR, errno.EACCES):
+            return
+        raise
     try:
         os.fsync(fd)
     finally:
@@ -37,12 +46,14 @@ def remove_stale_temps(directory: Path, *, older_than_secs: float = 600) -> int:
     return removed
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
     tmp = temp_path(path)
     with open(tmp, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
+    if mode is not None:
+        os.chmod(tmp, mode)
     os.replace(tmp, path)
     fsync_dir(path.parent)
 
