@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -264,7 +263,7 @@ class _Resolver:
         self.last_seen: dict[str, datetime] = {}
 
     def envelope(self, event: dict[str, Any]) -> Envelope:
-        at = min(_parse_time(event["at"]), timezone.now())
+        at = min(contract.parse_time(event["at"]) or timezone.now(), timezone.now())
         agent = self._agent(event["agent"])
         self.last_seen[agent.agent_id] = max(at, self.last_seen.get(agent.agent_id, at))
         session = self._session(event["session"], agent, at) if event.get("session") else None
@@ -358,32 +357,8 @@ def _parse(raw: bytes, fleet_slug: str) -> dict[str, Any] | str:
         return f"not JSON: {exc}"
     if not isinstance(event, dict):
         return "not a JSON object"
-    if event.get("v") != contract.SPOOL_VERSION:
-        return f"unsupported spool version {event.get('v')!r}"
-    if event.get("kind") not in contract.SPOOL_KINDS:
-        return f"unknown kind {event.get('kind')!r}"
-    try:
-        event["id"] = str(uuid.UUID(str(event.get("id"))))
-    except ValueError:
-        return "id is not a UUID"
-    if event.get("fleet") != fleet_slug:
-        return f"fleet {event.get('fleet')!r} does not match the spool file's fleet"
-    agent = event.get("agent")
-    if not isinstance(agent, str) or not agent.strip() or len(agent) > 128:
-        return "agent must be a non-empty string of at most 128 characters"
-    session = event.get("session")
-    if session is not None and (not isinstance(session, str) or len(session) > 128):
-        return "session must be a string of at most 128 characters or null"
-    try:
-        _parse_time(event.get("at"))
-    except (TypeError, ValueError):
-        return "at is not an ISO 8601 timestamp"
-    if not isinstance(event.get("payload"), dict):
-        return "payload must be an object"
+    problem = contract.envelope_problem(event, fleet_slug, fleet_source="the spool file's fleet")
+    if problem:
+        return problem
     event["payload"] = redact.scrub_value(event["payload"])  # again, at ingest
     return event
-
-
-def _parse_time(value: Any) -> datetime:
-    moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

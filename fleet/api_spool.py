@@ -17,9 +17,7 @@ Idempotency by event id, in two layers:
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,13 +96,16 @@ def _check_payload(kind: str, payload: dict[str, Any]) -> None:
             raise Invalid("payload.transfer_leases must be a boolean")
     elif kind == contract.KIND_SESSION_END:
         if payload.get("outcome") not in (None, *contract.SESSION_OUTCOMES):
-            raise Invalid(f"payload.outcome must be null or one of "
-                          f"{', '.join(contract.SESSION_OUTCOMES)}")
+            raise Invalid(
+                f"payload.outcome must be null or one of {', '.join(contract.SESSION_OUTCOMES)}"
+            )
         _text(payload, "summary", 4000, required=False)
         _text(payload, "reason", 64, required=False)
         changed = payload.get("changed_paths", [])
-        if not isinstance(changed, list) or len(changed) > 200 or not all(
-            isinstance(p, str) and 0 < len(p) <= 1024 for p in changed
+        if (
+            not isinstance(changed, list)
+            or len(changed) > 200
+            or not all(isinstance(p, str) and 0 < len(p) <= 1024 for p in changed)
         ):
             raise Invalid("payload.changed_paths must be a list of at most 200 paths")
     else:
@@ -115,14 +116,6 @@ def _check_payload(kind: str, payload: dict[str, Any]) -> None:
         if payload.get("scope", "agent") != "agent":
             raise Invalid("payload.scope must be 'agent': proposals are never fleet-scoped")
         _citations(payload)
-
-
-def _identifier(event: dict[str, Any], key: str, *, required: bool) -> None:
-    value = event.get(key)
-    if value is None and not required:
-        return
-    if not isinstance(value, str) or not 0 < len(value) <= 128 or not value.isprintable():
-        raise Invalid(f"{key} must be 1-128 printable characters")
 
 
 def parse_line(raw: bytes, fleet: Fleet, agent_id: str | None) -> dict[str, Any]:
@@ -137,26 +130,11 @@ def parse_line(raw: bytes, fleet: Fleet, agent_id: str | None) -> dict[str, Any]
         raise Invalid("a spool line is a JSON object")
     if set(event) != EVENT_KEYS and not (set(event) == EVENT_KEYS - {"session"}):
         raise Invalid(f"keys must be {', '.join(sorted(EVENT_KEYS))}")
-    if type(event["v"]) is not int or event["v"] != contract.SPOOL_VERSION:
-        raise Invalid(f"v must be {contract.SPOOL_VERSION}")
-    try:
-        event["id"] = str(uuid.UUID(str(event["id"])))
-    except ValueError:
-        raise Invalid("id must be a UUID") from None
-    if not isinstance(event["kind"], str) or event["kind"] not in contract.SPOOL_KINDS:
-        raise Invalid(f"kind must be one of {', '.join(contract.SPOOL_KINDS)}")
-    if event["fleet"] != fleet.slug:
-        raise Invalid("fleet does not match the URL")
-    _identifier(event, "agent", required=True)
-    _identifier(event, "session", required=False)
+    problem = contract.envelope_problem(event, fleet.slug, fleet_source="the URL's fleet")
+    if problem:
+        raise Invalid(problem)
     if agent_id is not None and event["agent"] != agent_id:
         raise Invalid(f"this token speaks for agent {agent_id}")
-    try:
-        dt.datetime.fromisoformat(str(event["at"]).replace("Z", "+00:00"))
-    except ValueError:
-        raise Invalid("at must be an ISO 8601 time") from None
-    if not isinstance(event["payload"], dict):
-        raise Invalid("payload must be an object")
     _check_payload(event["kind"], event["payload"])
     event.setdefault("session", None)
     return redact.scrub_value(event)  # type: ignore[no-any-return]

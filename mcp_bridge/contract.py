@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import uuid
 from typing import Any, Final
 
 #: Version of the cache files. Readers refuse (with a note) any other value.
@@ -115,3 +116,33 @@ def parse_time(value: Any) -> dt.datetime | None:
     except ValueError:
         return None
     return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+
+
+def envelope_problem(event: dict[str, Any], fleet: str, *, fleet_source: str) -> str | None:
+    """Why a spool event's envelope breaks this contract, or None; normalises `id` in place.
+
+    The one check of the fields every line carries, for both readers of spool lines: the
+    drain (lines in a spool file) and the REST spool upload (lines posted for a fleet).
+    Payloads are each kind's own business. `fleet_source` names what `fleet` came from.
+    """
+    if type(event.get("v")) is not int or event["v"] != SPOOL_VERSION:
+        return f"unsupported spool version {event.get('v')!r} (this reader takes {SPOOL_VERSION})"
+    try:
+        event["id"] = str(uuid.UUID(str(event.get("id"))))
+    except ValueError:
+        return "id must be a UUID"
+    if event.get("kind") not in SPOOL_KINDS:
+        return f"unknown kind {event.get('kind')!r}; one of {', '.join(SPOOL_KINDS)}"
+    if event.get("fleet") != fleet:
+        return f"fleet {event.get('fleet')!r} does not match {fleet_source}"
+    for key, required in (("agent", True), ("session", False)):
+        value = event.get(key)
+        if value is None and not required:
+            continue
+        if not isinstance(value, str) or not 0 < len(value) <= 128 or not value.isprintable():
+            return f"{key} must be 1-128 printable characters" + ("" if required else " or null")
+    if parse_time(event.get("at")) is None:
+        return "at must be an ISO 8601 timestamp"
+    if not isinstance(event.get("payload"), dict):
+        return "payload must be an object"
+    return None
