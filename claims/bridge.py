@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -13,12 +13,12 @@ import numpy as np
 
 from claims import moderation, search
 from claims.models import Claim, ClaimEvent, Evidence
-from fleet.bridge import Envelope, InvalidEvent, iso
+from fleet.bridge import Envelope, InvalidEvent, Outcome, checked_each, filled, iso
 from fleet.models import Fleet
 from mcp_bridge import contract, embed, ranking
 
 
-def apply_claim_proposed(event: Envelope) -> dict[str, Any]:
+def _proposal(event: Envelope) -> moderation.ProposalRequest:
     """A proposal from an agent: always agent scope, never promoted, whatever the line says."""
     payload = event.payload
     evidence = payload.get("evidence")
@@ -27,22 +27,31 @@ def apply_claim_proposed(event: Envelope) -> dict[str, Any]:
     for key in ("claim", "type", "subject"):
         if not isinstance(payload.get(key), str):
             raise InvalidEvent(f"payload.{key} must be a string")
-    try:
-        proposal = moderation.propose_claim(
-            event.fleet,
-            text=payload["claim"],
-            type=payload["type"],
-            subject=payload["subject"],
-            evidence=evidence,
-            by_agent=event.agent,
-        )
-    except moderation.InvalidProposal as exc:
-        raise InvalidEvent(str(exc)) from exc
-    return {
-        "claim": proposal.claim.public_id,
-        "created": proposal.created,
-        "evidence_added": proposal.evidence_added,
-    }
+    return moderation.ProposalRequest(
+        text=payload["claim"],
+        type=payload["type"],
+        subject=payload["subject"],
+        evidence=evidence,
+        by_agent=event.agent,
+    )
+
+
+def apply_claims_proposed(events: Sequence[Envelope]) -> list[Outcome]:
+    """claim.proposed events of one fleet, in order; new claims are inserted set-wise."""
+    outcomes, valid = checked_each(events, _proposal)
+    if valid:
+        results = moderation.propose_many(events[0].fleet, [request for _, request in valid])
+        for (i, _), result in zip(valid, results, strict=True):
+            outcomes[i] = (
+                InvalidEvent(str(result))
+                if isinstance(result, moderation.InvalidProposal)
+                else {
+                    "claim": result.claim.public_id,
+                    "created": result.created,
+                    "evidence_added": result.evidence_added,
+                }
+            )
+    return filled(outcomes)
 
 
 # -- render: snapshot.sqlite and the claims of the briefing (docs/cache-format.md) ---------

@@ -12,7 +12,7 @@ import re
 import unicodedata
 
 from django.conf import settings
-from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.indexes import GinIndex, OpClass
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import connection, models, transaction
 from django.db.models import Q
@@ -182,7 +182,7 @@ class Claim(models.Model):
         self.text_hash = text_hash(self.text)
         with transaction.atomic(savepoint=False):
             if self.number is None:
-                self.number = _next_claim_number(self.fleet_id)
+                self.number = take_claim_numbers(self.fleet_id)
             super().save(*args, **kwargs)  # type: ignore[arg-type]
 
     @property
@@ -190,12 +190,15 @@ class Claim(models.Model):
         return f"cc-{self.number:02d}"
 
 
-def _next_claim_number(fleet_id: int) -> int:
-    """Take the fleet's next claim number in one statement; the row lock serialises takers."""
+def take_claim_numbers(fleet_id: int, count: int = 1) -> int:
+    """Take the fleet's next `count` claim numbers in one statement; returns the last.
+
+    The row lock on the fleet serialises takers until their transaction ends.
+    """
     with connection.cursor() as cur:
         cur.execute(
-            "UPDATE fleet_fleet SET claim_seq = claim_seq + 1 WHERE id = %s RETURNING claim_seq",
-            [fleet_id],
+            "UPDATE fleet_fleet SET claim_seq = claim_seq + %s WHERE id = %s RETURNING claim_seq",
+            [count, fleet_id],
         )
         return int(cur.fetchone()[0])
 
@@ -231,7 +234,16 @@ class Evidence(models.Model):
                 name="claims_evidence_excerpt_short",
             ),
         ]
-        indexes = [models.Index(fields=("path",), name="claims_evidence_by_path")]
+        indexes = [
+            models.Index(fields=("path",), name="claims_evidence_by_path"),
+            # Versioned citations by path prefix, for staleness (claims/staleness.py): a
+            # LIKE 'prefix%' range scan whatever the database's collation.
+            models.Index(
+                OpClass(models.F("path"), name="text_pattern_ops"),
+                condition=~Q(path="") & ~Q(commit=""),
+                name="claims_evidence_versioned",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.session_id}/{self.message_id}"

@@ -8,7 +8,7 @@ call these; nothing else writes `Claim.status`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,15 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from claims import tasks
-from claims.models import MAX_EXCERPT, Claim, ClaimEvent, ClaimStatus, Evidence, text_hash
+from claims.models import (
+    MAX_EXCERPT,
+    Claim,
+    ClaimEvent,
+    ClaimStatus,
+    Evidence,
+    take_claim_numbers,
+    text_hash,
+)
 from fleet import lineage, rendering
 from fleet.models import Agent, ApiToken, Fleet, FleetModerator
 from mcp_bridge import redact
@@ -129,6 +137,18 @@ def _same_text(fleet: Fleet, text: str) -> Claim | None:
     return None if row is None else Claim.objects.get(pk=row[0])
 
 
+@dataclass(frozen=True)
+class ProposalRequest:
+    """What `propose_claim` takes, for `propose_many`."""
+
+    text: str
+    type: str
+    subject: str
+    evidence: Iterable[Mapping[str, Any]]
+    by_agent: Agent | None = None
+    confidence: float = 0.5
+
+
 def propose_claim(
     fleet: Fleet,
     *,
@@ -145,41 +165,127 @@ def propose_claim(
     either. Exact duplicates are found by the normalised-text hash within the fleet.
     Everything the caller can get wrong is checked before the first write.
     """
-    text = redact.scrub_text(text).strip()
-    subject = redact.scrub_text(subject).strip()
+    request = ProposalRequest(text, type, subject, evidence, by_agent, confidence)
+    (result,) = propose_many(fleet, [request])
+    if isinstance(result, InvalidProposal):
+        raise result
+    return result
+
+
+@dataclass(frozen=True)
+class _Checked:
+    request: ProposalRequest
+    text: str
+    subject: str
+    citations: list[dict[str, str]]
+    hash: str
+
+
+def _check(request: ProposalRequest) -> _Checked:
+    text = redact.scrub_text(request.text).strip()
+    subject = redact.scrub_text(request.subject).strip()
     if not text or not subject:
         raise InvalidProposal("A claim needs non-empty text and subject.")
     if len(subject) > Claim._meta.get_field("subject").max_length:
         raise InvalidProposal("subject is longer than 200 characters")
-    if type not in Claim.Type.values:
+    if request.type not in Claim.Type.values:
         raise InvalidProposal(f"type must be one of {', '.join(Claim.Type.values)}")
-    citations = clean_citations(evidence)
+    return _Checked(request, text, subject, clean_citations(request.evidence), text_hash(text))
+
+
+def propose_many(
+    fleet: Fleet, requests: Sequence[ProposalRequest]
+) -> list[Proposal | InvalidProposal]:
+    """`propose_claim` for each request in order; new claims are written set-wise.
+
+    1. Check every request (an invalid one gets its InvalidProposal in its place).
+    2. One query for which texts the fleet already has. The first request for a text the
+       fleet lacks creates a claim: their numbers are taken in one statement, and the
+       claims, their evidence and their `proposed` events are inserted in one each.
+    3. The rest — duplicates of an existing claim, or of an earlier request here —
+       corroborate, one by one, as separate calls would have.
+    """
+    checked: list[_Checked | InvalidProposal] = []
+    for request in requests:
+        try:
+            checked.append(_check(request))
+        except InvalidProposal as exc:
+            checked.append(exc)
+    valid = [c for c in checked if isinstance(c, _Checked)]
+    if not valid:
+        return list(checked)
     with transaction.atomic(savepoint=False):
-        existing = _same_text(fleet, text)
-        if existing is not None:
-            added = corroborate_claim(
-                existing, citations=citations, by_agent=by_agent, similarity=1.0
-            )
-            return Proposal(existing, created=False, evidence_added=added)
-        unique = list({(c["session_id"], c["message_id"]): c for c in citations}.values())
+        known = _known_hashes(fleet, {c.hash for c in valid})
+        firsts: dict[str, _Checked] = {}
+        for c in valid:
+            if c.hash not in known:
+                firsts.setdefault(c.hash, c)
+        created = _create_claims(fleet, list(firsts.values()))
+        results: list[Proposal | InvalidProposal] = []
+        for c in checked:
+            if isinstance(c, InvalidProposal):
+                results.append(c)
+            elif firsts.get(c.hash) is c:
+                results.append(created[c.hash])
+            else:
+                existing = _same_text(fleet, c.text)
+                assert existing is not None  # known, or created above in this transaction
+                added = corroborate_claim(
+                    existing, citations=c.citations, by_agent=c.request.by_agent, similarity=1.0
+                )
+                results.append(Proposal(existing, created=False, evidence_added=added))
+    return results
+
+
+def _known_hashes(fleet: Fleet, hashes: set[str]) -> set[str]:
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT DISTINCT text_hash FROM claims_claim WHERE fleet_id = %s "
+            "AND text_hash = ANY(%s)",
+            [fleet.pk, sorted(hashes)],
+        )
+        return {row[0] for row in cur.fetchall()}
+
+
+def _create_claims(fleet: Fleet, new: list[_Checked]) -> dict[str, Proposal]:
+    """Insert `new` claims (numbered in order) with their evidence and events."""
+    if not new:
+        return {}
+    last = take_claim_numbers(fleet.pk, len(new))
+    claims, evidence = [], []
+    for number, c in enumerate(new, start=last - len(new) + 1):
+        unique = list({(e["session_id"], e["message_id"]): e for e in c.citations}.values())
         claim = Claim(
             fleet=fleet,
-            text=text,
-            type=type,
-            subject=subject,
-            proposed_by=by_agent,
-            confidence=min(max(float(confidence), 0.0), 1.0),
+            number=number,
+            text=c.text,
+            text_hash=c.hash,
+            type=c.request.type,
+            subject=c.subject,
+            proposed_by=c.request.by_agent,
+            confidence=min(max(float(c.request.confidence), 0.0), 1.0),
             scope=Claim.Scope.AGENT,
             status=Claim.Status.PROPOSED,
             independent_sessions=lineage.independent_sessions(
-                fleet, [c["session_id"] for c in unique]
+                fleet, [e["session_id"] for e in unique]
             ),
         )
-        claim.save()
-        Evidence.objects.bulk_create([Evidence(claim=claim, agent=by_agent, **c) for c in unique])
-        _event(claim, ClaimEvent.Kind.PROPOSED, agent=by_agent)
-        tasks.request_embedding()
-    return Proposal(claim, created=True, evidence_added=len(unique))
+        claims.append(claim)
+        evidence.append((claim, unique))
+    Claim.objects.bulk_create(claims)
+    Evidence.objects.bulk_create(
+        [Evidence(claim=claim, agent=claim.proposed_by, **e) for claim, cited in evidence
+         for e in cited]
+    )
+    ClaimEvent.objects.bulk_create(
+        [ClaimEvent(claim=claim, kind=ClaimEvent.Kind.PROPOSED, actor_agent=claim.proposed_by,
+                    data={}) for claim in claims]
+    )
+    tasks.request_embedding()
+    return {
+        c.hash: Proposal(claim, created=True, evidence_added=len(cited))
+        for c, (claim, cited) in zip(new, evidence, strict=True)
+    }
 
 
 @transaction.atomic(savepoint=False)  # only database errors can escape: no savepoint needed

@@ -13,12 +13,13 @@ version, so there is nothing to be stale against.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection, transaction
 
-from claims.models import Claim, Evidence
+from claims.models import Claim
 from fleet import activity
 from fleet.globs import BadPath, covers, like_pattern, literal_prefix
 from fleet.models import Agent, Fleet, Session
@@ -28,33 +29,49 @@ POSSIBLY_STALE = ranking.STALE_DEFAULT  # 0.5: halves the score, never hides the
 LIVE_STATUSES = (Claim.Status.PROPOSED, Claim.Status.PROMOTED)
 
 
+@dataclass(frozen=True)
+class ChangeReport:
+    """Paths a session says it is about to change (a lease) or changed (a session end)."""
+
+    paths: Sequence[str]
+    at: datetime
+    session: Session | None = None
+    agent: Agent | None = None
+    source: str = "lease.claim"
+
+
 _CITED = """
     SELECT e.claim_id, e.path, e.session_id, e.created_at
     FROM claims_evidence e JOIN claims_claim c ON c.id = e.claim_id
     WHERE c.fleet_id = %s AND c.status = ANY(%s) AND e.path <> '' AND e.commit <> ''
-      AND e.path LIKE %s ESCAPE '\\'
+      AND ({likes})
 """
+_LIKE = "e.path LIKE %s ESCAPE '\\'"
 
 
-def cited_under(fleet: Fleet, pattern: str) -> list[Evidence]:
-    """Versioned citations (path + commit) of the fleet's live claims that `pattern` covers.
-
-    Hand-written SQL: it runs for every lease claim the drain applies, and the ORM query
-    cost more to build than to run. The claims are loaded only for the (rare) hits.
-    """
+def _prefix(pattern: str) -> str | None:
     try:
-        prefix = literal_prefix(pattern).rstrip("/")
+        return literal_prefix(pattern).rstrip("/")
     except BadPath:
+        return None
+
+
+def cited_under(fleet: Fleet, patterns: Iterable[str]) -> list[tuple[int, str, str, datetime]]:
+    """(claim id, path, session id, cited at) of the fleet's live claims' versioned
+    citations (path + commit) that one of `patterns` may cover, by literal prefix.
+
+    Hand-written SQL: it runs for every batch of lease claims the drain applies, and the
+    ORM query cost more to build than to run. Callers check `covers` per pattern.
+    """
+    likes = sorted({like_pattern(p) for p in map(_prefix, patterns) if p is not None})
+    if not likes:
         return []
-    like = like_pattern(prefix)
     with connection.cursor() as cur:
-        cur.execute(_CITED, [fleet.pk, list(LIVE_STATUSES), like])
-        rows = [r for r in cur.fetchall() if _covers(pattern, r[1])]
-    claims = Claim.objects.in_bulk({r[0] for r in rows}) if rows else {}
-    return [
-        Evidence(claim=claims[claim_id], path=path, session_id=session_id, created_at=at)
-        for claim_id, path, session_id, at in rows
-    ]
+        # One LIKE per prefix, not LIKE ANY(array): each is a range scan of the partial
+        # index of versioned citations (claims_evidence_versioned).
+        sql = _CITED.format(likes=" OR ".join([_LIKE] * len(likes)))
+        cur.execute(sql, [fleet.pk, list(LIVE_STATUSES), *likes])
+        return cur.fetchall()
 
 
 def _covers(pattern: str, path: str) -> bool:
@@ -64,7 +81,6 @@ def _covers(pattern: str, path: str) -> bool:
         return False
 
 
-@transaction.atomic(savepoint=False)  # inside the drain's batch: no savepoint per event
 def mark_changed_paths(
     fleet: Fleet,
     paths: Iterable[str],
@@ -74,39 +90,54 @@ def mark_changed_paths(
     agent: Agent | None = None,
     source: str = "lease.claim",
 ) -> list[Claim]:
-    """Mark possibly stale the claims citing (path, commit) under `paths`; returns them.
+    """Mark possibly stale the claims citing (path, commit) under `paths`; returns them."""
+    (marked,) = mark_reported_changes(
+        fleet, [ChangeReport(list(paths), at, session, agent, source)]
+    )
+    return marked
 
-    1. Find versioned citations covered by any of the paths, cited before `at` and by a
-       different session (a session changing the file it just cited is not news).
+
+@transaction.atomic(savepoint=False)  # inside the drain's batch: no savepoint per event
+def mark_reported_changes(fleet: Fleet, reports: Sequence[ChangeReport]) -> list[list[Claim]]:
+    """For each report in order, the claims it newly marks possibly stale.
+
+    1. Find, in one query, the versioned citations any report's paths may cover; a
+       citation counts for a report when a path covers it, it was cited before the
+       report's time, and by a different session (changing a file you cited is not news).
     2. Raise each such claim's staleness to POSSIBLY_STALE (never lower it: a finer
-       estimate set elsewhere wins), in one UPDATE.
+       estimate set elsewhere wins), in one UPDATE; the first report to hit a claim marks
+       it, as if the reports had come one by one.
     3. One Activity row per newly marked claim, naming the paths and who reported them.
     """
-    hits: dict[int, tuple[Claim, set[str]]] = {}
-    own = session.session_id if session else None
-    for pattern in dict.fromkeys(paths):
-        for ev in cited_under(fleet, pattern):
-            if ev.created_at < at and ev.session_id != own:
-                hits.setdefault(ev.claim_id, (ev.claim, set()))[1].add(ev.path)
-    if not hits:
-        return []
-    fresh = set(
-        Claim.objects.filter(pk__in=hits, staleness__lt=POSSIBLY_STALE).values_list("pk", flat=True)
-    )
+    rows = cited_under(fleet, {p for report in reports for p in report.paths})
+    hits: list[dict[int, set[str]]] = []
+    for report in reports:
+        own = report.session.session_id if report.session else None
+        found: dict[int, set[str]] = {}
+        for pattern in dict.fromkeys(report.paths):
+            for claim_id, path, session_id, cited_at in rows:
+                if cited_at < report.at and session_id != own and _covers(pattern, path):
+                    found.setdefault(claim_id, set()).add(path)
+        hits.append(found)
+    every = {claim_id for found in hits for claim_id in found}
+    if not every:
+        return [[] for _ in reports]
+    fresh = Claim.objects.filter(pk__in=every, staleness__lt=POSSIBLY_STALE).in_bulk()
     Claim.objects.filter(pk__in=fresh).update(staleness=POSSIBLY_STALE)
-    marked = []
-    for pk in sorted(fresh):
-        claim, cited = hits[pk]
-        claim.staleness = POSSIBLY_STALE
-        activity.record(
-            fleet,
-            "claim.possibly_stale",
-            target=claim,
-            agent=agent,
-            claim=claim.public_id,
-            paths=sorted(cited),
-            source=source,
-            session=own,
-        )
-        marked.append(claim)
+    marked: list[list[Claim]] = []
+    for report, found in zip(reports, hits, strict=True):
+        mine = [fresh.pop(pk) for pk in sorted(found) if pk in fresh]
+        for claim in mine:
+            claim.staleness = POSSIBLY_STALE
+            activity.record(
+                fleet,
+                "claim.possibly_stale",
+                target=claim,
+                agent=report.agent,
+                claim=claim.public_id,
+                paths=sorted(found[claim.pk]),
+                source=report.source,
+                session=report.session.session_id if report.session else None,
+            )
+        marked.append(mine)
     return marked

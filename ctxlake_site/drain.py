@@ -5,9 +5,11 @@ How exactly-once holds, including when a drain is killed at any instruction:
 1. Lines are read from a durable per-file cursor (keyed by the file's inode, so a file the
    bridge rotated by renaming keeps its position). Only complete lines are read; a torn
    last line is left for the next pass.
-2. Events are applied in batches. Each event runs in its own savepoint together with the
-   insert of its AppliedEvent row (unique event id): an event is applied with its record,
-   or not at all. A duplicate id (a replay) is skipped.
+2. Events are applied in batches, in one transaction together with the insert of their
+   AppliedEvent rows (unique event ids): an event is applied with its record, or not at
+   all, and a duplicate id (a replay) is skipped. Inside a batch, runs of events that
+   commute are applied a kind at a time (drain_plan). Should the batch hit a database
+   error, it is redone with a savepoint per event, so one bad event cannot hold up the rest.
 3. The batch's transaction also advances the cursor. A kill before COMMIT loses the whole
    batch *and* its cursor move, so the next pass replays it; a kill after COMMIT has
    recorded both. Either way each event is applied once.
@@ -31,8 +33,9 @@ from typing import Any
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
+from ctxlake_site import drain_plan
 from fleet import activity, rendering
-from fleet.bridge import Envelope, InvalidEvent
+from fleet.bridge import BatchApplier, Envelope, InvalidEvent, Outcome, filled
 from fleet.models import Agent, AppliedEvent, Fleet, Session, SpoolCursor
 from mcp_bridge import contract, redact
 
@@ -89,17 +92,20 @@ def fleet_files(spool_dir: Path) -> dict[str, list[Path]]:
 
 
 class Drainer:
-    """One pass over the spool; `appliers` maps an event kind to the app function owning it."""
+    """One pass over the spool; `appliers` maps an event kind to the app function owning it,
+    `batch_appliers` (optional, per kind) to the function applying a run of such events."""
 
     def __init__(
         self,
         spool_dir: Path,
         appliers: dict[str, Applier],
         *,
+        batch_appliers: dict[str, BatchApplier] | None = None,
         progress: Callable[[DrainReport], None] | None = None,
     ) -> None:
         self.spool_dir = spool_dir
         self.appliers = appliers
+        self.batch_appliers = batch_appliers or {}
         self.progress = progress
         self.report = DrainReport()
 
@@ -162,33 +168,66 @@ class Drainer:
     ) -> DrainReport:
         """Record every event id in one statement, then apply only the ids that were new.
 
-        Appliers validate before they write, so an InvalidEvent leaves nothing behind and
-        needs no savepoint; its id stays recorded as dead-lettered. Any database error
-        aborts the batch, and _apply_slow redoes it with a savepoint per event.
+        The new events are cut into segments of pairwise commuting events (drain_plan);
+        inside one, each kind with a batch applier is applied in one call, the others one
+        by one. Appliers validate before they write, so an InvalidEvent leaves nothing
+        behind and needs no savepoint; its id stays recorded as dead-lettered. Any
+        database error aborts the batch, and _apply_slow redoes it event by event.
         """
         counts = DrainReport()
         events = [e for _, _, e in parsed if isinstance(e, dict)]
         new_ids = _record_ids(fleet, events)
         resolver = _Resolver(fleet)
-        results: dict[str, dict[str, Any]] = {}
-        for start, raw, event in parsed:
+        fresh: dict[int, Envelope] = {}  # position in `parsed` → the event, to apply
+        for position, (_, _, event) in enumerate(parsed):
             if isinstance(event, str):
-                self._dead(fleet, path, start, raw, event, counts)
-            elif event["id"] not in new_ids:
+                continue
+            if event["id"] not in new_ids:
                 counts.duplicates += 1
             else:
                 new_ids.discard(event["id"])  # the same id twice in one batch applies once
-                try:
-                    results[event["id"]] = self.appliers[event["kind"]](resolver.envelope(event))
+                fresh[position] = resolver.envelope(event)
+        outcomes = dict(zip(fresh, self._outcomes(list(fresh.values())), strict=True))
+        results: dict[str, dict[str, Any]] = {}
+        for position, (start, raw, event) in enumerate(parsed):  # dead letters in spool order
+            if isinstance(event, str):
+                self._dead(fleet, path, start, raw, event, counts)
+            elif position in outcomes:
+                outcome = outcomes[position]
+                if isinstance(outcome, InvalidEvent):
+                    self._dead(fleet, path, start, raw, str(outcome), counts)
+                    results[event["id"]] = {"dead_lettered": str(outcome)}
+                else:
+                    results[event["id"]] = outcome
                     counts.applied += 1
-                except InvalidEvent as exc:
-                    self._dead(fleet, path, start, raw, str(exc), counts)
-                    results[event["id"]] = {"dead_lettered": str(exc)}
         _store_results(results)
         resolver.flush()
         if counts.applied:
             counts.fleets_changed.add(fleet.slug)
         return counts
+
+    def _outcomes(self, envelopes: list[Envelope]) -> list[Outcome]:
+        """Each event's result or InvalidEvent, applied segment by segment, kind by kind."""
+        outcomes: list[Outcome | None] = [None] * len(envelopes)
+        for segment in drain_plan.segments(envelopes):
+            by_kind: dict[str, list[int]] = {}
+            for i in segment:
+                by_kind.setdefault(envelopes[i].kind, []).append(i)
+            for kind, indices in drain_plan.in_apply_order(by_kind):
+                batch = self.batch_appliers.get(kind)
+                if batch is not None:
+                    applied = batch([envelopes[i] for i in indices])
+                else:
+                    applied = [self._apply_one(envelopes[i]) for i in indices]
+                for i, outcome in zip(indices, applied, strict=True):
+                    outcomes[i] = outcome
+        return filled(outcomes)
+
+    def _apply_one(self, envelope: Envelope) -> Outcome:
+        try:
+            return self.appliers[envelope.kind](envelope)
+        except InvalidEvent as exc:
+            return exc
 
     def _apply_slow(
         self, fleet: Fleet, path: Path, parsed: list[tuple[int, bytes, dict[str, Any] | str]]
@@ -309,11 +348,11 @@ def _record_ids(fleet: Fleet, events: list[dict[str, Any]]) -> set[str]:
             """
             INSERT INTO fleet_appliedevent (event_id, fleet_id, kind, source, applied_at, result)
             SELECT id, %s, kind, 'spool', now(), '{}'::jsonb
-            FROM unnest(%s::uuid[], %s::text[]) AS e(id, kind)
+            FROM jsonb_to_recordset(%s::jsonb) AS e(id uuid, kind text)
             ON CONFLICT (event_id) DO NOTHING
             RETURNING event_id
             """,
-            [fleet.pk, [e["id"] for e in events], [e["kind"] for e in events]],
+            [fleet.pk, json.dumps([{"id": e["id"], "kind": e["kind"]} for e in events])],
         )
         return {str(row[0]) for row in cur.fetchall()}
 
@@ -324,11 +363,11 @@ def _store_results(results: dict[str, dict[str, Any]]) -> None:
     with connection.cursor() as cur:
         cur.execute(
             """
-            UPDATE fleet_appliedevent AS a SET result = r.result::jsonb
-            FROM unnest(%s::uuid[], %s::text[]) AS r(id, result)
-            WHERE a.event_id = r.id
+            UPDATE fleet_appliedevent AS a SET result = r.value
+            FROM jsonb_each(%s::jsonb) AS r(key, value)
+            WHERE a.event_id = r.key::uuid
             """,
-            [list(results), [json.dumps(v) for v in results.values()]],
+            [json.dumps(results)],
         )
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from django.db import connection
@@ -28,19 +29,24 @@ from fleet.models import Fleet, Lease
 from mcp_bridge import atomic, contract, embed
 
 
-def apply_lease_claim(event: fleet_bridge.Envelope) -> dict[str, Any]:
-    """Take the lease (fleet's job), then mark claims citing those paths possibly stale.
+def apply_lease_claims(events: Sequence[fleet_bridge.Envelope]) -> list[fleet_bridge.Outcome]:
+    """Take the leases (fleet's job), then mark claims citing those paths possibly stale.
 
     Composed here because fleet never imports claims: a lease by another session is the
     fleet's signal that the cited files are about to change.
     """
-    result = fleet_bridge.apply_lease_claim(event)
-    marked = staleness.mark_changed_paths(
-        event.fleet, result["held"], at=event.at, session=event.session, agent=event.agent
-    )
-    if marked:
-        result["possibly_stale"] = [claim.public_id for claim in marked]
-    return result
+    outcomes = fleet_bridge.apply_lease_claims(events)
+    taken = [(event, o) for event, o in zip(events, outcomes, strict=True) if isinstance(o, dict)]
+    reports = [
+        staleness.ChangeReport(o["held"], event.at, event.session, event.agent)
+        for event, o in taken
+    ]
+    for (_, outcome), marked in zip(
+        taken, staleness.mark_reported_changes(events[0].fleet, reports), strict=True
+    ):
+        if marked:
+            outcome["possibly_stale"] = [claim.public_id for claim in marked]
+    return outcomes
 
 
 def apply_session_end(event: fleet_bridge.Envelope) -> dict[str, Any]:
@@ -57,11 +63,16 @@ def apply_session_end(event: fleet_bridge.Envelope) -> dict[str, Any]:
     return result
 
 
+# Event kinds applied a run at a time (one statement per kind, not per event); the drain's
+# planner (ctxlake_site.drain_plan) decides which events may share a run.
+BATCH_APPLIERS: dict[str, fleet_bridge.BatchApplier] = {
+    contract.KIND_LEASE_CLAIM: apply_lease_claims,
+    contract.KIND_LEASE_RELEASE: fleet_bridge.apply_lease_releases,
+    contract.KIND_HANDOFF_CREATE: fleet_bridge.apply_handoff_creates,
+    contract.KIND_CLAIM_PROPOSED: claims_bridge.apply_claims_proposed,
+}
 APPLIERS: dict[str, Applier] = {
-    contract.KIND_LEASE_CLAIM: apply_lease_claim,
-    contract.KIND_LEASE_RELEASE: fleet_bridge.apply_lease_release,
-    contract.KIND_HANDOFF_CREATE: fleet_bridge.apply_handoff_create,
-    contract.KIND_CLAIM_PROPOSED: claims_bridge.apply_claim_proposed,
+    **{kind: partial(fleet_bridge.one, batch) for kind, batch in BATCH_APPLIERS.items()},
     contract.KIND_SESSION_END: apply_session_end,
 }
 
@@ -74,7 +85,9 @@ POLL_SECS = 2.0
 def drain_spool(
     fleet: str | None = None, progress: Callable[[DrainReport], None] | None = None
 ) -> DrainReport:
-    return Drainer(paths.spool_dir(), APPLIERS, progress=progress).run(only_fleet=fleet)
+    return Drainer(
+        paths.spool_dir(), APPLIERS, batch_appliers=BATCH_APPLIERS, progress=progress
+    ).run(only_fleet=fleet)
 
 
 def drain_spool_follow(follow_secs: float = FOLLOW_SECS, poll_secs: float = POLL_SECS) -> str:

@@ -7,9 +7,10 @@ wrong raises InvalidEvent, which sends the line to the dead-letter file.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db.models import Q
 from django.utils import timezone
@@ -17,6 +18,8 @@ from django.utils import timezone
 from fleet import api_presence, handoffs, leases
 from fleet.globs import BadPath, normalise
 from fleet.models import Agent, Fleet, Handoff, Lease, Session
+
+T = TypeVar("T")
 
 
 class InvalidEvent(ValueError):
@@ -56,66 +59,128 @@ def _text(payload: dict[str, Any], key: str, *, limit: int, required: bool = Fal
     return value.strip()[:limit]
 
 
-def apply_lease_claim(event: Envelope) -> dict[str, Any]:
+Outcome = dict[str, Any] | InvalidEvent
+BatchApplier = Callable[[Sequence[Envelope]], list[Outcome]]
+
+
+def one(batch: BatchApplier, event: Envelope) -> dict[str, Any]:
+    """Apply a single event with a batch applier; InvalidEvent is raised, not returned."""
+    (outcome,) = batch([event])
+    if isinstance(outcome, InvalidEvent):
+        raise outcome
+    return outcome
+
+
+def checked_each(
+    events: Sequence[Envelope], check: Callable[[Envelope], T]
+) -> tuple[list[Outcome | None], list[tuple[int, T]]]:
+    """Check every event's payload: outcomes with the invalid ones filled in, and the rest."""
+    outcomes: list[Outcome | None] = [None] * len(events)
+    valid: list[tuple[int, T]] = []
+    for i, event in enumerate(events):
+        try:
+            valid.append((i, check(event)))
+        except InvalidEvent as exc:
+            outcomes[i] = exc
+    return outcomes, valid
+
+
+def _claim_request(event: Envelope) -> leases.ClaimRequest:
     ttl_secs = event.payload.get("ttl_secs")
     if ttl_secs is not None and (
         not isinstance(ttl_secs, int) or isinstance(ttl_secs, bool) or ttl_secs <= 0
     ):
         raise InvalidEvent("payload.ttl_secs must be a positive integer")
-    ttl = timedelta(seconds=ttl_secs) if ttl_secs else None
-    try:
-        result = leases.claim_paths(
-            event.agent,
-            _str_list(event.payload, "paths"),
-            ttl=ttl,
-            reason=_text(event.payload, "reason", limit=500),
-            session=event.session,
-            now=min(event.at, timezone.now()),
-        )
-    except (BadPath, ValueError) as exc:
-        raise InvalidEvent(str(exc)) from exc
-    return {
-        "held": [lease.path for lease in result.held],
-        "contention": [
-            {
-                "path": c.mine.path,
-                "other_agent": c.theirs.agent.agent_id,
-                "other_path": c.theirs.path,
-            }
-            for c in result.contention
-        ],
-    }
+    return leases.ClaimRequest(
+        event.agent,
+        _str_list(event.payload, "paths"),
+        ttl=timedelta(seconds=ttl_secs) if ttl_secs else None,
+        reason=_text(event.payload, "reason", limit=500),
+        session=event.session,
+        now=min(event.at, timezone.now()),
+    )
 
 
-def apply_lease_release(event: Envelope) -> dict[str, Any]:
+def apply_lease_claims(events: Sequence[Envelope]) -> list[Outcome]:
+    """lease.claim events of one fleet, in order (see leases.claim_many's precondition)."""
+    outcomes, valid = checked_each(events, _claim_request)
+    if valid:
+        results = leases.claim_many(events[0].fleet.pk, [request for _, request in valid])
+        for (i, _), result in zip(valid, results, strict=True):
+            outcomes[i] = (
+                InvalidEvent(str(result))
+                if isinstance(result, ValueError)
+                else {
+                    "held": [lease.path for lease in result.held],
+                    "contention": [
+                        {
+                            "path": c.mine.path,
+                            "other_agent": c.theirs.agent.agent_id,
+                            "other_path": c.theirs.path,
+                        }
+                        for c in result.contention
+                    ],
+                }
+            )
+    return filled(outcomes)
+
+
+def _release_request(event: Envelope) -> leases.ReleaseRequest:
     paths = _str_list(event.payload, "paths")
     release_all = event.payload.get("all") is True or not paths
-    try:
-        result = leases.release_paths(event.agent, None if release_all else paths)
-    except BadPath as exc:
-        raise InvalidEvent(str(exc)) from exc
-    return {"released": len(result.released), "not_held": result.not_held}
+    return leases.ReleaseRequest(event.agent, None if release_all else paths)
 
 
-def apply_handoff_create(event: Envelope) -> dict[str, Any]:
+def apply_lease_releases(events: Sequence[Envelope]) -> list[Outcome]:
+    """lease.release events of one fleet, at most one per agent, in one statement."""
+    outcomes, valid = checked_each(events, _release_request)
+    if valid:
+        results = leases.release_many(events[0].fleet.pk, [request for _, request in valid])
+        for (i, _), result in zip(valid, results, strict=True):
+            outcomes[i] = (
+                InvalidEvent(str(result))
+                if isinstance(result, BadPath)
+                else {"released": len(result.released), "not_held": result.not_held}
+            )
+    return filled(outcomes)
+
+
+def _handoff(event: Envelope) -> tuple[Handoff, bool]:
     status = event.payload.get("status", Handoff.Status.IN_PROGRESS)
     if status not in Handoff.Status.values:
         raise InvalidEvent(f"payload.status must be one of {', '.join(Handoff.Status.values)}")
     transfer = event.payload.get("transfer_leases", False)
     if not isinstance(transfer, bool):  # validate before writing: the drain relies on it
         raise InvalidEvent("payload.transfer_leases must be a boolean")
-    handoff = handoffs.create_handoff(
-        event.agent,
+    handoff = Handoff(
+        fleet=event.fleet,
+        from_agent=event.agent,
+        from_session=event.session,
         summary=_text(event.payload, "summary", limit=4000, required=True),
         status=status,
         next_steps=_text(event.payload, "next", limit=2000),
-        session=event.session,
         source_trust=Handoff.SourceTrust.AGENT,  # whatever the line claims: it came from an agent
     )
-    if not transfer:
-        return {"handoff": handoff.pk}
-    offered = handoffs.offer_leases(handoff, now=min(event.at, timezone.now()))
-    return {"handoff": handoff.pk, "offered": sorted(lease.path for lease in offered)}
+    return handoff, transfer
+
+
+def apply_handoff_creates(events: Sequence[Envelope]) -> list[Outcome]:
+    """handoff.create events: inserted in one statement, then the lease offers, in order."""
+    outcomes, valid = checked_each(events, _handoff)
+    handoffs.create_handoffs([handoff for _, (handoff, _) in valid])
+    for i, (handoff, transfer) in valid:
+        outcome: dict[str, Any] = {"handoff": handoff.pk}
+        if transfer:
+            now = min(events[i].at, timezone.now())
+            offered = handoffs.offer_leases(handoff, now=now)
+            outcome["offered"] = sorted(lease.path for lease in offered)
+        outcomes[i] = outcome
+    return filled(outcomes)
+
+
+def filled(outcomes: list[Outcome | None]) -> list[Outcome]:
+    assert all(o is not None for o in outcomes)
+    return outcomes  # type: ignore[return-value]
 
 
 def apply_session_end(event: Envelope) -> dict[str, Any]:

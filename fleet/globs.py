@@ -9,7 +9,12 @@ leases are advisory, and a false "someone else is here" costs less than a silent
 
 from __future__ import annotations
 
+from bisect import bisect_right, insort
+from collections.abc import Iterator
 from functools import lru_cache
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
 
 MAX_PATH_LENGTH = 1024
 
@@ -66,6 +71,31 @@ def prefixes_of(prefix: str) -> list[str]:
     """ "a/b/" → ["", "a/", "a/b/"]: the literal prefixes that `prefix` starts with."""
     parts = [p for p in prefix.split("/") if p]
     return ["".join(f"{q}/" for q in parts[:i]) for i in range(len(parts) + 1)]
+
+
+class PrefixIndex(Generic[T]):
+    """Items filed under a literal prefix, to find the ones that may overlap a pattern
+    without comparing it with every item: two patterns can only overlap when one's
+    literal prefix starts with the other's (see literal_prefix)."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, list[T]] = {}
+        self._prefixes: list[str] = []  # sorted: the ones starting with P follow P
+
+    def add(self, prefix: str, item: T) -> None:
+        if prefix not in self._items:
+            self._items[prefix] = []
+            insort(self._prefixes, prefix)
+        self._items[prefix].append(item)
+
+    def near(self, prefix: str) -> Iterator[T]:
+        """Items whose prefix is a start of `prefix`, or starts with it."""
+        for start in prefixes_of(prefix):
+            yield from self._items.get(start, ())
+        i = bisect_right(self._prefixes, prefix)
+        while i < len(self._prefixes) and self._prefixes[i].startswith(prefix):
+            yield from self._items[self._prefixes[i]]
+            i += 1
 
 
 def overlaps(a: str, b: str) -> bool:

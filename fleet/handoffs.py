@@ -41,7 +41,6 @@ class NotPending(Exception):
     """Only a pending handoff can be picked up."""
 
 
-@transaction.atomic(savepoint=False)  # only database errors can escape: no savepoint needed
 def create_handoff(
     agent: Agent,
     *,
@@ -51,17 +50,31 @@ def create_handoff(
     session: Session | None = None,
     source_trust: str = Handoff.SourceTrust.AGENT,
 ) -> Handoff:
-    handoff = Handoff.objects.create(
-        fleet=agent.fleet,
-        from_agent=agent,
-        from_session=session,
-        summary=summary,
-        status=status,
-        next_steps=next_steps,
-        source_trust=source_trust,
+    (handoff,) = create_handoffs(
+        [
+            Handoff(
+                fleet=agent.fleet,
+                from_agent=agent,
+                from_session=session,
+                summary=summary,
+                status=status,
+                next_steps=next_steps,
+                source_trust=source_trust,
+            )
+        ]
     )
-    activity.record(agent.fleet, "handoff.created", target=handoff, agent=agent)
     return handoff
+
+
+def create_handoffs(handoffs: list[Handoff]) -> list[Handoff]:
+    """Insert unsaved handoffs in one statement, each with its `handoff.created` activity."""
+    with transaction.atomic(savepoint=False):
+        Handoff.objects.bulk_create(handoffs)
+        for handoff in handoffs:
+            activity.record(
+                handoff.fleet, "handoff.created", target=handoff, agent=handoff.from_agent
+            )
+    return handoffs
 
 
 @transaction.atomic
@@ -110,8 +123,13 @@ _TAKE_OVER = """
 """
 
 
-def _transfer_offered(handoff: Handoff, *, to: Agent, session: Session | None, now: datetime,
-                      ) -> list[str]:
+def _transfer_offered(
+    handoff: Handoff,
+    *,
+    to: Agent,
+    session: Session | None,
+    now: datetime,
+) -> list[str]:
     """Move the leases offered with `handoff` to `to`; the caller holds the transaction.
 
     1. Lock the offered rows that are still live (released or expired offers stay put,
@@ -121,9 +139,7 @@ def _transfer_offered(handoff: Handoff, *, to: Agent, session: Session | None, n
        TTL). The partial unique index `fleet_lease_one_per_key` arbitrates: a picker who
        already holds that path keeps one row, with the later of the two expiries.
     """
-    offered = list(
-        Lease.objects.active(at=now).select_for_update().filter(offered_with=handoff)
-    )
+    offered = list(Lease.objects.active(at=now).select_for_update().filter(offered_with=handoff))
     if not offered:
         return []
     Lease.objects.filter(pk__in=[lease.pk for lease in offered]).update(released_at=now)
@@ -131,12 +147,24 @@ def _transfer_offered(handoff: Handoff, *, to: Agent, session: Session | None, n
         for lease in offered:
             cur.execute(
                 _TAKE_OVER,
-                [lease.fleet_id, to.pk, session.pk if session else None, lease.path,
-                 lease.prefix, lease.reason, now, lease.expires_at],
+                [
+                    lease.fleet_id,
+                    to.pk,
+                    session.pk if session else None,
+                    lease.path,
+                    lease.prefix,
+                    lease.reason,
+                    now,
+                    lease.expires_at,
+                ],
             )
     paths = sorted(lease.path for lease in offered)
     activity.record(
-        handoff.fleet, "lease.transferred", target=handoff, agent=to, paths=paths,
+        handoff.fleet,
+        "lease.transferred",
+        target=handoff,
+        agent=to,
+        paths=paths,
         from_agent=handoff.from_agent.agent_id,
     )
     return paths

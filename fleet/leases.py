@@ -6,15 +6,25 @@ answer to "can I edit this?" is "here is who else is there", and the roster show
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import connection, transaction
 from django.utils import timezone
 
 from fleet import activity
-from fleet.globs import like_pattern, literal_prefix, normalise, overlaps, prefixes_of
+from fleet.globs import (
+    BadPath,
+    PrefixIndex,
+    like_pattern,
+    literal_prefix,
+    normalise,
+    overlaps,
+    prefixes_of,
+)
 from fleet.models import Agent, Lease, Session
 
 MAX_PATHS_PER_CLAIM = 100
@@ -49,6 +59,26 @@ def contention_among(leases: Sequence[Lease]) -> list[Contention]:
     return pairs
 
 
+@dataclass(frozen=True)
+class ClaimRequest:
+    """One agent's claim on some paths, as `claim_paths` takes it."""
+
+    agent: Agent
+    paths: Sequence[str]
+    ttl: timedelta | None = None
+    reason: str = ""
+    session: Session | None = None
+    now: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ReleaseRequest:
+    """One agent's release of the named paths, or of every live lease when `paths` is None."""
+
+    agent: Agent
+    paths: Sequence[str] | None = None
+
+
 def claim_paths(
     agent: Agent,
     paths: Iterable[str],
@@ -60,54 +90,133 @@ def claim_paths(
 ) -> ClaimResult:
     """Hold (or renew) `paths` for `agent`; report, never refuse, overlapping holders.
 
-    1. Normalise and de-duplicate the paths (BadPath for anything that is not repo-relative),
-       before any write, so a refusal leaves the caller's transaction untouched.
-    2. Upsert one live lease per path: the partial unique constraint on unreleased rows
-       makes a replay renew the lease instead of adding a second one.
-    3. Compare with the other agents' active leases in the fleet and return the overlaps.
+    BadPath or ValueError (before any write) for anything that is not a repo-relative path
+    or more than MAX_PATHS_PER_CLAIM paths. See `claim_many`, which does the work.
     """
-    now = now or timezone.now()
-    ttl = min(ttl or timedelta(seconds=agent.fleet.default_lease_ttl_secs), MAX_TTL)
+    request = ClaimRequest(agent, list(paths), ttl, reason, session, now)
+    (result,) = claim_many(agent.fleet_id, [request])
+    if isinstance(result, ValueError):
+        raise result
+    return result
+
+
+def claim_many(fleet_id: int, requests: Sequence[ClaimRequest]) -> list[ClaimResult | ValueError]:
+    """Apply `requests` in order, as many calls of `claim_paths` would, in two statements.
+
+    1. Normalise and de-duplicate each request's paths before any write; a request that
+       cannot be applied gets its error (BadPath is a ValueError) in its place.
+    2. Read the other holders that could overlap any requested path, as they were before
+       this call (indexed by literal prefix).
+    3. Upsert every (agent, path) in one statement: the partial unique constraint on
+       unreleased rows makes a replay renew the lease instead of adding a second one.
+    4. Walk the requests in order: each one's contention is the pre-existing leases of
+       other agents still active at its time, plus what earlier requests here took.
+
+    The caller guarantees no two requests of one agent name the same path (one statement
+    cannot upsert a row twice); the drain's planner (ctxlake_site.drain_plan) does.
+    """
+    prepared: list[tuple[ClaimRequest, list[str], datetime, datetime] | ValueError] = []
+    for request in requests:
+        try:
+            wanted = _wanted(request.paths)
+        except ValueError as exc:
+            prepared.append(exc)
+            continue
+        now = request.now or timezone.now()
+        ttl = min(
+            request.ttl or timedelta(seconds=request.agent.fleet.default_lease_ttl_secs), MAX_TTL
+        )
+        prepared.append((request, wanted, now, now + ttl))
+    valid = [p for p in prepared if not isinstance(p, ValueError)]
+    if not valid:
+        return list(prepared)
+    with transaction.atomic(savepoint=False):
+        prefixes = {literal_prefix(path) for _, wanted, _, _ in valid for path in wanted}
+        visible = _Visible(_holders_under(fleet_id, prefixes, min(now for _, _, now, _ in valid)))
+        rows = _upsert_many(fleet_id, valid)
+        results: list[ClaimResult | ValueError] = []
+        for item in prepared:
+            if isinstance(item, ValueError):
+                results.append(item)
+                continue
+            request, wanted, now, expires = item
+            held = [_held(request, path, expires, rows[request.agent.pk, path]) for path in wanted]
+            contention = [
+                Contention(mine, theirs)
+                for mine in held
+                for theirs in visible.near(mine)
+                if theirs.agent_id != mine.agent_id
+                and theirs.expires_at > now
+                and overlaps(mine.path, theirs.path)
+            ]
+            visible.update(held)
+            activity.record(
+                request.agent.fleet,
+                "lease.claimed",
+                agent=request.agent,
+                paths=wanted,
+                contended=len(contention),
+            )
+            results.append(ClaimResult(held=held, contention=contention))
+    return results
+
+
+def _wanted(paths: Iterable[str]) -> list[str]:
     wanted = list(dict.fromkeys(normalise(p) for p in paths))
     if not wanted or len(wanted) > MAX_PATHS_PER_CLAIM:
         raise ValueError(f"claim between 1 and {MAX_PATHS_PER_CLAIM} paths")
-    with transaction.atomic(savepoint=False):
-        held = [_upsert(agent, path, reason, now, now + ttl, session) for path in wanted]
-        contention = [
-            Contention(m, t) for m in held for t in _candidates(m, now) if overlaps(m.path, t.path)
-        ]
-        activity.record(
-            agent.fleet, "lease.claimed", agent=agent, paths=wanted, contended=len(contention)
-        )
-    return ClaimResult(held=held, contention=contention)
+    return wanted
 
 
-_CANDIDATES = """
+class _Visible:
+    """The live leases a claim can contend with, latest version per (agent, path)."""
+
+    def __init__(self, leases: Iterable[Lease]) -> None:
+        self._latest: dict[tuple[int, str], Lease] = {}
+        self._index: PrefixIndex[tuple[int, str]] = PrefixIndex()
+        self.update(leases)
+
+    def update(self, leases: Iterable[Lease]) -> None:
+        for lease in leases:
+            key = (lease.agent_id, lease.path)
+            if key not in self._latest:
+                self._index.add(lease.prefix, key)
+            self._latest[key] = lease
+
+    def near(self, mine: Lease) -> list[Lease]:
+        """The leases whose literal prefix allows an overlap with `mine`."""
+        return [self._latest[key] for key in dict.fromkeys(self._index.near(mine.prefix))]
+
+
+_HOLDERS = """
     SELECT l.id, l.agent_id, a.agent_id, l.session_id, l.path, l.prefix, l.reason,
            l.acquired_at, l.expires_at, l.offered_with_id
     FROM fleet_lease l JOIN fleet_agent a ON a.id = l.agent_id
-    WHERE l.fleet_id = %s AND l.released_at IS NULL AND l.expires_at > %s AND l.agent_id <> %s
-      AND (l.prefix LIKE %s ESCAPE '\\' OR l.prefix = ANY(%s))
+    WHERE l.fleet_id = %s AND l.released_at IS NULL AND l.expires_at > %s
+      AND ({likes} OR l.prefix = ANY(%s))
 """
+_LIKE = "l.prefix LIKE %s ESCAPE '\\'"
 
 
-def _candidates(mine: Lease, now: datetime) -> list[Lease]:
-    """Other agents' active leases that could overlap `mine`, by literal prefix (indexed).
+def _holders_under(fleet_id: int, prefixes: set[str], active_at: datetime) -> list[Lease]:
+    """Live leases whose literal prefix starts with, or is a start of, one of `prefixes`.
 
-    Hand-written SQL because it runs once per claimed path on the drain's hot path, where
-    building the equivalent ORM query cost three times as long as running it.
+    Hand-written SQL: it runs for every batch of claims the drain applies, where building
+    the equivalent ORM query cost three times as long as running it.
     """
-    like = like_pattern(mine.prefix)
+    likes = sorted({like_pattern(prefix) for prefix in prefixes})
+    starts = sorted({p for prefix in prefixes for p in prefixes_of(prefix)})
     with connection.cursor() as cur:
-        cur.execute(
-            _CANDIDATES, [mine.fleet_id, now, mine.agent_id, like, prefixes_of(mine.prefix)]
-        )
+        # One LIKE per prefix, not LIKE ANY(array): each is a range scan of the
+        # text_pattern_ops index on live leases, where an array would scan them all.
+        sql = _HOLDERS.format(likes=" OR ".join([_LIKE] * len(likes)))
+        cur.execute(sql, [fleet_id, active_at, *likes, starts])
         rows = cur.fetchall()
     return [
         Lease(
             pk=pk,
-            fleet_id=mine.fleet_id,
-            agent=Agent(pk=agent_pk, fleet_id=mine.fleet_id, agent_id=agent_id),
+            fleet_id=fleet_id,
+            agent=Agent(pk=agent_pk, fleet_id=fleet_id, agent_id=agent_id),
             session_id=session_pk,
             path=path,
             prefix=prefix,
@@ -131,45 +240,60 @@ def _candidates(mine: Lease, now: datetime) -> list[Lease]:
     ]
 
 
-_UPSERT = """
+_UPSERT_MANY = """
     INSERT INTO fleet_lease (fleet_id, agent_id, session_id, path, prefix, reason, acquired_at,
                              expires_at)
-    VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+    SELECT %s, r.agent_id, r.session_id, r.path, r.prefix, r.reason, r.acquired_at, r.expires_at
+    FROM jsonb_to_recordset(%s::jsonb) AS r(agent_id bigint, session_id bigint, path text,
+                                            prefix text, reason text, acquired_at timestamptz,
+                                            expires_at timestamptz)
     ON CONFLICT (fleet_id, agent_id, path) WHERE released_at IS NULL
     DO UPDATE SET reason = EXCLUDED.reason, expires_at = EXCLUDED.expires_at,
                   session_id = COALESCE(EXCLUDED.session_id, fleet_lease.session_id)
-    RETURNING id, acquired_at, session_id
+    RETURNING id, agent_id, path, acquired_at, session_id
 """
 
 
-def _upsert(
-    agent: Agent, path: str, reason: str, now: datetime, expires: datetime, session: Session | None
-) -> Lease:
-    """One statement per path: the partial unique index arbitrates create-or-renew."""
-    prefix = literal_prefix(path)
+def _upsert_many(
+    fleet_id: int, valid: list[tuple[ClaimRequest, list[str], datetime, datetime]]
+) -> dict[tuple[int, str], tuple[int, datetime, int | None]]:
+    """One statement for every (agent, path); (agent pk, path) → (id, acquired, session).
+
+    The rows travel as one JSON document, which costs less to send than parallel arrays.
+    """
+    rows = [
+        {
+            "agent_id": request.agent.pk,
+            "session_id": request.session.pk if request.session else None,
+            "path": path,
+            "prefix": literal_prefix(path),
+            "reason": request.reason,
+            "acquired_at": now.isoformat(),
+            "expires_at": expires.isoformat(),
+        }
+        for request, wanted, now, expires in valid
+        for path in wanted
+    ]
     with connection.cursor() as cur:
-        cur.execute(
-            _UPSERT,
-            [
-                agent.fleet_id,
-                agent.pk,
-                session.pk if session else None,
-                path,
-                prefix,
-                reason,
-                now,
-                expires,
-            ],
-        )
-        pk, acquired_at, session_id = cur.fetchone()
+        cur.execute(_UPSERT_MANY, [fleet_id, json.dumps(rows)])
+        return {
+            (agent_pk, path): (pk, acquired, session_pk)
+            for pk, agent_pk, path, acquired, session_pk in cur.fetchall()
+        }
+
+
+def _held(
+    request: ClaimRequest, path: str, expires: datetime, row: tuple[int, datetime, int | None]
+) -> Lease:
+    pk, acquired_at, session_id = row
     return Lease(
         pk=pk,
-        fleet=agent.fleet,
-        agent=agent,
+        fleet=request.agent.fleet,
+        agent=request.agent,
         session_id=session_id,
         path=path,
-        prefix=prefix,
-        reason=reason,
+        prefix=literal_prefix(path),
+        reason=request.reason,
         acquired_at=acquired_at,
         expires_at=expires,
     )
@@ -179,39 +303,115 @@ def release_paths(
     agent: Agent, paths: Iterable[str] | None = None, *, now: datetime | None = None
 ) -> ReleaseResult:
     """Release the named paths, or every live lease of `agent` when `paths` is None."""
+    request = ReleaseRequest(agent, None if paths is None else list(paths))
+    (result,) = release_many(agent.fleet_id, [request], now=now)
+    if isinstance(result, BadPath):
+        raise result
+    return result
+
+
+_RELEASE_MANY = """
+    UPDATE fleet_lease SET released_at = %s
+    WHERE fleet_id = %s AND released_at IS NULL
+      AND (agent_id = ANY(%s)
+           OR (agent_id, path) IN (SELECT agent_id, path
+                                   FROM jsonb_to_recordset(%s::jsonb) AS r(agent_id bigint,
+                                                                           path text)))
+    RETURNING id, agent_id, session_id, path, prefix, reason, acquired_at, expires_at
+"""
+
+
+def release_many(
+    fleet_id: int, requests: Sequence[ReleaseRequest], *, now: datetime | None = None
+) -> list[ReleaseResult | BadPath]:
+    """Apply `requests` in order, as many calls of `release_paths` would, in one statement.
+
+    The UPDATE takes the row locks and RETURNING says what it released, so each request
+    learns what it released and which of the paths it named it did not hold. The caller
+    guarantees that an agent releasing everything makes no other request here (the
+    drain's planner does); an agent may name paths in several.
+    """
     now = now or timezone.now()
-    wanted = None if paths is None else list(dict.fromkeys(normalise(p) for p in paths))
-    only = "" if wanted is None else " AND path = ANY(%s)"
-    with transaction.atomic(savepoint=False), connection.cursor() as cur:
-        # One statement: the UPDATE takes the row locks, RETURNING says what it released.
-        cur.execute(
-            "UPDATE fleet_lease SET released_at = %s WHERE fleet_id = %s AND agent_id = %s "
-            f"AND released_at IS NULL{only} "
-            "RETURNING id, session_id, path, prefix, reason, acquired_at, expires_at",
-            [now, agent.fleet_id, agent.pk, *([wanted] if wanted is not None else [])],
-        )
-        released = [
-            Lease(
-                pk=pk,
-                fleet=agent.fleet,
-                agent=agent,
-                session_id=session_pk,
-                path=path,
-                prefix=prefix,
-                reason=reason,
-                acquired_at=acquired,
-                expires_at=expires,
-                released_at=now,
+    wanted: list[list[str] | None | BadPath] = []
+    for request in requests:
+        try:
+            wanted.append(
+                None
+                if request.paths is None
+                else list(dict.fromkeys(normalise(p) for p in request.paths))
             )
-            for pk, session_pk, path, prefix, reason, acquired, expires in cur.fetchall()
-        ]
-        released.sort(key=lambda lease: lease.path)
-        found = {lease.path for lease in released}
-        not_held = [p for p in wanted if p not in found] if wanted is not None else []
-        activity.record(
-            agent.fleet, "lease.released", agent=agent, paths=sorted(found), not_held=not_held
+        except BadPath as exc:
+            wanted.append(exc)
+    with transaction.atomic(savepoint=False):
+        return _release(fleet_id, requests, wanted, now)
+
+
+def _release(
+    fleet_id: int,
+    requests: Sequence[ReleaseRequest],
+    wanted: list[list[str] | None | BadPath],
+    now: datetime,
+) -> list[ReleaseResult | BadPath]:
+    every = [r.agent.pk for r, w in zip(requests, wanted, strict=True) if w is None]
+    named = [
+        (r.agent.pk, p)
+        for r, w in zip(requests, wanted, strict=True)
+        if isinstance(w, list)
+        for p in w
+    ]
+    if not every and not named:
+        released_rows: list[tuple[Any, ...]] = []
+    else:
+        with connection.cursor() as cur:
+            cur.execute(
+                _RELEASE_MANY,
+                [now, fleet_id, every, json.dumps([{"agent_id": a, "path": p} for a, p in named])],
+            )
+            released_rows = cur.fetchall()
+    by_agent: dict[int, list[Lease]] = {}  # what releases of everything took
+    by_name: dict[tuple[int, str], Lease] = {}  # what releases of named paths took
+    every_set = set(every)
+    for pk, agent_pk, session_pk, path, prefix, reason, acquired, expires in released_rows:
+        lease = Lease(
+            pk=pk,
+            fleet_id=fleet_id,
+            agent_id=agent_pk,
+            session_id=session_pk,
+            path=path,
+            prefix=prefix,
+            reason=reason,
+            acquired_at=acquired,
+            expires_at=expires,
+            released_at=now,
         )
-    return ReleaseResult(released=released, not_held=not_held)
+        if agent_pk in every_set:
+            by_agent.setdefault(agent_pk, []).append(lease)
+        else:
+            by_name[agent_pk, path] = lease
+    results: list[ReleaseResult | BadPath] = []
+    for request, names in zip(requests, wanted, strict=True):
+        if isinstance(names, BadPath):
+            results.append(names)
+            continue
+        agent_pk = request.agent.pk
+        if names is None:
+            released = by_agent.get(agent_pk, [])
+        else:  # the first request naming a path gets it; a later one finds it not held
+            released = [by_name.pop((agent_pk, p)) for p in names if (agent_pk, p) in by_name]
+        released.sort(key=lambda lease: lease.path)
+        for lease in released:
+            lease.agent = request.agent
+        found = {lease.path for lease in released}
+        not_held = [p for p in names if p not in found] if names is not None else []
+        activity.record(
+            request.agent.fleet,
+            "lease.released",
+            agent=request.agent,
+            paths=sorted(found),
+            not_held=not_held,
+        )
+        results.append(ReleaseResult(released=released, not_held=not_held))
+    return results
 
 
 def stale_leases(*, now: datetime | None = None) -> Iterable[Lease]:

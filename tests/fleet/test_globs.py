@@ -65,3 +65,22 @@ def test_like_patterns_escape_the_wildcards_of_sql() -> None:
 
     assert like_pattern("src/my_mod%/") == "src/my\\_mod\\%/%"
     assert like_pattern("a\\b") == "a\\\\b%"
+
+
+def test_the_prefix_index_finds_exactly_the_prefixes_that_may_overlap() -> None:
+    import random
+
+    from fleet.globs import PrefixIndex
+
+    rng = random.Random(3)
+    words = ["", "a/", "a/b/", "a/bc/", "ab/", "a/b/c/", "b/", "a/b/c/d/", "z/"]
+    index: PrefixIndex[int] = PrefixIndex()
+    filed = []
+    for i in range(200):
+        prefix = rng.choice(words)
+        index.add(prefix, i)
+        filed.append((prefix, i))
+    for probe in words:
+        expected = {i for p, i in filed if p.startswith(probe) or probe.startswith(p)}
+        found = list(index.near(probe))
+        assert sorted(found) == sorted(expected), probe

@@ -18,7 +18,7 @@ def _handoff(agent: Agent, *, transfer: bool) -> Handoff:
         session=None, at=timezone.now(),
         payload={"summary": "refunds half done", "status": "in_progress", "next": None,
                  "transfer_leases": transfer})
-    return Handoff.objects.get(pk=bridge.apply_handoff_create(event)["handoff"])
+    return Handoff.objects.get(pk=bridge.one(bridge.apply_handoff_creates, event)["handoff"])
 
 
 def _pickup(api_as: ApiAs, agent: Agent, handoff: Handoff, **body: object) -> dict:

@@ -98,3 +98,28 @@ def test_it_withholds_values_that_are_not_json() -> None:
         node.append([])
         node = node[0]
     assert redact.WITHHELD in str(redact.scrub_value(deep))
+
+
+def test_the_clean_text_guard_never_skips_what_the_rules_would_change() -> None:
+    """Text the guard calls clean must be text every rule leaves as it is: fragments of
+    every secret above, cut at random and mixed with ordinary words, agree both ways."""
+    import random
+
+    rng = random.Random(7)
+    pieces = [text for text, _ in SECRETS] + SURVIVORS + ["a", "x1", "://", " ", "=", ":"]
+    skipped = 0
+    for _ in range(5000):
+        parts = []
+        for _ in range(rng.randint(1, 4)):
+            piece = rng.choice(pieces)
+            start = rng.randrange(len(piece))
+            parts.append(piece[start : start + rng.randint(1, 40)])
+        text = rng.choice(["", " "]).join(parts)
+        assert redact.scrub_text(text) == redact._full_scan(text, None), text
+        skipped += not redact._MAY_HOLD_A_SECRET.search(text)
+    assert 500 < skipped < 4500  # both branches are exercised
+
+
+def test_each_rule_needs_what_the_guard_looks_for() -> None:
+    for text, _ in SECRETS:
+        assert redact._MAY_HOLD_A_SECRET.search(text), text
