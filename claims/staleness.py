@@ -14,8 +14,8 @@ version, so there is nothing to be stale against.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db import connection, transaction
 
@@ -23,21 +23,14 @@ from claims.models import Claim
 from fleet import activity
 from fleet.globs import BadPath, covers, like_pattern, literal_prefix
 from fleet.models import Agent, Fleet, Session
+from fleet.signals import PathReport
 from mcp_bridge import ranking
 
 POSSIBLY_STALE = ranking.STALE_DEFAULT  # 0.5: halves the score, never hides the claim
 LIVE_STATUSES = (Claim.Status.PROPOSED, Claim.Status.PROMOTED)
 
 
-@dataclass(frozen=True)
-class ChangeReport:
-    """Paths a session says it is about to change (a lease) or changed (a session end)."""
-
-    paths: Sequence[str]
-    at: datetime
-    session: Session | None = None
-    agent: Agent | None = None
-    source: str = "lease.claim"
+ChangeReport = PathReport  # fleet's report of changing paths (fleet/signals.py)
 
 
 _CITED = """
@@ -141,3 +134,8 @@ def mark_reported_changes(fleet: Fleet, reports: Sequence[ChangeReport]) -> list
             )
         marked.append(mine)
     return marked
+
+
+def on_paths_reported(sender: object, *, fleet: Fleet, reports: list[PathReport], **_: Any) -> None:
+    """The receiver of fleet.signals.paths_reported (connected in ClaimsConfig.ready)."""
+    mark_reported_changes(fleet, reports)

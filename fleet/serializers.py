@@ -10,6 +10,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from fleet.globs import BadPath, normalise
 from fleet.models import Agent, Handoff, Lease, Session
 
 TEXT_ID = r"^[^\s\x00-\x1f\x7f]([^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f])?$"
@@ -202,6 +203,17 @@ class SessionEndRequest(serializers.Serializer[Any]):
         choices=[c for c in Session.Outcome.values if c], required=False, default="success"
     )
     summary = PlainText(required=False, allow_blank=True, max_length=4000, default="")
+    changed_paths = serializers.ListField(
+        child=PlainText(max_length=1024), required=False, default=list, max_length=200,
+        help_text="Repo-relative files the session changed: claims citing them at a commit "
+        "become possibly stale.",
+    )
+
+    def validate_changed_paths(self, value: list[str]) -> list[str]:
+        try:
+            return list(dict.fromkeys(normalise(p) for p in value))
+        except BadPath as exc:
+            raise serializers.ValidationError(str(exc)) from exc
 
 
 class LeaseClaimRequest(ActsForAgent):

@@ -11,13 +11,14 @@ from datetime import timedelta
 from typing import Any
 
 from django.db.models import QuerySet
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import serializers, status, viewsets
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from fleet import api_presence, api_roster, handoffs, leases
+from fleet import api_presence, api_roster, handoffs, leases, signals
 from fleet import serializers as s
 from fleet.globs import BadPath
 from fleet.models import Agent, ApiToken, Handoff, Lease, Session
@@ -172,6 +173,11 @@ class SessionViewSet(FleetViewSet):
         session = api_presence.end_session(
             session, outcome=data["outcome"], summary=data["summary"]
         )
+        report = signals.PathReport(
+            data["changed_paths"], session.ended_at or timezone.now(), session, session.agent,
+            source="session.end",
+        )
+        signals.report_paths(SessionViewSet, request.fleet, [report])
         return Response(s.SessionSerializer(session).data)
 
 
@@ -212,16 +218,22 @@ class LeaseViewSet(FleetViewSet):
         data = self.valid(s.LeaseClaimRequest)
         agent = self.acting_agent(data.get("agent_id"))
         ttl = timedelta(seconds=data["ttl_secs"]) if "ttl_secs" in data else None
+        session = self.session_for(agent, data.get("session_id"))
+        now = timezone.now()
         try:
             result = leases.claim_paths(
                 agent,
                 data["paths"],
                 ttl=ttl,
                 reason=redact.scrub_text(data["reason"]),
-                session=self.session_for(agent, data.get("session_id")),
+                session=session,
+                now=now,
             )
         except (BadPath, ValueError) as exc:
             raise ValidationError({"paths": [str(exc)]}) from exc
+        # Claims citing these files at a commit are now possibly stale (the claims app).
+        report = signals.PathReport([lease.path for lease in result.held], now, session, agent)
+        signals.report_paths(LeaseViewSet, request.fleet, [report])
         contention = [
             {
                 "path": c.mine.path,
