@@ -170,6 +170,10 @@ class PickupResultSerializer(serializers.Serializer[Any]):
     needs_confirmation = serializers.BooleanField()
     message = serializers.CharField()
     handoff = HandoffSerializer()
+    transferred_leases = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Paths of the leases offered with the handoff that are now yours.",
+    )
 
 
 class VersionConflictSerializer(serializers.Serializer[Any]):

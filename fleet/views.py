@@ -378,6 +378,7 @@ class HandoffViewSet(FleetViewSet):
             "needs_confirmation": gated,
             "message": result.message if gated else "Picked up.",
             "handoff": handoff if gated else result,
+            "transferred_leases": [] if gated else result.transferred_paths,
         }
         return Response(s.PickupResultSerializer(body).data)
 

@@ -37,7 +37,9 @@ def test_pickup_moves_the_offered_leases_with_their_remaining_ttl(
     handoff = _handoff(ada, transfer=True)
     assert set(Lease.objects.filter(offered_with=handoff).values_list("path", flat=True)) == {
         "src/payments/**", "docs"}
-    assert _pickup(api_as, bo, handoff, confirm=True)["picked_up"] is True
+    answer = _pickup(api_as, bo, handoff, confirm=True)
+    assert answer["picked_up"] is True
+    assert answer["transferred_leases"] == ["docs", "src/payments/**"]
     assert not Lease.objects.active().filter(agent=ada).exists()
     mine = {lease.path: lease.expires_at for lease in Lease.objects.active().filter(agent=bo)}
     assert mine == original
@@ -51,11 +53,12 @@ def test_nothing_moves_without_transfer_or_through_the_pickup_gate(
 ) -> None:
     leases.claim_paths(ada, ["src/**"], ttl=timedelta(minutes=30))
     plain = _handoff(ada, transfer=False)
-    _pickup(api_as, bo, plain, confirm=True)
+    assert _pickup(api_as, bo, plain, confirm=True)["transferred_leases"] == []
     assert Lease.objects.active().get().agent == ada
     offered = _handoff(ada, transfer=True)
-    assert _pickup(api_as, bo, offered)["needs_confirmation"] is True  # gated: nothing changes
-    assert Lease.objects.active().get().agent == ada
+    gated = _pickup(api_as, bo, offered)
+    assert gated["needs_confirmation"] is True and gated["transferred_leases"] == []
+    assert Lease.objects.active().get().agent == ada  # gated: nothing changes
 
 
 def test_a_picker_who_already_holds_the_path_keeps_one_lease_with_the_later_expiry(
