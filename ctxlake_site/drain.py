@@ -318,9 +318,9 @@ class _Resolver:
 
     def _agent(self, agent_id: str) -> Agent:
         if agent_id not in self.agents:
-            self.agents[agent_id] = Agent.objects.get_or_create(
-                fleet=self.fleet, agent_id=agent_id
-            )[0]
+            agent = Agent.objects.get_or_create(fleet=self.fleet, agent_id=agent_id)[0]
+            agent.fleet = self.fleet  # appliers read it; a fetched row would query for it
+            self.agents[agent_id] = agent
         return self.agents[agent_id]
 
     def _session(self, session_id: str, agent: Agent, at: datetime) -> Session:
