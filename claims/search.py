@@ -11,7 +11,9 @@ the REST API and an agent's memory_search rank the same data the same way:
    query's own transaction (the default 40 misses true neighbours; see
    tests/claims/test_search_hnsw.py), cosine ≥ ranking.MIN_COSINE, CANDIDATES rows.
 
-Then score = RRF(lexical) + RRF(vector), × confidence × recency × (1 − staleness).
+Then score = w·RRF(lexical) + RRF(vector), × confidence × recency × (1 − staleness), where
+w is a lexical hit's query coverage (idf-weighted share of the terms it matches, see
+mcp_bridge.ranking) raised to ranking.COVERAGE_POWER; conjunctive hits have w = 1.
 Superseded and expired claims leave default results (`include_inactive=True` keeps them);
 stale ones stay, rank lower and carry `stale = True`.
 """
@@ -27,7 +29,7 @@ from typing import Any, Literal
 
 from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import BooleanField, Count, ExpressionWrapper, F, Q
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
@@ -75,18 +77,21 @@ def search_claims(
 ) -> SearchResult:
     """The fleet's claims best matching `query` (websearch syntax and meaning), at most k."""
     k, now = clamp(k), now or timezone.now()
+    statuses = list(statuses)
     base = candidates(fleet, statuses, scope, subject, claim_type, include_inactive, now)
     n = ranking.depth(k)
     qvec = _query_vector(query) if method != "lexical" else None
     mode = "lexical" if qvec is None else method
-    lexical, complete = _lexical(base, query, k, n) if method != "vector" else ([], 0)
+    lexical, cover = (
+        _lexical(base, collection(fleet, statuses), query, k, n) if method != "vector" else ([], {})
+    )
     vector = _vector(base, qvec, n) if qvec is not None else []
     rows = _rows([*lexical, *vector])
     fused = ranking.fuse(
         [rows[pk].public_id for pk in lexical if pk in rows],
         [rows[pk].public_id for pk in vector if pk in rows],
         {c.public_id: factors(c, now) for c in rows.values()},
-        complete=len([pk for pk in lexical[:complete] if pk in rows]),
+        coverage={rows[pk].public_id: c for pk, c in cover.items() if pk in rows},
     )
     by_id = {c.public_id: c for c in rows.values()}
     lex_rank = {rows[pk].public_id: i for i, pk in enumerate(lexical, 1) if pk in rows}
@@ -125,6 +130,12 @@ def candidates(
     return qs
 
 
+def collection(fleet: Fleet, statuses: Iterable[str]) -> ClaimQuerySet:
+    """What document frequencies count over: the fleet's claims of the searched statuses,
+    superseded and expired included, filters ignored — what the bridge's snapshot holds."""
+    return Claim.objects.for_fleet(fleet).filter(status__in=list(statuses))
+
+
 def factors(claim: Claim, now: datetime) -> ranking.Factors:
     """The ranking factors of a claim, computed exactly as the bridge computes them."""
     when = claim.promoted_at or claim.created_at
@@ -134,26 +145,68 @@ def factors(claim: Claim, now: datetime) -> ranking.Factors:
     )
 
 
-def _lexical(base: ClaimQuerySet, query: str, k: int, n: int) -> tuple[list[int], int]:
+def _lexical(
+    base: ClaimQuerySet, everything: ClaimQuerySet, query: str, k: int, n: int
+) -> tuple[list[int], dict[int, float]]:
     """Conjunctive websearch first; any-term when that found fewer than k. Returns the
-    ids and how many of them matched every term (the tail weighs less in the fusion)."""
+    ids and, for the any-term tail, each hit's query coverage (ranking.coverage, document
+    frequencies counted over `everything`); conjunctive hits cover the whole query."""
     terms = ranking.query_terms(query)
     if not terms:
-        return [], 0
+        return [], {}
     found = _ranked_text(base, SearchQuery(query, search_type="websearch", config=CONFIG), n)
     if len(found) >= k or len(terms) == 1:
-        return found, len(found)
+        return found, {}
     # Terms are \w+ runs, so "a or b" cannot be a websearch syntax error.
     anyterm = SearchQuery(" or ".join(terms), search_type="websearch", config=CONFIG)
+    each = [SearchQuery(t, search_type="websearch", config=CONFIG) for t in terms]
     seen = set(found)
-    more = [pk for pk in _ranked_text(base, anyterm, n) if pk not in seen]
-    return found + more[: n - len(found)], len(found)
+    more = [row for row in _ranked_text_terms(base, anyterm, each, n) if row[0] not in seen]
+    more = more[: n - len(found)]
+    if not more:
+        return found, {}
+    df, total = _frequencies(everything, anyterm, terms, each)
+    cover = {
+        row[0]: ranking.coverage(
+            terms, {t for t, hit in zip(terms, row[1:], strict=True) if hit}, df, total
+        )
+        for row in more
+    }
+    return found + [row[0] for row in more], cover
+
+
+def _ranked(base: ClaimQuerySet, terms: SearchQuery) -> ClaimQuerySet:
+    rank = SearchRank(F("search_vector"), terms, weights=WEIGHTS, normalization=RANK_NORMALISATION)
+    return base.filter(search_vector=terms).annotate(lex=rank).order_by("-lex", "number")
 
 
 def _ranked_text(base: ClaimQuerySet, terms: SearchQuery, n: int) -> list[int]:
-    rank = SearchRank(F("search_vector"), terms, weights=WEIGHTS, normalization=RANK_NORMALISATION)
-    qs = base.filter(search_vector=terms).annotate(lex=rank).order_by("-lex", "number")
-    return list(qs.values_list("pk", flat=True)[:n])
+    return list(_ranked(base, terms).values_list("pk", flat=True)[:n])
+
+
+def _ranked_text_terms(
+    base: ClaimQuerySet, terms: SearchQuery, each: Sequence[SearchQuery], n: int
+) -> list[tuple[Any, ...]]:
+    """(pk, matches term 0, matches term 1, …) of the top n by rank."""
+    flags = {
+        f"t{i}": ExpressionWrapper(Q(search_vector=q), output_field=BooleanField())
+        for i, q in enumerate(each)
+    }
+    return list(_ranked(base, terms).annotate(**flags).values_list("pk", *flags)[:n])
+
+
+def _frequencies(
+    everything: ClaimQuerySet,
+    anyterm: SearchQuery,
+    terms: Sequence[str],
+    each: Sequence[SearchQuery],
+) -> tuple[dict[str, int], int]:
+    """How many claims of `everything` match each term, and how many there are."""
+    counts = everything.filter(search_vector=anyterm).aggregate(
+        **{f"t{i}": Count("pk", filter=Q(search_vector=q)) for i, q in enumerate(each)}
+    )
+    df = {t: int(counts[f"t{i}"] or 0) for i, t in enumerate(terms)}
+    return df, everything.count()
 
 
 def _query_vector(query: str) -> Any:

@@ -7,7 +7,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from claims.models import Claim
-from claims.search import search_claims
+from claims.search import factors, search_claims
 from fleet.models import Fleet
 from mcp_bridge import ranking
 from tests.claims.searchdata import promoted
@@ -122,8 +122,31 @@ def test_a_query_of_punctuation_finds_nothing_and_does_not_fail(fleet_a: Fleet) 
     assert search_claims(fleet_a, "!!! ???").claims == []
 
 
-def test_any_term_lexical_hits_weigh_less_than_complete_ones() -> None:
-    same = ranking.Factors(1.0, 0.0, 0.0)
-    fused = dict(ranking.fuse(["all", "some"], [], {"all": same, "some": same}, complete=1))
-    assert fused["all"] == ranking.rrf(1)
-    assert fused["some"] == ranking.PARTIAL_WEIGHT * ranking.rrf(2)
+COMMON = [
+    {"text": f"The {what} tests run on every pull request.", "subject": "tests"}
+    for what in ("unit", "integration", "smoke", "contract", "browser")
+]
+
+
+def test_any_term_hits_weigh_by_their_idf_weighted_query_coverage(fleet_a: Fleet) -> None:
+    """No claim has both words, so every hit is an any-term hit; the one matching the rare
+    word covers most of the query and outranks the ones sharing only the common word, and
+    document frequencies count superseded claims too (the snapshot holds them)."""
+    rare = {"text": "The clippy gate fails on any compiler warning.", "subject": "ci"}
+    gone = {"text": "Old: clippy ran only on main.", "subject": "ci"}
+    claims = promoted(fleet_a, [*COMMON, rare, gone])
+    Claim.objects.filter(pk=claims[-1].pk).update(superseded_by=claims[-2])
+    now = timezone.now()
+    found = search_claims(fleet_a, "clippy tests", k=10, method="lexical", now=now)
+    assert _ids(found)[0] == "cc-06"
+    assert "cc-07" not in _ids(found)
+    df, n = {"clippy": 2, "tests": 5}, 7
+    expected = {
+        "cc-06": ranking.lexical_weight(ranking.coverage(["clippy", "tests"], {"clippy"}, df, n)),
+        "cc-01": ranking.lexical_weight(ranking.coverage(["clippy", "tests"], {"tests"}, df, n)),
+    }
+    by_id = {c.public_id: c for c in found.claims}
+    for public_id, weight in expected.items():
+        claim = by_id[public_id]
+        f = factors(claim, now)
+        assert claim.rank == ranking.score(claim.lexical_rank, None, f, lexical_weight=weight)
