@@ -162,15 +162,17 @@ class Snapshot:
         frequency over the whole snapshot (the server counts over the same claims)."""
         if not rowids:
             return {}
+        # One pass over each term's doclist gives both (FTS5 answers `rowid IN (...)` with
+        # MATCH by re-reading the doclist once per rowid, ~4x slower at 100k).
         marks = ",".join("?" * len(rowids))
-        count = "SELECT count(*) FROM claims_fts WHERE claims_fts MATCH ?"
-        which = f"SELECT rowid FROM claims_fts WHERE claims_fts MATCH ? AND rowid IN ({marks})"
+        sql = (f"SELECT count(*), group_concat(rowid) FILTER (WHERE rowid IN ({marks})) "
+               "FROM claims_fts WHERE claims_fts MATCH ?")
         df: dict[str, int] = {}
         matched: dict[int, set[str]] = {r: set() for r in rowids}
         for term, phrase in zip(terms, quoted, strict=True):
-            df[term] = self.db.execute(count, [phrase]).fetchone()[0]
-            for (rowid,) in self.db.execute(which, [phrase, *rowids]):
-                matched[rowid].add(term)
+            df[term], hits = self.db.execute(sql, [*rowids, phrase]).fetchone()
+            for rowid in hits.split(",") if hits else ():
+                matched[int(rowid)].add(term)
         return {r: ranking.coverage(terms, m, df, self.count) for r, m in matched.items()}
 
     def _bm25(self, match: str, n: int, now: dt.datetime, scope: str | None, subject: str | None,

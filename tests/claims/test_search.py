@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from django.utils import timezone
 
+from claims import search
 from claims.models import Claim
-from claims.search import factors, search_claims
+from claims.search import collection_size, factors, search_claims
 from fleet.models import Fleet
 from mcp_bridge import ranking
 from tests.claims.searchdata import promoted
@@ -150,3 +152,24 @@ def test_any_term_hits_weigh_by_their_idf_weighted_query_coverage(fleet_a: Fleet
         claim = by_id[public_id]
         f = factors(claim, now)
         assert claim.rank == ranking.score(claim.lexical_rank, None, f, lexical_weight=weight)
+    # A filter narrows the results, not the document frequencies.
+    narrowed = search_claims(fleet_a, "clippy tests", subject="ci", method="lexical", now=now)
+    assert _ids(narrowed) == ["cc-06"]
+    top = narrowed.claims[0]
+    wanted = ranking.score(
+        top.lexical_rank, None, factors(top, now), lexical_weight=expected["cc-06"]
+    )
+    assert top.rank == wanted
+    everything = search_claims(fleet_a, "clippy tests", method="lexical", include_inactive=True)
+    assert "cc-07" in _ids(everything)
+
+
+def test_idfs_collection_size_is_counted_at_most_once_a_ttl(
+    fleet_a: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    promoted(fleet_a, ROWS[:2])
+    assert collection_size(fleet_a, ["promoted"]) == 2
+    promoted(fleet_a, ROWS[2:])
+    assert collection_size(fleet_a, ["promoted"]) == 2  # reused within SIZE_TTL
+    monkeypatch.setattr(search, "SIZE_TTL", 0.0)
+    assert collection_size(fleet_a, ["promoted"]) == 4

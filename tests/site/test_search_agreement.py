@@ -133,8 +133,9 @@ def test_both_sides_weigh_the_same_any_term_hits_the_same(
     the two tokenizers disagree on a word (TOKENIZERS_DIFFER)."""
     now = timezone.now()
     statuses = [Claim.Status.PROMOTED]
-    base = search.candidates(fleet_a, statuses, None, None, None, False, now)
-    pks, server = search._lexical(base, search.collection(fleet_a, statuses), query, TOP, 100)
+    narrow = search.narrowing(None, None, None, False, now)
+    everything = search.collection(fleet_a, statuses)
+    pks, server = search._lexical(everything, narrow, query, TOP, 100, everything.count)
     public = {c.pk: c.public_id for c in Claim.objects.filter(pk__in=pks)}
     server_cover = {public[pk]: c for pk, c in server.items()}
     snap = rendered.snapshot().value
