@@ -11,7 +11,9 @@ the REST API and an agent's memory_search rank the same data the same way:
    query's own transaction (the default 40 misses true neighbours; see
    tests/claims/test_search_hnsw.py), cosine ≥ ranking.MIN_COSINE, CANDIDATES rows.
 
-Then score = RRF(lexical) + RRF(vector), × confidence × recency × (1 − staleness).
+Then score = w·RRF(lexical) + RRF(vector), × confidence × recency × (1 − staleness), where
+w is a lexical hit's query coverage (idf-weighted share of the terms it matches, see
+mcp_bridge.ranking) raised to ranking.COVERAGE_POWER; conjunctive hits have w = 1.
 Superseded and expired claims leave default results (`include_inactive=True` keeps them);
 stale ones stay, rank lower and carry `stale = True`.
 """
@@ -19,7 +21,8 @@ stale ones stay, rank lower and carry `stale = True`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,7 +30,7 @@ from typing import Any, Literal
 
 from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import BooleanField, Count, ExpressionWrapper, F, Q, Value, Window
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
@@ -45,6 +48,9 @@ CONFIG = "english"  # must match the config of Claim.search_vector
 WEIGHTS = [0.1, 0.2, 0.5, 1.0]
 RANK_NORMALISATION = 1  # divide by 1 + log(length): long claims do not win on bulk
 EF_SEARCH = max(embeddings.EF_SEARCH, 2 * ranking.CANDIDATES)  # ≥ the rows usually asked for
+
+SIZE_TTL = 60.0  # seconds a fleet's collection size (idf's N) is reused, per process
+_sizes: dict[tuple[int, tuple[str, ...]], tuple[float, int]] = {}
 
 Method = Literal["hybrid", "lexical", "vector"]
 
@@ -75,18 +81,24 @@ def search_claims(
 ) -> SearchResult:
     """The fleet's claims best matching `query` (websearch syntax and meaning), at most k."""
     k, now = clamp(k), now or timezone.now()
-    base = candidates(fleet, statuses, scope, subject, claim_type, include_inactive, now)
+    everything = collection(fleet, statuses)
+    narrow = narrowing(scope, subject, claim_type, include_inactive, now)
+    base = everything.filter(narrow)
     n = ranking.depth(k)
     qvec = _query_vector(query) if method != "lexical" else None
     mode = "lexical" if qvec is None else method
-    lexical, complete = _lexical(base, query, k, n) if method != "vector" else ([], 0)
+    lexical, cover = (
+        _lexical(everything, narrow, query, k, n, lambda: collection_size(fleet, statuses))
+        if method != "vector"
+        else ([], {})
+    )
     vector = _vector(base, qvec, n) if qvec is not None else []
     rows = _rows([*lexical, *vector])
     fused = ranking.fuse(
         [rows[pk].public_id for pk in lexical if pk in rows],
         [rows[pk].public_id for pk in vector if pk in rows],
         {c.public_id: factors(c, now) for c in rows.values()},
-        complete=len([pk for pk in lexical[:complete] if pk in rows]),
+        coverage={rows[pk].public_id: c for pk, c in cover.items() if pk in rows},
     )
     by_id = {c.public_id: c for c in rows.values()}
     lex_rank = {rows[pk].public_id: i for i, pk in enumerate(lexical, 1) if pk in rows}
@@ -111,18 +123,52 @@ def candidates(
     now: datetime,
 ) -> ClaimQuerySet:
     """The rows a search may return: fleet, status, filters, and (by default) still valid."""
-    qs = Claim.objects.for_fleet(fleet).filter(status__in=list(statuses))
+    narrow = narrowing(scope, subject, claim_type, include_inactive, now)
+    return collection(fleet, statuses).filter(narrow)
+
+
+def collection(fleet: Fleet, statuses: Iterable[str]) -> ClaimQuerySet:
+    """What document frequencies count over: the fleet's claims of the searched statuses,
+    superseded and expired included, filters ignored — what the bridge's snapshot holds."""
+    return Claim.objects.for_fleet(fleet).filter(status__in=list(statuses))
+
+
+def collection_size(fleet: Fleet, statuses: Iterable[str]) -> int:
+    """idf's N: how many claims the collection holds, counted at most once per SIZE_TTL
+    seconds per fleet and statuses in this process. Counting a fleet's rows costs
+    1.5–7 ms at 10k claims here (fat rows; more before autovacuum) and grows with the
+    fleet; N moving by a few claims barely moves idf, and the bridge's N lags the same
+    way, by the age of its snapshot."""
+    key = (fleet.pk, tuple(sorted(statuses)))
+    now = time.monotonic()
+    hit = _sizes.get(key)
+    if hit is not None and now - hit[0] < SIZE_TTL:
+        return hit[1]
+    if len(_sizes) >= 1024:
+        _sizes.clear()
+    size = collection(fleet, statuses).count()
+    _sizes[key] = (now, size)
+    return size
+
+
+def narrowing(
+    scope: str | None,
+    subject: str | None,
+    claim_type: str | None,
+    include_inactive: bool,
+    now: datetime,
+) -> Q:
+    """What narrows the collection to the rows a search may return (Q() when nothing)."""
+    q = Q()
     if not include_inactive:
-        qs = qs.filter(superseded_by__isnull=True).filter(
-            Q(valid_until__isnull=True) | Q(valid_until__gt=now)
-        )
+        q &= Q(superseded_by__isnull=True) & (Q(valid_until__isnull=True) | Q(valid_until__gt=now))
     if scope:
-        qs = qs.filter(scope=scope)
+        q &= Q(scope=scope)
     if subject:
-        qs = qs.filter(subject__iexact=subject)  # the bridge matches subjects case-blind too
+        q &= Q(subject__iexact=subject)  # the bridge matches subjects case-blind too
     if claim_type:
-        qs = qs.filter(type=claim_type)
-    return qs
+        q &= Q(type=claim_type)
+    return q
 
 
 def factors(claim: Claim, now: datetime) -> ranking.Factors:
@@ -134,26 +180,68 @@ def factors(claim: Claim, now: datetime) -> ranking.Factors:
     )
 
 
-def _lexical(base: ClaimQuerySet, query: str, k: int, n: int) -> tuple[list[int], int]:
+def _lexical(
+    everything: ClaimQuerySet, narrow: Q, query: str, k: int, n: int, size: Callable[[], int]
+) -> tuple[list[int], dict[int, float]]:
     """Conjunctive websearch first; any-term when that found fewer than k. Returns the
-    ids and how many of them matched every term (the tail weighs less in the fusion)."""
+    ids and, for the any-term tail, each hit's query coverage (ranking.coverage, document
+    frequencies counted over `everything`); conjunctive hits cover the whole query."""
     terms = ranking.query_terms(query)
     if not terms:
-        return [], 0
-    found = _ranked_text(base, SearchQuery(query, search_type="websearch", config=CONFIG), n)
+        return [], {}
+    whole = SearchQuery(query, search_type="websearch", config=CONFIG)
+    found = _ranked_text(everything.filter(narrow), whole, n)
     if len(found) >= k or len(terms) == 1:
-        return found, len(found)
-    # Terms are \w+ runs, so "a or b" cannot be a websearch syntax error.
-    anyterm = SearchQuery(" or ".join(terms), search_type="websearch", config=CONFIG)
+        return found, {}
     seen = set(found)
-    more = [pk for pk in _ranked_text(base, anyterm, n) if pk not in seen]
-    return found + more[: n - len(found)], len(found)
+    tail, df = _anyterm(everything, narrow, terms, n)
+    tail = [row for row in tail if row[0] not in seen][: n - len(found)]
+    if not tail:
+        return found, {}
+    total = size()
+    cover = {
+        pk: ranking.coverage(
+            terms, {t for t, hit in zip(terms, flags, strict=True) if hit}, df, total
+        )
+        for pk, flags in tail
+    }
+    return found + [pk for pk, _ in tail], cover
+
+
+def _ranked(qs: ClaimQuerySet, terms: SearchQuery) -> ClaimQuerySet:
+    rank = SearchRank(F("search_vector"), terms, weights=WEIGHTS, normalization=RANK_NORMALISATION)
+    return qs.filter(search_vector=terms).annotate(lex=rank)
 
 
 def _ranked_text(base: ClaimQuerySet, terms: SearchQuery, n: int) -> list[int]:
-    rank = SearchRank(F("search_vector"), terms, weights=WEIGHTS, normalization=RANK_NORMALISATION)
-    qs = base.filter(search_vector=terms).annotate(lex=rank).order_by("-lex", "number")
+    qs = _ranked(base, terms).order_by("-lex", "number")
     return list(qs.values_list("pk", flat=True)[:n])
+
+
+def _anyterm(
+    everything: ClaimQuerySet, narrow: Q, terms: Sequence[str], n: int
+) -> tuple[list[tuple[int, tuple[bool, ...]]], dict[str, int]]:
+    """The any-term pass in one scan of the collection's matches: the top n of the rows
+    `narrow` keeps, by rank, each with which terms it matches, and each term's document
+    frequency over all the matches (window counts, taken before the limit)."""
+    # Terms are \w+ runs, so "a or b" cannot be a websearch syntax error.
+    anyterm = SearchQuery(" or ".join(terms), search_type="websearch", config=CONFIG)
+    each = [SearchQuery(t, search_type="websearch", config=CONFIG) for t in terms]
+    flags = {
+        f"t{i}": ExpressionWrapper(Q(search_vector=q), output_field=BooleanField())
+        for i, q in enumerate(each)
+    }
+    counts = {f"df{i}": Window(Count("pk", filter=Q(search_vector=q))) for i, q in enumerate(each)}
+    keep = ExpressionWrapper(narrow, output_field=BooleanField()) if narrow else Value(True)
+    qs = (
+        _ranked(everything, anyterm)
+        .annotate(keep=keep, **flags, **counts)
+        .order_by(F("keep").desc(), "-lex", "number")
+    )
+    rows = list(qs.values_list("pk", "keep", *flags, *counts)[:n])
+    m = len(terms)
+    df = {t: int(rows[0][2 + m + i]) for i, t in enumerate(terms)} if rows else {}
+    return [(row[0], tuple(row[2 : 2 + m])) for row in rows if row[1]], df
 
 
 def _query_vector(query: str) -> Any:

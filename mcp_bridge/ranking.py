@@ -3,7 +3,7 @@
 Stdlib only and pure, so the server's claims/search.py imports these very constants and
 functions and both sides rank the same data the same way:
 
-    score = rrf(lexical_rank) + rrf(vector_rank)          # reciprocal-rank fusion
+    score = w(lexical hit) · rrf(lexical_rank) + rrf(vector_rank)   # weighted RRF
             × confidence × recency(age_days) × (1 − staleness)
 
 with rrf(rank) = 1 / (RRF_K + rank), rank 1-based, and a missing rank contributing 0.
@@ -13,18 +13,28 @@ dropped, as Postgres' websearch_to_tsquery does), by BM25; only when that finds 
 k does a disjunctive (any-term) BM25 pass append more. It is what the server's websearch
 AND semantics return, and it keeps the bridge from BM25-scoring half the snapshot for a
 query of common words.
+
+A lexical hit's weight w is how much of the query it covers: coverage^COVERAGE_POWER,
+where coverage is the idf-weighted fraction of the query's terms the claim matches (1 for
+the conjunctive hits, which match them all). An any-term hit sharing one common word with
+a paraphrase ("tests") weighs next to nothing; one sharing the query's rare words
+(`RUSTFLAGS`, "checkout") keeps most of its vote. Both sides count document frequencies
+over the same collection: the fleet's claims of the searched statuses, superseded and
+expired included, filters ignored (what snapshot.sqlite holds; Lucene's idf ignores
+filters the same way).
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import lru_cache
 
 RRF_K = 60  # the usual constant: flattens the head so one list cannot dominate
-PARTIAL_WEIGHT = 0.3  # any-term lexical hits are weaker evidence (bench/search_eval.py)
+COVERAGE_POWER = 3.0  # lexical weight = coverage ** this; 5-fold CV (bench/search_eval.py --cv)
 LEXICAL_WEIGHT = 1.0  # RRF weight of the lexical list
 VECTOR_WEIGHT = 1.0  # RRF weight of the vector list
 CANDIDATES = 100  # rows each of the lexical and vector lists contributes to the fusion
@@ -44,6 +54,7 @@ had has have having he her here hers him his how i if in into is it its itself j
 most my no nor not now of off on once only or other our ours out over own same she should so
 some such than that the their them then there these they this those through to too under
 until up very was we were what when where which while who whom why will with would you your
+yours yourself yourselves myself ourselves himself herself themselves theirs don s t
 """
 STOPWORDS = frozenset(_STOPWORDS.split())
 _TERM = re.compile(r"\w+", re.UNICODE)
@@ -78,6 +89,30 @@ def rrf(rank: int | None) -> float:
     return 0.0 if rank is None else 1.0 / (RRF_K + rank)
 
 
+def idf(df: int, n: int) -> float:
+    """BM25's inverse document frequency (as FTS5 computes it): > 0, larger for rarer terms."""
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
+def coverage(
+    terms: Sequence[str], matched: Collection[str], df: Mapping[str, int], n: int
+) -> float:
+    """The idf-weighted fraction of the query's terms a claim matches, in [0, 1].
+
+    `df[t]`: how many of the collection's `n` claims match term t. A term no claim
+    matches still counts in the whole (it is part of what was asked), so a query half
+    made of words the memory never uses cannot get a confident lexical vote.
+    """
+    weights = {t: idf(df.get(t, 0), n) for t in terms}
+    total = sum(weights.values())
+    return sum(w for t, w in weights.items() if t in matched) / total if total else 0.0
+
+
+def lexical_weight(cov: float) -> float:
+    """A lexical hit's RRF weight given its coverage (1.0 for a conjunctive hit)."""
+    return LEXICAL_WEIGHT * min(1.0, max(0.0, cov)) ** COVERAGE_POWER
+
+
 def recency(age_days: float) -> float:
     age = max(0.0, age_days)
     return RECENCY_FLOOR + (1.0 - RECENCY_FLOOR) * 0.5 ** (age / RECENCY_HALF_LIFE_DAYS)
@@ -102,16 +137,17 @@ def fuse(
     vector: Sequence[str],
     factors: Mapping[str, Factors],
     *,
-    complete: int | None = None,
+    coverage: Mapping[str, float] | None = None,
 ) -> list[tuple[str, float]]:
     """Fuse two ranked id lists into (id, score), best first; ties break by id.
 
-    `complete`: how many leading lexical ids matched every query term; the ones after
-    (the any-term tail) weigh PARTIAL_WEIGHT instead of LEXICAL_WEIGHT.
+    `coverage`: per lexical id, the share of the query it covers (ranking.coverage); ids
+    missing from it (the conjunctive hits) cover it all. A lexical vote weighs
+    lexical_weight(coverage).
     """
     lex = {cid: i + 1 for i, cid in enumerate(lexical)}
     vec = {cid: i + 1 for i, cid in enumerate(vector)}
-    partial = set(lexical[complete:]) if complete is not None else set()
+    cov = coverage or {}
     ids: Iterable[str] = dict.fromkeys([*lexical, *vector])
     scored = [
         (
@@ -120,7 +156,7 @@ def fuse(
                 lex.get(cid),
                 vec.get(cid),
                 factors[cid],
-                lexical_weight=PARTIAL_WEIGHT if cid in partial else LEXICAL_WEIGHT,
+                lexical_weight=lexical_weight(cov.get(cid, 1.0)),
             ),
         )
         for cid in ids

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from django.utils import timezone
 
+from claims import search
 from claims.models import Claim
-from claims.search import search_claims
+from claims.search import collection_size, factors, search_claims
 from fleet.models import Fleet
 from mcp_bridge import ranking
 from tests.claims.searchdata import promoted
@@ -122,8 +124,52 @@ def test_a_query_of_punctuation_finds_nothing_and_does_not_fail(fleet_a: Fleet) 
     assert search_claims(fleet_a, "!!! ???").claims == []
 
 
-def test_any_term_lexical_hits_weigh_less_than_complete_ones() -> None:
-    same = ranking.Factors(1.0, 0.0, 0.0)
-    fused = dict(ranking.fuse(["all", "some"], [], {"all": same, "some": same}, complete=1))
-    assert fused["all"] == ranking.rrf(1)
-    assert fused["some"] == ranking.PARTIAL_WEIGHT * ranking.rrf(2)
+COMMON = [
+    {"text": f"The {what} tests run on every pull request.", "subject": "tests"}
+    for what in ("unit", "integration", "smoke", "contract", "browser")
+]
+
+
+def test_any_term_hits_weigh_by_their_idf_weighted_query_coverage(fleet_a: Fleet) -> None:
+    """No claim has both words, so every hit is an any-term hit; the one matching the rare
+    word covers most of the query and outranks the ones sharing only the common word, and
+    document frequencies count superseded claims too (the snapshot holds them)."""
+    rare = {"text": "The clippy gate fails on any compiler warning.", "subject": "ci"}
+    gone = {"text": "Old: clippy ran only on main.", "subject": "ci"}
+    claims = promoted(fleet_a, [*COMMON, rare, gone])
+    Claim.objects.filter(pk=claims[-1].pk).update(superseded_by=claims[-2])
+    now = timezone.now()
+    found = search_claims(fleet_a, "clippy tests", k=10, method="lexical", now=now)
+    assert _ids(found)[0] == "cc-06"
+    assert "cc-07" not in _ids(found)
+    df, n = {"clippy": 2, "tests": 5}, 7
+    expected = {
+        "cc-06": ranking.lexical_weight(ranking.coverage(["clippy", "tests"], {"clippy"}, df, n)),
+        "cc-01": ranking.lexical_weight(ranking.coverage(["clippy", "tests"], {"tests"}, df, n)),
+    }
+    by_id = {c.public_id: c for c in found.claims}
+    for public_id, weight in expected.items():
+        claim = by_id[public_id]
+        f = factors(claim, now)
+        assert claim.rank == ranking.score(claim.lexical_rank, None, f, lexical_weight=weight)
+    # A filter narrows the results, not the document frequencies.
+    narrowed = search_claims(fleet_a, "clippy tests", subject="ci", method="lexical", now=now)
+    assert _ids(narrowed) == ["cc-06"]
+    top = narrowed.claims[0]
+    wanted = ranking.score(
+        top.lexical_rank, None, factors(top, now), lexical_weight=expected["cc-06"]
+    )
+    assert top.rank == wanted
+    everything = search_claims(fleet_a, "clippy tests", method="lexical", include_inactive=True)
+    assert "cc-07" in _ids(everything)
+
+
+def test_idfs_collection_size_is_counted_at_most_once_a_ttl(
+    fleet_a: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    promoted(fleet_a, ROWS[:2])
+    assert collection_size(fleet_a, ["promoted"]) == 2
+    promoted(fleet_a, ROWS[2:])
+    assert collection_size(fleet_a, ["promoted"]) == 2  # reused within SIZE_TTL
+    monkeypatch.setattr(search, "SIZE_TTL", 0.0)
+    assert collection_size(fleet_a, ["promoted"]) == 4

@@ -33,3 +33,50 @@ def test_it_drops_stopwords_unless_nothing_else_is_left() -> None:
                                                                          "image"]
     assert ranking.query_terms("the the") == ["the"]
     assert ranking.query_terms("!!!") == []
+
+
+def test_coverage_is_the_idf_weighted_share_of_the_query_terms() -> None:
+    terms, df, n = ["rustflags", "tests"], {"rustflags": 1, "tests": 40}, 100
+    rare = ranking.coverage(terms, {"rustflags"}, df, n)
+    common = ranking.coverage(terms, {"tests"}, df, n)
+    assert abs(rare + common - 1.0) < 1e-12
+    assert rare > 0.75 and common < 0.25  # the rare word carries most of the query
+    assert ranking.coverage(terms, set(terms), df, n) == 1.0
+    assert ranking.coverage(terms, set(), df, n) == 0.0
+    assert ranking.coverage([], set(), {}, n) == 0.0
+
+
+def test_a_term_no_claim_matches_still_counts_in_the_whole() -> None:
+    terms = ["checkout", "forever"]
+    assert ranking.coverage(terms, {"checkout"}, {"checkout": 3, "forever": 0}, 100) < 0.5
+
+
+def test_lexical_votes_weigh_coverage_to_the_power() -> None:
+    same = ranking.Factors(1.0, 0.0, 0.0)
+    cover = {"most": 0.8, "little": 0.2}
+    fused = dict(
+        ranking.fuse(
+            ["all", "most", "little"], [], dict.fromkeys(cover | {"all": 1}, same), coverage=cover
+        )
+    )
+    assert fused["all"] == ranking.rrf(1)  # not in `coverage`: a conjunctive hit, full weight
+    assert fused["most"] == 0.8**ranking.COVERAGE_POWER * ranking.rrf(2)
+    assert fused["little"] == 0.2**ranking.COVERAGE_POWER * ranking.rrf(3)
+    assert ranking.lexical_weight(1.5) == ranking.lexical_weight(1.0) == ranking.LEXICAL_WEIGHT
+    assert ranking.lexical_weight(-1.0) == 0.0
+
+
+def test_a_one_common_word_hit_cannot_displace_the_vector_head_but_a_covering_one_can() -> None:
+    same = ranking.Factors(1.0, 0.0, 0.0)
+    factors = {k: same for k in ("top", "x", "hit")}
+    vector = ["top", "x", "hit"]
+
+    def head(cov: float) -> str:
+        return ranking.fuse(["hit"], vector, factors, coverage={"hit": cov})[0][0]
+
+    assert head(0.2) == "top"  # a paraphrase sharing one common word: lexical barely votes
+    assert head(0.9) == "hit"  # the query's rare words: the lexical vote decides
+
+
+def test_it_drops_the_rest_of_postgres_english_stopwords() -> None:
+    assert ranking.query_terms("why can't I rebuild it myself") == ["rebuild"]

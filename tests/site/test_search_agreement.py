@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
+from claims import search
 from claims.models import Claim
 from claims.search import search_claims
 from ctxlake_site import workers
@@ -60,6 +61,9 @@ QUERIES = [
     "oauth redirect mismatch",
 ]
 TOP = 3
+# FTS5's unicode61 splits "Cargo.lock" into cargo + lock; Postgres keeps the file name as one
+# token, so "locks" matches two claims on the bridge and one on the server.
+TOKENIZERS_DIFFER = {"migration locks the table"}
 
 
 @pytest.fixture
@@ -118,3 +122,27 @@ def test_both_sides_label_the_stale_claim(fleet_a: Fleet, rendered: Cache) -> No
     bridge = {r["id"]: r["stale"] for r in hits.results}
     assert server["cc-02"] is True and bridge["cc-02"] is True
     assert server == bridge
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_both_sides_weigh_the_same_any_term_hits_the_same(
+    fleet_a: Fleet, rendered: Cache, query: str
+) -> None:
+    """Document frequencies over the same claims (superseded and expired included) and the
+    same terms: the coverage weights of hits both lexical lists hold are equal — unless
+    the two tokenizers disagree on a word (TOKENIZERS_DIFFER)."""
+    now = timezone.now()
+    statuses = [Claim.Status.PROMOTED]
+    narrow = search.narrowing(None, None, None, False, now)
+    everything = search.collection(fleet_a, statuses)
+    pks, server = search._lexical(everything, narrow, query, TOP, 100, everything.count)
+    public = {c.pk: c.public_id for c in Claim.objects.filter(pk__in=pks)}
+    server_cover = {public[pk]: c for pk, c in server.items()}
+    snap = rendered.snapshot().value
+    rowids, bridge = snap._lexical(query, TOP, now, None, None, None)
+    ids = dict(snap.db.execute("SELECT rowid, id FROM claims"))
+    bridge_cover = {ids[r]: c for r, c in bridge.items()}
+    shared = set(server_cover) & set(bridge_cover)
+    assert shared or not (server_cover or bridge_cover), (server_cover, bridge_cover)
+    same = all(abs(server_cover[i] - bridge_cover[i]) < 1e-9 for i in shared)
+    assert same is (query not in TOKENIZERS_DIFFER), (server_cover, bridge_cover)

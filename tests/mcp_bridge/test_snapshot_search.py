@@ -1,0 +1,43 @@
+"""Bridge lexical search: any-term hits weigh by their idf-weighted query coverage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mcp_bridge import ranking, testing
+from mcp_bridge.snapshot import Snapshot
+
+COMMON = [
+    testing.claim(f"cc-{i:02d}", f"The {what} tests run on every pull request.")
+    for i, what in enumerate(("unit", "integration", "smoke", "contract", "browser"), 1)
+]
+
+
+def test_any_term_hits_weigh_by_coverage_counting_superseded_claims(tmp_path: Path) -> None:
+    rows = [
+        *COMMON,
+        testing.claim("cc-06", "The clippy gate fails on any compiler warning."),
+        testing.claim("cc-07", "Old: clippy ran only on main.", superseded_by="cc-06"),
+    ]
+    path = tmp_path / "snapshot.sqlite"
+    testing.write_snapshot(path, "f", rows, vectors=None)
+    snap = Snapshot(path, fleet="f")
+    hits = snap.search("clippy tests", k=10)
+    ids = [r["id"] for r in hits.results]
+    assert ids[0] == "cc-06" and "cc-07" not in ids and len(ids) == 6
+    df, n = {"clippy": 2, "tests": 5}, 7  # the superseded claim counts, as on the server
+    _, cover = snap._lexical("clippy tests", 10, testing.NOW, None, None, None)
+    by_id = dict(snap.db.execute("SELECT rowid, id FROM claims"))
+    cover = {by_id[r]: c for r, c in cover.items()}
+    assert cover["cc-06"] == ranking.coverage(["clippy", "tests"], {"clippy"}, df, n)
+    assert cover["cc-01"] == ranking.coverage(["clippy", "tests"], {"tests"}, df, n)
+    snap.close()
+
+
+def test_conjunctive_hits_carry_no_coverage_weight(tmp_path: Path) -> None:
+    path = tmp_path / "snapshot.sqlite"
+    testing.write_snapshot(path, "f", COMMON, vectors=None)
+    snap = Snapshot(path, fleet="f")
+    found, cover = snap._lexical("unit tests", 1, testing.NOW, None, None, None)
+    assert len(found) == 1 and cover == {}  # k found by the AND pass: no tail, full weight
+    snap.close()
