@@ -333,10 +333,19 @@ class _Resolver:
         return self.sessions[session_id]
 
     def flush(self) -> None:
-        for agent_id, seen in self.last_seen.items():
-            Agent.objects.filter(fleet=self.fleet, agent_id=agent_id).exclude(
-                last_seen_at__gte=seen
-            ).update(last_seen_at=seen)
+        """Move each agent's last_seen_at forward (never back), in one statement."""
+        if not self.last_seen:
+            return
+        seen = [{"id": self.agents[a].pk, "at": at.isoformat()} for a, at in self.last_seen.items()]
+        with connection.cursor() as cur:
+            cur.execute(
+                """
+                UPDATE fleet_agent AS a SET last_seen_at = s.at
+                FROM jsonb_to_recordset(%s::jsonb) AS s(id bigint, at timestamptz)
+                WHERE a.id = s.id AND (a.last_seen_at IS NULL OR a.last_seen_at < s.at)
+                """,
+                [json.dumps(seen)],
+            )
 
 
 def _record_ids(fleet: Fleet, events: list[dict[str, Any]]) -> set[str]:

@@ -233,3 +233,21 @@ def test_only_one_follower_polls_a_spool_at_a_time(db: None, spool_dir: Path) ->
     finally:
         other.close()
     assert workers.drain_spool_follow(follow_secs=0, poll_secs=0).startswith("drained")
+
+
+def test_last_seen_moves_forward_only(fleet_a: Fleet, spool_dir: Path) -> None:
+    """An agent's last_seen_at is its latest event's time; an older event replayed from a
+    rotated file later does not move it back."""
+    lines = [
+        _event("fleet-a", at="2026-01-01T00:00:05Z", payload={"paths": ["a"], "ttl_secs": 60}),
+        _event("fleet-a", at="2026-01-01T00:00:09Z", payload={"paths": ["b"], "ttl_secs": 60}),
+    ]
+    _raw_line(spool_dir, "fleet-a", "".join(json.dumps(e) + "\n" for e in lines).encode())
+    workers.drain_spool()
+    ada = Agent.objects.get(fleet=fleet_a, agent_id="ada")
+    assert ada.last_seen_at.isoformat() == "2026-01-01T00:00:09+00:00"
+    older = _event("fleet-a", at="2026-01-01T00:00:01Z", payload={"paths": ["c"], "ttl_secs": 60})
+    _raw_line(spool_dir, "fleet-a", (json.dumps(older) + "\n").encode())
+    workers.drain_spool()
+    ada.refresh_from_db()
+    assert ada.last_seen_at.isoformat() == "2026-01-01T00:00:09+00:00"
