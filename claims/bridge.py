@@ -6,6 +6,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import numpy as np
 
 from claims import moderation, search
 from claims.models import Claim, ClaimEvent, Evidence
-from fleet.bridge import Envelope, InvalidEvent, Outcome, checked_each, filled, iso
+from fleet.bridge import Envelope, InvalidEvent, Outcome, apply_set, iso
 from fleet.models import Fleet
 from mcp_bridge import contract, embed, ranking
 
@@ -38,20 +39,17 @@ def _proposal(event: Envelope) -> moderation.ProposalRequest:
 
 def apply_claims_proposed(events: Sequence[Envelope]) -> list[Outcome]:
     """claim.proposed events of one fleet, in order; new claims are inserted set-wise."""
-    outcomes, valid = checked_each(events, _proposal)
-    if valid:
-        results = moderation.propose_many(events[0].fleet, [request for _, request in valid])
-        for (i, _), result in zip(valid, results, strict=True):
-            outcomes[i] = (
-                InvalidEvent(str(result))
-                if isinstance(result, moderation.InvalidProposal)
-                else {
-                    "claim": result.claim.public_id,
-                    "created": result.created,
-                    "evidence_added": result.evidence_added,
-                }
-            )
-    return filled(outcomes)
+    return apply_set(
+        events, _proposal, partial(moderation.propose_many, events[0].fleet), _proposed
+    )
+
+
+def _proposed(result: moderation.Proposal) -> dict[str, Any]:
+    return {
+        "claim": result.claim.public_id,
+        "created": result.created,
+        "evidence_added": result.evidence_added,
+    }
 
 
 # -- render: snapshot.sqlite and the claims of the briefing (docs/cache-format.md) ---------

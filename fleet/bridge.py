@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any, TypeVar
 
 from django.db.models import Q
@@ -19,7 +20,8 @@ from fleet import api_presence, handoffs, leases
 from fleet.globs import BadPath, normalise
 from fleet.models import Agent, Fleet, Handoff, Lease, Session
 
-T = TypeVar("T")
+T = TypeVar("T")  # a checked request
+R = TypeVar("R")  # its result
 
 
 class InvalidEvent(ValueError):
@@ -85,6 +87,25 @@ def checked_each(
     return outcomes, valid
 
 
+def apply_set(
+    events: Sequence[Envelope],
+    check: Callable[[Envelope], T],
+    apply_many: Callable[[list[T]], Sequence[R | ValueError]],
+    render: Callable[[R], dict[str, Any]],
+) -> list[Outcome]:
+    """The shape of a batch applier: check each payload, apply the valid requests in one
+    call of a domain function that returns a result or a ValueError per request, and
+    render each result as the event's recorded outcome (a ValueError dead-letters it)."""
+    outcomes, valid = checked_each(events, check)
+    if valid:
+        results = apply_many([request for _, request in valid])
+        for (i, _), result in zip(valid, results, strict=True):
+            outcomes[i] = (
+                InvalidEvent(str(result)) if isinstance(result, ValueError) else render(result)
+            )
+    return filled(outcomes)
+
+
 def _claim_request(event: Envelope) -> leases.ClaimRequest:
     ttl_secs = event.payload.get("ttl_secs")
     if ttl_secs is not None and (
@@ -103,26 +124,23 @@ def _claim_request(event: Envelope) -> leases.ClaimRequest:
 
 def apply_lease_claims(events: Sequence[Envelope]) -> list[Outcome]:
     """lease.claim events of one fleet, in order (see leases.claim_many's precondition)."""
-    outcomes, valid = checked_each(events, _claim_request)
-    if valid:
-        results = leases.claim_many(events[0].fleet.pk, [request for _, request in valid])
-        for (i, _), result in zip(valid, results, strict=True):
-            outcomes[i] = (
-                InvalidEvent(str(result))
-                if isinstance(result, ValueError)
-                else {
-                    "held": [lease.path for lease in result.held],
-                    "contention": [
-                        {
-                            "path": c.mine.path,
-                            "other_agent": c.theirs.agent.agent_id,
-                            "other_path": c.theirs.path,
-                        }
-                        for c in result.contention
-                    ],
-                }
-            )
-    return filled(outcomes)
+    return apply_set(
+        events, _claim_request, partial(leases.claim_many, events[0].fleet.pk), _claimed
+    )
+
+
+def _claimed(result: leases.ClaimResult) -> dict[str, Any]:
+    return {
+        "held": [lease.path for lease in result.held],
+        "contention": [
+            {
+                "path": c.mine.path,
+                "other_agent": c.theirs.agent.agent_id,
+                "other_path": c.theirs.path,
+            }
+            for c in result.contention
+        ],
+    }
 
 
 def _release_request(event: Envelope) -> leases.ReleaseRequest:
@@ -132,17 +150,14 @@ def _release_request(event: Envelope) -> leases.ReleaseRequest:
 
 
 def apply_lease_releases(events: Sequence[Envelope]) -> list[Outcome]:
-    """lease.release events of one fleet, at most one per agent, in one statement."""
-    outcomes, valid = checked_each(events, _release_request)
-    if valid:
-        results = leases.release_many(events[0].fleet.pk, [request for _, request in valid])
-        for (i, _), result in zip(valid, results, strict=True):
-            outcomes[i] = (
-                InvalidEvent(str(result))
-                if isinstance(result, BadPath)
-                else {"released": len(result.released), "not_held": result.not_held}
-            )
-    return filled(outcomes)
+    """lease.release events of one fleet, in order, in one statement."""
+    return apply_set(
+        events, _release_request, partial(leases.release_many, events[0].fleet.pk), _released
+    )
+
+
+def _released(result: leases.ReleaseResult) -> dict[str, Any]:
+    return {"released": len(result.released), "not_held": result.not_held}
 
 
 def _handoff(event: Envelope) -> tuple[Handoff, bool]:
