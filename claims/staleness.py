@@ -30,9 +30,6 @@ POSSIBLY_STALE = ranking.STALE_DEFAULT  # 0.5: halves the score, never hides the
 LIVE_STATUSES = (Claim.Status.PROPOSED, Claim.Status.PROMOTED)
 
 
-ChangeReport = PathReport  # fleet's report of changing paths (fleet/signals.py)
-
-
 _CITED = """
     SELECT e.claim_id, e.path, e.session_id, e.created_at
     FROM claims_evidence e JOIN claims_claim c ON c.id = e.claim_id
@@ -85,13 +82,13 @@ def mark_changed_paths(
 ) -> list[Claim]:
     """Mark possibly stale the claims citing (path, commit) under `paths`; returns them."""
     (marked,) = mark_reported_changes(
-        fleet, [ChangeReport(list(paths), at, session, agent, source)]
+        fleet, [PathReport(list(paths), at, session, agent, source)]
     )
     return marked
 
 
 @transaction.atomic(savepoint=False)  # inside the drain's batch: no savepoint per event
-def mark_reported_changes(fleet: Fleet, reports: Sequence[ChangeReport]) -> list[list[Claim]]:
+def mark_reported_changes(fleet: Fleet, reports: Sequence[PathReport]) -> list[list[Claim]]:
     """For each report in order, the claims it newly marks possibly stale.
 
     1. Find, in one query, the versioned citations any report's paths may cover; a

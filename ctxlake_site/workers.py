@@ -26,6 +26,7 @@ from ctxlake_site.drain import Applier, Drainer, DrainReport
 from fleet import bridge as fleet_bridge
 from fleet import leases, rendering
 from fleet.models import Fleet, Lease
+from fleet.signals import PathReport
 from mcp_bridge import atomic, contract, embed
 
 
@@ -38,7 +39,7 @@ def apply_lease_claims(events: Sequence[fleet_bridge.Envelope]) -> list[fleet_br
     outcomes = fleet_bridge.apply_lease_claims(events)
     taken = [(event, o) for event, o in zip(events, outcomes, strict=True) if isinstance(o, dict)]
     reports = [
-        staleness.ChangeReport(o["held"], event.at, event.session, event.agent)
+        PathReport(o["held"], event.at, event.session, event.agent)
         for event, o in taken
     ]
     for (_, outcome), marked in zip(

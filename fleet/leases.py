@@ -189,8 +189,8 @@ class _Visible:
 
 
 _HOLDERS = """
-    SELECT l.id, l.agent_id, a.agent_id, l.session_id, l.path, l.prefix, l.reason,
-           l.acquired_at, l.expires_at, l.offered_with_id
+    SELECT l.id, l.agent_id, l.session_id, l.path, l.prefix, l.reason, l.acquired_at,
+           l.expires_at, a.agent_id, l.offered_with_id
     FROM fleet_lease l JOIN fleet_agent a ON a.id = l.agent_id
     WHERE l.fleet_id = %s AND l.released_at IS NULL AND l.expires_at > %s
       AND ({likes} OR l.prefix = ANY(%s))
@@ -213,31 +213,33 @@ def _holders_under(fleet_id: int, prefixes: set[str], active_at: datetime) -> li
         cur.execute(sql, [fleet_id, active_at, *likes, starts])
         rows = cur.fetchall()
     return [
-        Lease(
-            pk=pk,
-            fleet_id=fleet_id,
-            agent=Agent(pk=agent_pk, fleet_id=fleet_id, agent_id=agent_id),
-            session_id=session_pk,
-            path=path,
-            prefix=prefix,
-            reason=reason,
-            acquired_at=acquired,
-            expires_at=expires,
-            offered_with_id=offered,
+        _lease(
+            fleet_id,
+            row,
+            agent=Agent(pk=row[1], fleet_id=fleet_id, agent_id=row[8]),
+            offered_with_id=row[9],
         )
-        for (
-            pk,
-            agent_pk,
-            agent_id,
-            session_pk,
-            path,
-            prefix,
-            reason,
-            acquired,
-            expires,
-            offered,
-        ) in rows
+        for row in rows
     ]
+
+
+def _lease(fleet_id: int, row: tuple[Any, ...], **more: Any) -> Lease:
+    """A Lease from a row starting (id, agent_id, session_id, path, prefix, reason,
+    acquired_at, expires_at), as the hand-written queries here return them."""
+    pk, agent_pk, session_pk, path, prefix, reason, acquired, expires = row[:8]
+    if "agent" not in more:
+        more["agent_id"] = agent_pk
+    return Lease(
+        pk=pk,
+        fleet_id=fleet_id,
+        session_id=session_pk,
+        path=path,
+        prefix=prefix,
+        reason=reason,
+        acquired_at=acquired,
+        expires_at=expires,
+        **more,
+    )
 
 
 _UPSERT_MANY = """
@@ -371,19 +373,9 @@ def _release(
     by_agent: dict[int, list[Lease]] = {}  # what releases of everything took
     by_name: dict[tuple[int, str], Lease] = {}  # what releases of named paths took
     every_set = set(every)
-    for pk, agent_pk, session_pk, path, prefix, reason, acquired, expires in released_rows:
-        lease = Lease(
-            pk=pk,
-            fleet_id=fleet_id,
-            agent_id=agent_pk,
-            session_id=session_pk,
-            path=path,
-            prefix=prefix,
-            reason=reason,
-            acquired_at=acquired,
-            expires_at=expires,
-            released_at=now,
-        )
+    for row in released_rows:
+        lease = _lease(fleet_id, row, released_at=now)
+        agent_pk, path = lease.agent_id, lease.path
         if agent_pk in every_set:
             by_agent.setdefault(agent_pk, []).append(lease)
         else:
