@@ -39,7 +39,7 @@ from claims.models import Claim  # noqa: E402
 from ctxlake_site import drain, workers  # noqa: E402
 from fleet.models import Fleet  # noqa: E402
 from mcp_bridge import embed  # noqa: E402
-from mcp_bridge.spool import Spool  # noqa: E402
+from mcp_bridge.contract.spool import Spool  # noqa: E402
 
 
 def write_events(slug: str, n: int) -> None:

@@ -50,8 +50,7 @@ django.setup()
 
 from django.utils import timezone  # noqa: E402
 
-from claims import bridge as claims_bridge  # noqa: E402
-from claims import embeddings  # noqa: E402
+from claims import embeddings, snapshot_render  # noqa: E402
 from claims.models import Claim, text_hash  # noqa: E402
 from claims.search import search_claims  # noqa: E402
 from fleet.models import Fleet  # noqa: E402
@@ -334,7 +333,7 @@ def main() -> int:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "snapshot.sqlite"
-            claims_bridge.write_snapshot(fleet, path, generated_at=timezone.now())
+            snapshot_render.write_snapshot(fleet, path, generated_at=timezone.now())
             snap = Snapshot(path, fleet=fleet.slug)
             paths = {"server": server_search(fleet, public), "bridge": bridge_search(snap, public)}
             rows = run_all(paths, queries)

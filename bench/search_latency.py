@@ -34,8 +34,7 @@ import numpy as np  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from claims import bridge as claims_bridge  # noqa: E402
-from claims import embeddings  # noqa: E402
+from claims import embeddings, snapshot_render  # noqa: E402
 from claims.models import Claim  # noqa: E402
 from claims.search import search_claims  # noqa: E402
 from fleet.models import Fleet  # noqa: E402
@@ -141,7 +140,9 @@ def main() -> int:
         print(f"reembed_claims: {done} claims at {rate:.0f} claims/s (batch {embeddings.BATCH})")
         with tempfile.TemporaryDirectory() as tmp:
             t = time.perf_counter()
-            claims_bridge.write_snapshot(fleet, Path(tmp) / "s.sqlite", generated_at=timezone.now())
+            snapshot_render.write_snapshot(
+                fleet, Path(tmp) / "s.sqlite", generated_at=timezone.now()
+            )
             print(f"render snapshot 10k: {(time.perf_counter() - t) * 1000:.0f} ms")
     finally:
         for f in fleets:

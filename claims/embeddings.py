@@ -1,7 +1,7 @@
 """Claim embeddings: which model, which claims need (re)embedding, and computing them.
 
 The model is pluggable by setting (`CTXLAKE_EMBEDDER`, a module exposing NAME, DIMS and
-`embed(texts)`; default `mcp_bridge.embed`, the one the bridge embeds queries with).
+`embed(texts)`; default `mcp_bridge.contract.embed`, the one the bridge embeds queries with).
 Every claim records the model that embedded it, so a model change shows up as claims
 whose `embedding_model` differs — `manage.py reembed_claims` then redoes them, and the
 snapshot only ever carries vectors of the model its manifest names.

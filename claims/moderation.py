@@ -28,7 +28,7 @@ from claims.models import (
 )
 from fleet import lineage, rendering
 from fleet.models import Agent, ApiToken, Fleet, FleetModerator
-from mcp_bridge import redact
+from mcp_bridge.contract import redact
 
 MAX_CITATIONS = 20
 CITATION_FIELDS = ("session_id", "message_id", "repo", "path", "commit", "excerpt")

@@ -1,7 +1,7 @@
 """Show a reviewer the characters agents will never see.
 
 The bridge strips invisible and direction-changing code points before a claim reaches an
-agent (mcp_bridge.sanitize). A reviewer must see them instead: a claim whose text hides a
+agent (mcp_bridge.contract.sanitize). A reviewer must see them instead: a claim whose text hides a
 tag-character instruction or a bidi override is exactly the claim not to promote. So each
 such code point is shown as a visible badge (`<U+200B>`), and a run of Unicode tag
 characters, which spell out hidden ASCII, is shown decoded as one badge. `reveal` is for
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from mcp_bridge import sanitize
+from mcp_bridge.contract import sanitize
 
 TAG_FIRST, TAG_LAST = 0xE0020, 0xE007E  # the tag block's printable ASCII mirror
 

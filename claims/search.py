@@ -1,6 +1,6 @@
 """search_claims: the server's claim search — Postgres full text and pgvector, fused. Read-only.
 
-Two candidate lists, fused by the very function the bridge uses (mcp_bridge.ranking), so
+Two candidate lists, fused by the very function the bridge uses (mcp_bridge.contract.ranking), so
 the REST API and an agent's memory_search rank the same data the same way:
 
 1. Lexical: the generated `search_vector` (text weight A, subject B, english config)
@@ -13,7 +13,7 @@ the REST API and an agent's memory_search rank the same data the same way:
 
 Then score = w·RRF(lexical) + RRF(vector), × confidence × recency × (1 − staleness), where
 w is a lexical hit's query coverage (idf-weighted share of the terms it matches, see
-mcp_bridge.ranking) raised to ranking.COVERAGE_POWER; conjunctive hits have w = 1.
+mcp_bridge.contract.ranking) raised to ranking.COVERAGE_POWER; conjunctive hits have w = 1.
 Superseded and expired claims leave default results (`include_inactive=True` keeps them);
 stale ones stay, rank lower and carry `stale = True`.
 """
@@ -37,7 +37,7 @@ from pgvector.django import CosineDistance
 from claims import embeddings
 from claims.models import Claim, ClaimQuerySet
 from fleet.models import Fleet
-from mcp_bridge import ranking
+from mcp_bridge.contract import ranking
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ session of the fleet reports that file changed.
 claim by another session covering the path (it is about to change it), or — once the
 session end endpoint carries them — the paths a session says it changed. Either way the
 claim is only *possibly* stale: it keeps its status and text, ranks lower (× (1 −
-staleness) in mcp_bridge.ranking) and shows POSSIBLY STALE, until a moderator looks.
+staleness) in mcp_bridge.contract.ranking) and shows POSSIBLY STALE, until a moderator looks.
 
 Only citations with both `path` and `commit` count: a path without a commit pins no
 version, so there is nothing to be stale against.
@@ -24,7 +24,7 @@ from fleet import activity
 from fleet.globs import BadPath, covers, like_pattern, literal_prefix
 from fleet.models import Agent, Fleet, Session
 from fleet.signals import PathReport
-from mcp_bridge import ranking
+from mcp_bridge.contract import ranking
 
 POSSIBLY_STALE = ranking.STALE_DEFAULT  # 0.5: halves the score, never hides the claim
 LIVE_STATUSES = (Claim.Status.PROPOSED, Claim.Status.PROMOTED)

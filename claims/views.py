@@ -22,7 +22,7 @@ from claims.models import Claim, ClaimEvent
 from fleet.models import ApiToken, Fleet
 from fleet.permissions import MODERATE, PROPOSE, READ
 from fleet.views import FLEET_PARAM, FleetViewSet
-from mcp_bridge import redact
+from mcp_bridge.contract import redact
 
 CLAIM_PARAM = OpenApiParameter("claim_id", str, OpenApiParameter.PATH, description="cc-NN")
 NOTES = {

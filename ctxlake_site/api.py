@@ -3,67 +3,28 @@
 Each piece is DRF's own mechanism, configured in settings.REST_FRAMEWORK; this module
 only adds what DRF does not do out of the box:
 
-- DRF parsers read the WSGI stream directly, so DATA_UPLOAD_MAX_MEMORY_SIZE never sees
-  a JSON body. The parsers here count the bytes themselves and answer 413.
+- Bodies are parsed by fleet.api_parsers (size limit, depth limit); an oversized body
+  that Django itself refuses is turned into the same 413 here.
 - DRF's throttles capture their rates at import time; ours re-read them, so a test (or
   a settings reload) can change them.
 """
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from rest_framework import exceptions, parsers, status
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 
+from fleet.api_parsers import PayloadTooLarge
+
 MAX_ROWS = 200
 DEFAULT_ROWS = 50
-
-
-class PayloadTooLarge(exceptions.APIException):
-    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
-    default_detail = "Request body too large."
-    default_code = "payload_too_large"
-
-
-def max_body_bytes() -> int:
-    return int(settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 2_621_440)
-
-
-def read_bounded(stream: Any, context: dict[str, Any] | None) -> bytes:
-    """Read the whole body, refusing (413) as soon as it passes the configured size."""
-    limit = max_body_bytes()
-    request = (context or {}).get("request")
-    declared = request.META.get("CONTENT_LENGTH") if request is not None else None
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(f"Request body is {declared} bytes; the limit is {limit}.")
-    data = stream.read(limit + 1) if stream is not None else b""
-    if len(data) > limit:
-        raise PayloadTooLarge(f"Request body is over the limit of {limit} bytes.")
-    return data
-
-
-class BoundedJSONParser(parsers.JSONParser):
-    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
-        body = read_bounded(stream, parser_context)
-        return super().parse(io.BytesIO(body), media_type, parser_context)
-
-
-class NDJSONParser(parsers.BaseParser):
-    """application/x-ndjson: the raw lines, each validated by the view that takes them."""
-
-    media_type = "application/x-ndjson"
-
-    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
-        return read_bounded(stream, parser_context).splitlines()
 
 
 class FleetCursorPagination(CursorPagination):

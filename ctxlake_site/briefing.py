@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp_bridge import render, sanitize
+from mcp_bridge.contract import render, sanitize
 
 DEFAULT_MAX_TOKENS = 1500
 CHARS_PER_TOKEN = 4  # a deliberately pessimistic estimate for English and code

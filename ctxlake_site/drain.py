@@ -35,9 +35,10 @@ from django.utils import timezone
 
 from ctxlake_site import drain_plan
 from fleet import activity, rendering
-from fleet.bridge import BatchApplier, Envelope, InvalidEvent, Outcome, filled
 from fleet.models import Agent, AppliedEvent, Fleet, Session, SpoolCursor
-from mcp_bridge import contract, redact
+from fleet.spool_apply import BatchApplier, Envelope, InvalidEvent, Outcome, filled
+from mcp_bridge import contract
+from mcp_bridge.contract import redact
 
 Applier = Callable[[Envelope], dict[str, Any]]
 BATCH_EVENTS = 500

@@ -33,8 +33,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from fleet.bridge import Envelope
 from fleet.globs import BadPath, PrefixIndex, literal_prefix, normalise, overlaps
+from fleet.spool_apply import Envelope
 from mcp_bridge import contract
 
 CLAIM, RELEASE, OFFER = "claim", "release", "offer"

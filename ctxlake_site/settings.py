@@ -28,7 +28,7 @@ CTXLAKE_SPOOL_DIR = paths.spool_dir()
 
 # The text embedder for claims: a module with NAME, DIMS and embed(texts). Changing it
 # leaves every claim marked with the old model until `manage.py reembed_claims --commit`.
-CTXLAKE_EMBEDDER = env_str("CTXLAKE_EMBEDDER", "mcp_bridge.embed")
+CTXLAKE_EMBEDDER = env_str("CTXLAKE_EMBEDDER", "mcp_bridge.contract.embed")
 
 
 def _local_secret_key() -> str:
@@ -180,7 +180,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",  # staff, browsable API
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PARSER_CLASSES": ["ctxlake_site.api.BoundedJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["fleet.api_parsers.BoundedJSONParser"],
     "DEFAULT_PAGINATION_CLASS": "ctxlake_site.api.FleetCursorPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_THROTTLE_CLASSES": ["ctxlake_site.api.TokenRateThrottle"],

@@ -19,24 +19,24 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
-from claims import bridge as claims_bridge
-from claims import staleness
+from claims import snapshot_render, staleness
+from claims import spool_apply as claims_apply
 from ctxlake_site import briefing, paths
 from ctxlake_site.drain import Applier, Drainer, DrainReport
-from fleet import bridge as fleet_bridge
-from fleet import leases, rendering
+from fleet import cache_render, leases, rendering, spool_apply
 from fleet.models import Fleet, Lease
 from fleet.signals import PathReport
-from mcp_bridge import atomic, contract, embed
+from mcp_bridge import contract
+from mcp_bridge.contract import atomic, embed
 
 
-def apply_lease_claims(events: Sequence[fleet_bridge.Envelope]) -> list[fleet_bridge.Outcome]:
+def apply_lease_claims(events: Sequence[spool_apply.Envelope]) -> list[spool_apply.Outcome]:
     """Take the leases (fleet's job), then mark claims citing those paths possibly stale.
 
     Composed here because fleet never imports claims: a lease by another session is the
     fleet's signal that the cited files are about to change.
     """
-    outcomes = fleet_bridge.apply_lease_claims(events)
+    outcomes = spool_apply.apply_lease_claims(events)
     taken = [(event, o) for event, o in zip(events, outcomes, strict=True) if isinstance(o, dict)]
     reports = [
         PathReport(o["held"], event.at, event.session, event.agent)
@@ -50,10 +50,10 @@ def apply_lease_claims(events: Sequence[fleet_bridge.Envelope]) -> list[fleet_br
     return outcomes
 
 
-def apply_session_end(event: fleet_bridge.Envelope) -> dict[str, Any]:
+def apply_session_end(event: spool_apply.Envelope) -> dict[str, Any]:
     """Close the session (fleet's job), then mark claims citing the files it says it
     changed possibly stale — the session's own word, the strongest signal the fleet gets."""
-    result = fleet_bridge.apply_session_end(event)
+    result = spool_apply.apply_session_end(event)
     if result["changed_paths"]:
         marked = staleness.mark_changed_paths(
             event.fleet, result["changed_paths"], at=event.at, session=event.session,
@@ -66,14 +66,14 @@ def apply_session_end(event: fleet_bridge.Envelope) -> dict[str, Any]:
 
 # Event kinds applied a run at a time (one statement per kind, not per event); the drain's
 # planner (ctxlake_site.drain_plan) decides which events may share a run.
-BATCH_APPLIERS: dict[str, fleet_bridge.BatchApplier] = {
+BATCH_APPLIERS: dict[str, spool_apply.BatchApplier] = {
     contract.KIND_LEASE_CLAIM: apply_lease_claims,
-    contract.KIND_LEASE_RELEASE: fleet_bridge.apply_lease_releases,
-    contract.KIND_HANDOFF_CREATE: fleet_bridge.apply_handoff_creates,
-    contract.KIND_CLAIM_PROPOSED: claims_bridge.apply_claims_proposed,
+    contract.KIND_LEASE_RELEASE: spool_apply.apply_lease_releases,
+    contract.KIND_HANDOFF_CREATE: spool_apply.apply_handoff_creates,
+    contract.KIND_CLAIM_PROPOSED: claims_apply.apply_claims_proposed,
 }
 APPLIERS: dict[str, Applier] = {
-    **{kind: partial(fleet_bridge.one, batch) for kind, batch in BATCH_APPLIERS.items()},
+    **{kind: partial(spool_apply.one, batch) for kind, batch in BATCH_APPLIERS.items()},
     contract.KIND_SESSION_END: apply_session_end,
 }
 
@@ -171,14 +171,14 @@ def render_fleet(fleet: Fleet, *, max_tokens: int | None = None) -> RenderReport
     """
     started = time.monotonic()
     now = timezone.now()
-    stamp = fleet_bridge.iso(now)
+    stamp = cache_render.iso(now)
     root = paths.cache_dir() / fleet.slug
     root.mkdir(parents=True, exist_ok=True)
     atomic.remove_stale_temps(root)
     head = {"format_version": contract.FORMAT_VERSION, "fleet": fleet.slug, "generated_at": stamp}
-    roster = fleet_bridge.render_roster(fleet, now=now)
-    history = fleet_bridge.render_history(fleet)
-    handoffs = fleet_bridge.render_handoffs(fleet)
+    roster = cache_render.render_roster(fleet, now=now)
+    history = cache_render.render_history(fleet)
+    handoffs = cache_render.render_handoffs(fleet)
     for name, body in (
         (contract.ROSTER, roster),
         (contract.HISTORY, history),
@@ -190,13 +190,13 @@ def render_fleet(fleet: Fleet, *, max_tokens: int | None = None) -> RenderReport
         (root / contract.SNAPSHOT).unlink(missing_ok=True)
     else:
         tmp = atomic.temp_path(root / contract.SNAPSHOT)
-        claims = claims_bridge.write_snapshot(fleet, tmp, generated_at=now)
+        claims = snapshot_render.write_snapshot(fleet, tmp, generated_at=now)
         atomic.publish(tmp, root / contract.SNAPSHOT)
     visible, about_leases = [], []
     if fleet.memory_mode == Fleet.MemoryMode.LIVE:
         leased = [lease["path"] for agent in roster["agents"] for lease in agent["leases"]]
-        about_leases = claims_bridge.path_claims(fleet, leased, now=now)
-        visible = claims_bridge.briefing_claims(
+        about_leases = snapshot_render.path_claims(fleet, leased, now=now)
+        visible = snapshot_render.briefing_claims(
             fleet, now=now, exclude=[c["id"] for c in about_leases]
         )
     text = briefing.compose(

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from fleet import activity
 from fleet.models import Agent, Fleet, Session
-from mcp_bridge import redact
+from mcp_bridge.contract import redact
 
 
 class SessionTaken(Exception):

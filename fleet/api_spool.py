@@ -26,8 +26,9 @@ from typing import Any
 from django.conf import settings
 
 from fleet.models import Activity, AppliedEvent, Fleet
-from mcp_bridge import contract, redact
-from mcp_bridge.spool import MAX_LINE_BYTES, Spool, SpoolFull
+from mcp_bridge import contract
+from mcp_bridge.contract import redact
+from mcp_bridge.contract.spool import MAX_LINE_BYTES, Spool, SpoolFull
 
 MAX_LINES = 1000
 RECEIVED = "spool.received"
@@ -140,18 +141,6 @@ def parse_line(raw: bytes, fleet: Fleet, agent_id: str | None) -> dict[str, Any]
     return redact.scrub_value(event)  # type: ignore[no-any-return]
 
 
-class ServerSpool(Spool):
-    """The server's own spool for a fleet: the bridge's file format, lock and fsyncs."""
-
-    def append_lines(self, lines: list[bytes]) -> None:
-        """Append complete lines at once (one write, one fsync); the caller holds the lock."""
-        blob = b"".join(lines)
-        self._check_cap(len(blob))
-        if self._size(self.path) + len(blob) > self.file_max_bytes:
-            self._rotate()
-        self._write(blob)
-
-
 def _seen(fleet: Fleet, ids: Iterable[str]) -> tuple[set[str], set[str]]:
     """(ids this fleet already has, ids another fleet's applied events already use)."""
     ids = list(ids)
@@ -178,13 +167,12 @@ def receive(fleet: Fleet, raw_lines: list[bytes], *, agent_id: str | None) -> Ou
             out.rejected.append({"id": _peek_id(raw), "line": n, "reason": str(exc)})
             continue
         events.setdefault(event["id"], event)
-    spool = ServerSpool(Path(settings.CTXLAKE_SPOOL_DIR), fleet=fleet.slug, agent="api")
-    spool._ensure_dir()
-    with spool._locked():  # the check, the append and the receipt are one step for ids
+    spool = Spool(Path(settings.CTXLAKE_SPOOL_DIR), fleet=fleet.slug, agent="api")
+    with spool.locked():  # the check, the append and the receipt are one step for ids
         known, foreign = _seen(fleet, events)
         fresh = [e for i, e in events.items() if i not in known and i not in foreign]
         if fresh:
-            spool.append_lines([_line(e) for e in fresh])
+            spool.append_locked(b"".join(_line(e) for e in fresh))
             Activity.objects.bulk_create(
                 [
                     Activity(

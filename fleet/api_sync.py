@@ -23,8 +23,8 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from ctxlake_site.api import NDJSONParser
 from fleet import api_spool
+from fleet.api_parsers import NDJSONParser
 from fleet.models import ApiToken
 from fleet.permissions import COORDINATE, READ
 from fleet.views import FLEET_PARAM, FleetViewSet

@@ -23,7 +23,7 @@ from fleet import serializers as s
 from fleet.globs import BadPath
 from fleet.models import Agent, ApiToken, Handoff, Lease, Session
 from fleet.permissions import COORDINATE, READ, SESSIONS, FleetScoped
-from mcp_bridge import redact
+from mcp_bridge.contract import redact
 
 FLEET_PARAM = OpenApiParameter("fleet", str, OpenApiParameter.PATH, description="Fleet slug.")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcp_bridge import contract
-from mcp_bridge.sanitize import clean_value
+from mcp_bridge.contract.sanitize import clean_value
 
 if TYPE_CHECKING:
     from mcp_bridge.snapshot import Snapshot

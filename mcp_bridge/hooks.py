@@ -16,8 +16,9 @@ import sys
 import time
 from typing import Any
 
-from mcp_bridge import contract, redact
+from mcp_bridge import contract
 from mcp_bridge.config import Config
+from mcp_bridge.contract import redact
 
 STDIN_WAIT_SECS = 0.05  # a runtime writes its hook JSON at once; don't wait on a silent pipe
 MAX_STDIN = 1 << 20
@@ -67,7 +68,7 @@ MAX_CHANGED_PATHS = 200
 def session_end(cfg: Config, hook_input: dict[str, Any], *, outcome: str | None,
                 summary: str | None, changed_paths: list[str] | None = None) -> str:
     """Spool a session.end event; returns its id. ValueError says what is missing."""
-    from mcp_bridge.spool import Spool
+    from mcp_bridge.contract.spool import Spool
 
     if cfg.problems:
         raise ValueError("; ".join(cfg.problems))

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcp_bridge import atomic
+from mcp_bridge.contract import atomic
 
 SERVER_NAME = "ctxlake"
 RUNTIMES = ("claude-code", "cursor", "codex")

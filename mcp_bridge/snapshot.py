@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from mcp_bridge import contract, ranking
-from mcp_bridge.contract import parse_time
-from mcp_bridge.sanitize import clean_value
+from mcp_bridge import contract
+from mcp_bridge.contract import parse_time, ranking
+from mcp_bridge.contract.sanitize import clean_value
 
 _CLAIM_COLUMNS = ("rowid, id, text, type, subject, scope, confidence, contested, "
                   "independent_sessions, created_at, promoted_at, stale, staleness, "
@@ -104,7 +104,7 @@ class Snapshot:
     def search(self, query: str, *, k: int, scope: str | None = None,
                subject: str | None = None, claim_type: str | None = None,
                query_vector: Any = None, now: dt.datetime | None = None) -> Hits:
-        """Top-k claims by the shared ranking (mcp_bridge.ranking), attributed later."""
+        """Top-k claims by the shared ranking (mcp_bridge.contract.ranking), attributed later."""
         now = now or dt.datetime.now(dt.UTC)
         try:
             lexical, cover = self._lexical(query, k, now, scope, subject, claim_type)
@@ -295,7 +295,7 @@ class Snapshot:
         grow with the snapshot: an in-memory index (built once per snapshot file) maps a
         first path segment or a subject word to claim rows, most confident first; at most
         PATH_CANDIDATES of them are read back, and the exact glob test
-        (mcp_bridge.ranking.path_match) runs on those in Python.
+        (mcp_bridge.contract.ranking.path_match) runs on those in Python.
         """
         now = now or dt.datetime.now(dt.UTC)
         candidates = self._path_candidates(patterns)

@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcp_bridge import atomic, contract
-from mcp_bridge.spool import _Flock
+from mcp_bridge import contract
+from mcp_bridge.contract import atomic
+from mcp_bridge.contract.spool import Flock
 
 CACHE_FILES = (contract.ROSTER, contract.HISTORY, contract.HANDOFFS, contract.SNAPSHOT,
                contract.BRIEFING)
@@ -260,7 +261,7 @@ def push(remote: Remote, spool_dir: Path) -> PushReport:
     if not root.is_dir():
         return PushReport()
     lock = root / f"{remote.fleet}{contract.SPOOL_LOCK_SUFFIX}"
-    with _Flock(lock):
+    with Flock(lock):
         lines = [line for p in _spool_files(spool_dir, remote.fleet) for line in _complete_lines(p)]
     report = PushReport()
     done: dict[str, str | None] = {}  # event id → None (accepted) or the rejection reason
@@ -301,7 +302,7 @@ def _forget(fleet: str, spool_dir: Path, done: dict[str, str | None],
     root = Path(spool_dir) / contract.SPOOL_SUBDIR
     settled = dead = 0
     dead_lines: list[bytes] = []
-    with _Flock(root / f"{fleet}{contract.SPOOL_LOCK_SUFFIX}"):
+    with Flock(root / f"{fleet}{contract.SPOOL_LOCK_SUFFIX}"):
         for path in _spool_files(spool_dir, fleet):
             data = path.read_bytes()
             cut = data.rfind(b"\n") + 1

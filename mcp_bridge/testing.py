@@ -15,7 +15,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mcp_bridge import atomic, contract
+from mcp_bridge import contract
+from mcp_bridge.contract import atomic
 
 EMBEDDER = {"name": "all-MiniLM-L6-v2-int8", "dims": 384}
 
@@ -53,7 +54,7 @@ def build_cache(cache_dir: Path, fleet: str, *, memory_mode: str = "live",
                 embedder: dict[str, Any] | None = None, snapshot: bool = True) -> Path:
     """Write every cache file of one fleet; returns the fleet directory.
 
-    vectors: "model" embeds claim texts with mcp_bridge.embed, "random" writes seeded
+    vectors: "model" embeds claim texts with mcp_bridge.contract.embed, "random" writes seeded
     random unit vectors (latency benchmarks), None writes no embeddings, or an array.
     """
     root = Path(cache_dir) / fleet
@@ -126,7 +127,7 @@ def _vectors(vectors: Any, claims: Sequence[dict[str, Any]], dims: int) -> Any:
     import numpy as np
 
     if isinstance(vectors, str) and vectors == "model":
-        from mcp_bridge import embed
+        from mcp_bridge.contract import embed
 
         return embed.embed([c["text"] for c in claims])
     if isinstance(vectors, str) and vectors == "random":

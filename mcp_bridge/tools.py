@@ -13,11 +13,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from mcp_bridge import contract, redact, render
+from mcp_bridge import contract
 from mcp_bridge.cache import Cache
 from mcp_bridge.config import Config
-from mcp_bridge.contract import parse_time
-from mcp_bridge.spool import Spool, SpoolFull
+from mcp_bridge.contract import parse_time, redact, render
+from mcp_bridge.contract.spool import Spool, SpoolFull
 from mcp_bridge.toolspec import MAX_ROWS
 
 QUEUED = ("Queued for sync: the ctxlake drain applies it to the fleet later. This is not a "
@@ -162,7 +162,7 @@ def _memory_gate(b: Bridge) -> dict[str, Any] | None:
 
 
 def _query_vector(b: Bridge, snap: Any, query: str) -> tuple[Any, str | None]:
-    from mcp_bridge import embed
+    from mcp_bridge.contract import embed
 
     manifest = b.cache.manifest().value or {}
     theirs = manifest.get("embedder") or {}

@@ -4,7 +4,7 @@ import django.contrib.postgres.indexes
 import django.contrib.postgres.search
 import django.db.models.deletion
 
-import ctxlake_site.pgvector_check
+import claims.pgvector_check
 import django.db.models.functions.text
 import django.db.models.lookups
 import django.utils.timezone
@@ -24,7 +24,7 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        ctxlake_site.pgvector_check.RequirePgvector(),
+        claims.pgvector_check.RequirePgvector(),
         migrations.CreateModel(
             name='Claim',
             fields=[

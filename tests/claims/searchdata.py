@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from claims.models import Claim, Evidence, text_hash
 from fleet.models import Fleet
-from mcp_bridge import embed
+from mcp_bridge.contract import embed
 
 
 def promoted(

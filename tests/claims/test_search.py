@@ -11,7 +11,7 @@ from claims import search
 from claims.models import Claim
 from claims.search import collection_size, factors, search_claims
 from fleet.models import Fleet
-from mcp_bridge import ranking
+from mcp_bridge.contract import ranking
 from tests.claims.searchdata import promoted
 
 ROWS = [

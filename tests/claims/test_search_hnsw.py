@@ -14,7 +14,7 @@ from django.db import connection, transaction
 from claims import search
 from claims.models import Claim
 from fleet.models import Fleet
-from mcp_bridge import embed
+from mcp_bridge.contract import embed
 
 N = 1000
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from claims import bridge as claims_bridge
+from claims import snapshot_render
 from claims.models import Claim
 from ctxlake_site import workers
 from fleet import leases
@@ -38,9 +38,9 @@ def test_path_claims_rank_cited_paths_before_subjects_and_skip_superseded(
 ) -> None:
     refunds, webhooks, legacy, _ = promoted(fleet_a, ROWS)
     Claim.objects.filter(pk=legacy.pk).update(superseded_by=refunds)
-    found = claims_bridge.path_claims(fleet_a, ["src/payments/**"], now=timezone.now())
+    found = snapshot_render.path_claims(fleet_a, ["src/payments/**"], now=timezone.now())
     assert [c["id"] for c in found] == [refunds.public_id, webhooks.public_id]
-    assert claims_bridge.path_claims(fleet_a, [], now=timezone.now()) == []
+    assert snapshot_render.path_claims(fleet_a, [], now=timezone.now()) == []
 
 
 def test_the_briefing_shows_memory_for_the_leased_paths(

@@ -14,8 +14,8 @@ from claims.models import Claim
 from claims.search import search_claims
 from ctxlake_site import workers
 from fleet.models import Activity, Agent, AppliedEvent, Fleet, Session
-from mcp_bridge import render
-from mcp_bridge.spool import Spool
+from mcp_bridge.contract import render
+from mcp_bridge.contract.spool import Spool
 from tests.claims.searchdata import promoted
 
 CITED = [

@@ -7,18 +7,19 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from fleet import bridge, leases
+from fleet import cache_render, leases, spool_apply
 from fleet.models import Activity, Agent, Handoff, Lease
 from tests.fleet.conftest import ApiAs
 
 
 def _handoff(agent: Agent, *, transfer: bool) -> Handoff:
-    event = bridge.Envelope(
+    event = spool_apply.Envelope(
         event_id=str(uuid.uuid4()), kind="handoff.create", fleet=agent.fleet, agent=agent,
         session=None, at=timezone.now(),
         payload={"summary": "refunds half done", "status": "in_progress", "next": None,
                  "transfer_leases": transfer})
-    return Handoff.objects.get(pk=bridge.one(bridge.apply_handoff_creates, event)["handoff"])
+    applied = spool_apply.one(spool_apply.apply_handoff_creates, event)
+    return Handoff.objects.get(pk=applied["handoff"])
 
 
 def _pickup(api_as: ApiAs, agent: Agent, handoff: Handoff, **body: object) -> dict:
@@ -84,7 +85,7 @@ def test_an_unclaimed_offer_expires_with_the_original_ttl(ada: Agent) -> None:
 def test_the_render_shows_the_offer_on_the_lease_and_the_handoff(ada: Agent) -> None:
     leases.claim_paths(ada, ["src/**"], ttl=timedelta(minutes=5))
     handoff = _handoff(ada, transfer=True)
-    (rendered,) = bridge.render_handoffs(ada.fleet)["handoffs"]
+    (rendered,) = cache_render.render_handoffs(ada.fleet)["handoffs"]
     assert rendered["offered_leases"] == ["src/**"]
-    roster = bridge.render_roster(ada.fleet, now=timezone.now())
+    roster = cache_render.render_roster(ada.fleet, now=timezone.now())
     assert roster["agents"][0]["leases"][0]["offered_with"] == f"h-{handoff.pk}"

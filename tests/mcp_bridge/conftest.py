@@ -25,7 +25,7 @@ def bridge(config: Config) -> tools.Bridge:
 
 @pytest.fixture(scope="session")
 def claim_vectors() -> Any:
-    from mcp_bridge import embed
+    from mcp_bridge.contract import embed
 
     return embed.embed([c["text"] for c in CLAIMS])
 

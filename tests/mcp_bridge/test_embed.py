@@ -4,7 +4,7 @@ import hashlib
 
 import numpy as np
 
-from mcp_bridge import embed
+from mcp_bridge.contract import embed
 
 
 def test_it_ships_the_bert_uncased_vocabulary() -> None:

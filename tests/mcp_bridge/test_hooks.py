@@ -13,7 +13,7 @@ from pathlib import Path
 
 from mcp_bridge import contract
 from mcp_bridge.config import Config
-from mcp_bridge.spool import read_events
+from mcp_bridge.contract.spool import read_events
 from tests.mcp_bridge.stdio import ROOT, bridge_env
 
 BUDGET_SECS = 0.100

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from mcp_bridge import ranking
-from mcp_bridge.ranking import Factors
+from mcp_bridge.contract import ranking
+from mcp_bridge.contract.ranking import Factors
 
 SAME = Factors(confidence=1.0, age_days=0.0, staleness=0.0)
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-from mcp_bridge import ranking, testing, tools
+from mcp_bridge import testing, tools
 from mcp_bridge.config import Config
+from mcp_bridge.contract import ranking
 from mcp_bridge.testing import claim, iso
 
 NOW = dt.datetime.now(dt.UTC)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_bridge import redact
+from mcp_bridge.contract import redact
 
 SECRETS = [
     ("AKIAIOSFODNN7EXAMPLE", "aws-access-key"),

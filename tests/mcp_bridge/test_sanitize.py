@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_bridge.sanitize import TRUNCATED, clean_text, clean_value, is_stripped
+from mcp_bridge.contract.sanitize import TRUNCATED, clean_text, clean_value, is_stripped
 
 HIDDEN = {
     "zero-width space": "\u200b", "ZWNJ": "\u200c", "ZWJ": "\u200d", "LRM": "\u200e",

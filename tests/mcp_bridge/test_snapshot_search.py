@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mcp_bridge import ranking, testing
+from mcp_bridge import testing
+from mcp_bridge.contract import ranking
 from mcp_bridge.snapshot import Snapshot
 
 COMMON = [

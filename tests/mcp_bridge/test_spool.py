@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mcp_bridge import contract
-from mcp_bridge.spool import Spool, SpoolFull, read_events
+from mcp_bridge.contract.spool import Spool, SpoolFull, read_events
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,7 +71,7 @@ def test_it_never_glues_a_new_line_onto_a_torn_one(tmp_path: Path) -> None:
 WRITER = """
 import sys
 from pathlib import Path
-from mcp_bridge.spool import Spool
+from mcp_bridge.contract.spool import Spool
 s = Spool(Path(sys.argv[1]), fleet="fleet-a", agent="w" + sys.argv[2], file_max_bytes=40_000)
 for i in range(200):
     s.append("handoff.create", {"summary": f"writer {sys.argv[2]} event {i} " + "x" * 64})

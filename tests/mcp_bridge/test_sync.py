@@ -25,7 +25,7 @@ from fleet import leases, tokens
 from fleet.models import Agent, Fleet, Lease
 from mcp_bridge import contract, sync
 from mcp_bridge.cache import Cache
-from mcp_bridge.spool import Spool, read_events
+from mcp_bridge.contract.spool import Spool, read_events
 from tests.mcp_bridge.stdio import ROOT
 
 

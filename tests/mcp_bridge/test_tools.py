@@ -5,9 +5,10 @@ from typing import Any
 
 import pytest
 
-from mcp_bridge import contract, render, testing, tools
+from mcp_bridge import contract, testing, tools
 from mcp_bridge.config import Config
-from mcp_bridge.spool import read_events
+from mcp_bridge.contract import render
+from mcp_bridge.contract.spool import read_events
 from tests.mcp_bridge.data import FLEET
 
 Bridge = tools.Bridge

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_bridge.spool import Spool
+from mcp_bridge.contract.spool import Spool
 
 
 @pytest.fixture

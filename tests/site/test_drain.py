@@ -10,7 +10,7 @@ from pathlib import Path
 from claims.models import Claim
 from ctxlake_site import workers
 from fleet.models import Agent, AppliedEvent, Fleet, Handoff, Lease, Session
-from mcp_bridge.spool import Spool
+from mcp_bridge.contract.spool import Spool
 
 CITE = [{"session_id": "s1", "message_id": "m1"}]
 SpoolFor = Callable[..., Spool]

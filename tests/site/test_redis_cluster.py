@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fleet.models import AppliedEvent, Fleet
-from mcp_bridge.spool import Spool
+from mcp_bridge.contract.spool import Spool
 from tests.helpers import env_for_test_database
 
 ROOT = Path(__file__).resolve().parents[2]

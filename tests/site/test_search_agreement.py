@@ -13,8 +13,8 @@ from claims.models import Claim
 from claims.search import search_claims
 from ctxlake_site import workers
 from fleet.models import Fleet
-from mcp_bridge import embed
 from mcp_bridge.cache import Cache
+from mcp_bridge.contract import embed
 from tests.claims.searchdata import promoted
 
 ROWS = [

@@ -15,8 +15,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from claims.pgvector_check import pgvector_version
 from ctxlake_site import embedded_db, paths
-from ctxlake_site.pgvector_check import pgvector_version
 
 
 @dataclass

@@ -1,58 +1,23 @@
-"""Django's half of the bridge contract for memory: apply claim.* spool events."""
+"""snapshot.sqlite and the claims of the briefing and lease recall (docs/cache-format.md).
+"""
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import datetime
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from claims import moderation, search
+from claims import search
 from claims.models import Claim, ClaimEvent, Evidence
-from fleet.bridge import Envelope, InvalidEvent, Outcome, apply_set, iso
+from fleet.cache_render import iso
 from fleet.models import Fleet
-from mcp_bridge import contract, embed, ranking
-
-
-def _proposal(event: Envelope) -> moderation.ProposalRequest:
-    """A proposal from an agent: always agent scope, never promoted, whatever the line says."""
-    payload = event.payload
-    evidence = payload.get("evidence")
-    if not isinstance(evidence, list):
-        raise InvalidEvent("payload.evidence must be a list of citations")
-    for key in ("claim", "type", "subject"):
-        if not isinstance(payload.get(key), str):
-            raise InvalidEvent(f"payload.{key} must be a string")
-    return moderation.ProposalRequest(
-        text=payload["claim"],
-        type=payload["type"],
-        subject=payload["subject"],
-        evidence=evidence,
-        by_agent=event.agent,
-    )
-
-
-def apply_claims_proposed(events: Sequence[Envelope]) -> list[Outcome]:
-    """claim.proposed events of one fleet, in order; new claims are inserted set-wise."""
-    return apply_set(
-        events, _proposal, partial(moderation.propose_many, events[0].fleet), _proposed
-    )
-
-
-def _proposed(result: moderation.Proposal) -> dict[str, Any]:
-    return {
-        "claim": result.claim.public_id,
-        "created": result.created,
-        "evidence_added": result.evidence_added,
-    }
-
-
-# -- render: snapshot.sqlite and the claims of the briefing (docs/cache-format.md) ---------
+from mcp_bridge import contract
+from mcp_bridge.contract import embed, ranking
 
 BRIEFING_CLAIMS = 5
 
@@ -203,7 +168,7 @@ def path_claims(
     fleet: Fleet, patterns: Iterable[str], *, now: datetime, k: int = BRIEFING_CLAIMS
 ) -> list[dict[str, Any]]:
     """Promoted claims about the paths leased now, best first (the bridge's fleet_claim
-    recall, computed with the same mcp_bridge.ranking functions)."""
+    recall, computed with the same mcp_bridge.contract.ranking functions)."""
     patterns = list(dict.fromkeys(patterns))
     if not patterns:
         return []

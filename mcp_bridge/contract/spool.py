@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcp_bridge import atomic, contract
+from mcp_bridge import contract
+from mcp_bridge.contract import atomic
 
 MAX_LINE_BYTES = 256 * 1024
 
@@ -75,21 +76,31 @@ class Spool:
         if len(line) > MAX_LINE_BYTES:
             raise SpoolFull(f"this request is {len(line)} bytes; the limit is {MAX_LINE_BYTES}."
                             " Shorten the text fields and retry.")
-        self._ensure_dir()
-        with self._locked():
-            self._check_cap(len(line))
-            if self._size(self.path) + len(line) > self.file_max_bytes:
-                self._rotate()
-            self._write(line)
+        with self.locked():
+            self.append_locked(line)
         return receipt
 
-    def _ensure_dir(self) -> None:
+    def locked(self) -> Flock:
+        """The fleet's exclusive append lock (creates the spool directory first).
+
+        Hold it to make a check and an append one step, as the server's spool upload does
+        for event ids; `append_locked` then writes under it.
+        """
         if not self.dir.is_dir():
             self.dir.mkdir(parents=True, exist_ok=True)
             atomic.fsync_dir(self.dir.parent)
+        return Flock(self.lock_path)
 
-    def _locked(self) -> _Flock:
-        return _Flock(self.lock_path)
+    def append_locked(self, blob: bytes) -> None:
+        """Append complete lines (one write, one fsync); the caller holds `locked()`.
+
+        Refuses past the directory cap (SpoolFull) before touching any file and rotates
+        the active file first if `blob` would take it past its own cap.
+        """
+        self._check_cap(len(blob))
+        if self._size(self.path) + len(blob) > self.file_max_bytes:
+            self._rotate()
+        self._write(blob)
 
     def used_bytes(self) -> int:
         return sum(self._size(p) for p in self.dir.glob(f"*{contract.SPOOL_SUFFIX}"))
@@ -137,12 +148,14 @@ class Spool:
             return 0
 
 
-class _Flock:
+class Flock:
+    """An exclusive flock on a lock file, held for the `with` block."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self.fd = -1
 
-    def __enter__(self) -> _Flock:
+    def __enter__(self) -> Flock:
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         return self

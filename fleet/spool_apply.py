@@ -1,4 +1,4 @@
-"""Django's half of the bridge contract for coordination: apply lease.* and handoff.* events.
+"""Apply lease.*, handoff.* and session.end spool events (the drain's appliers for coordination).
 
 Each function takes an already-validated envelope (see ctxlake_site.drain) and returns a
 small JSON result that the drain records with the event id. A payload the agent got
@@ -9,16 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, TypeVar
 
-from django.db.models import Q
 from django.utils import timezone
 
 from fleet import api_presence, handoffs, leases
 from fleet.globs import BadPath, normalise
-from fleet.models import Agent, Fleet, Handoff, Lease, Session
+from fleet.models import Agent, Fleet, Handoff, Session
 
 T = TypeVar("T")  # a checked request
 R = TypeVar("R")  # its result
@@ -215,118 +214,3 @@ def apply_session_end(event: Envelope) -> dict[str, Any]:
         raise InvalidEvent(f"payload.changed_paths: {exc}") from exc
     api_presence.end_session(session, outcome=outcome, summary=summary, now=event.at)
     return {"session": session.session_id, "outcome": outcome or None, "changed_paths": changed}
-
-
-# -- render: the coordination files of one fleet's cache (docs/cache-format.md) ------------
-
-ACTIVE_WINDOW = timedelta(hours=1)  # an agent seen this recently counts as active
-HISTORY_ROWS = 200
-
-
-def iso(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def render_roster(fleet: Fleet, *, now: datetime) -> dict[str, Any]:
-    """Active agents (a live lease, or seen within the window) with their leases, and who
-    overlaps whom."""
-    live = list(
-        Lease.objects.active(at=now)
-        .filter(fleet=fleet)
-        .select_related("agent")
-        .order_by("agent__agent_id", "path")
-    )
-    agents = {
-        a.pk: a
-        for a in Agent.objects.filter(fleet=fleet).filter(
-            Q(last_seen_at__gte=now - ACTIVE_WINDOW) | Q(pk__in={lease.agent_id for lease in live})
-        )
-    }
-    open_sessions = dict(
-        Session.objects.filter(agent__in=agents, ended_at__isnull=True)
-        .order_by("agent_id", "started_at")
-        .values_list("agent_id", "session_id")
-    )
-    roster = []
-    for agent in sorted(agents.values(), key=lambda a: a.agent_id):
-        roster.append(
-            {
-                "agent_id": agent.agent_id,
-                "runtime": agent.runtime,
-                "session_id": open_sessions.get(agent.pk),
-                "last_seen_at": iso(agent.last_seen_at),
-                "leases": [
-                    {
-                        "path": lease.path,
-                        "reason": lease.reason,
-                        "acquired_at": iso(lease.acquired_at),
-                        "expires_at": iso(lease.expires_at),
-                        "offered_with": f"h-{lease.offered_with_id}"
-                        if lease.offered_with_id
-                        else None,
-                    }
-                    for lease in live
-                    if lease.agent_id == agent.pk
-                ],
-            }
-        )
-    contention = [
-        {
-            "agents": [c.mine.agent.agent_id, c.theirs.agent.agent_id],
-            "paths": [c.mine.path, c.theirs.path],
-            "expires_at": iso(min(c.mine.expires_at, c.theirs.expires_at)),
-        }
-        for c in leases.contention_among(live)
-    ]
-    return {"agents": roster, "contention": contention}
-
-
-def render_history(fleet: Fleet) -> dict[str, Any]:
-    sessions = Session.objects.filter(fleet=fleet).select_related("agent")[:HISTORY_ROWS]
-    return {
-        "sessions": [
-            {
-                "session_id": s.session_id,
-                "agent_id": s.agent.agent_id,
-                "repo": s.repo,
-                "started_at": iso(s.started_at),
-                "ended_at": iso(s.ended_at),
-                "outcome": s.outcome or None,
-                "summary": s.summary,
-            }
-            for s in sessions
-        ]
-    }
-
-
-def render_handoffs(fleet: Fleet, *, now: datetime | None = None) -> dict[str, Any]:
-    pending = (
-        Handoff.objects.filter(fleet=fleet, state=Handoff.State.PENDING)
-        .select_related("from_agent", "from_session")
-        .order_by("-created_at")
-    )
-    offered: dict[int, list[str]] = {}
-    for handoff_id, path in (
-        Lease.objects.active(at=now)
-        .filter(fleet=fleet, offered_with__in=pending)
-        .order_by("path")
-        .values_list("offered_with_id", "path")
-    ):
-        offered.setdefault(handoff_id, []).append(path)
-    return {
-        "handoffs": [
-            {
-                "id": f"h-{h.pk}",
-                "from_agent": h.from_agent.agent_id,
-                "session_id": h.from_session.session_id if h.from_session else None,
-                "status": h.status,
-                "summary": h.summary,
-                "next": h.next_steps or None,
-                "created_at": iso(h.created_at),
-                "source_trust": h.source_trust,
-                "version": h.version,
-                "offered_leases": offered.get(h.pk, []),
-            }
-            for h in pending
-        ]
-    }
