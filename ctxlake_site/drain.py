@@ -9,41 +9,60 @@ How exactly-once holds, including when a drain is killed at any instruction:
    AppliedEvent rows (unique event ids): an event is applied with its record, or not at
    all, and a duplicate id (a replay) is skipped. Inside a batch, runs of events that
    commute are applied a kind at a time (drain_plan). Should the batch hit a database
-   error, it is redone with a savepoint per event, so one bad event cannot hold up the rest.
+   error — or any other exception — it is redone with a savepoint per event, so one bad
+   event cannot hold up the rest: whatever that event raises (a DataError, a RecursionError,
+   a ValueError…) dead-letters it with the exception as the reason. Only a lost database
+   connection stops the pass (DrainStopped); the next pass resumes from the cursors.
 3. The batch's transaction also advances the cursor. A kill before COMMIT loses the whole
    batch *and* its cursor move, so the next pass replays it; a kill after COMMIT has
    recorded both. Either way each event is applied once.
 4. A fully read rotated file is retired: its cursor row is deleted in a synchronous commit
    first, then the file is unlinked (a kill in between only causes a harmless re-read).
 
-An unparseable or invalid line is appended (fsynced) to `<spool>/dead/<fleet>.ndjson`
-with its reason before the cursor moves past it, and the lines after it go on.
+An unparseable or invalid line becomes a DeadLetter row with its reason, in the same
+transaction that moves the cursor past it (so exactly once, keyed by cursor and offset),
+and is then appended to `<spool>/dead/<fleet>.ndjson`; the lines after it go on. Each
+fleet's files are drained in isolation: an error in one fleet never delays another.
+Spool files of a fleet that does not exist are moved to `<spool>/quarantine/` (kept,
+logged once, shown by `doctor`) until `drain_spool --requeue FLEET` puts them back.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from ctxlake_site import drain_plan
 from fleet import activity, rendering
-from fleet.models import Agent, AppliedEvent, Fleet, Session, SpoolCursor
+from fleet.models import Agent, AppliedEvent, DeadLetter, Fleet, Session, SpoolCursor
 from fleet.spool_apply import BatchApplier, Envelope, InvalidEvent, Outcome, filled
 from mcp_bridge import contract
-from mcp_bridge.contract import redact
+from mcp_bridge.contract import events, redact
+from mcp_bridge.contract.spool import Spool
+
+log = logging.getLogger(__name__)
 
 Applier = Callable[[Envelope], dict[str, Any]]
 BATCH_EVENTS = 500
-READ_BYTES = 4 << 20
-DEAD_LINE_BYTES = 64 << 10  # what a dead-letter record keeps of an oversized line
+#: A line longer than this is dead-lettered in pieces of this size instead of being read
+#: whole (the bridge and the REST upload never write one over 256 KiB).
+LINE_LIMIT_BYTES = 1 << 20
+DEAD_LINE_CHARS = 64 << 10  # what a dead-letter record keeps of an oversized line
+QUARANTINE = "quarantine"
+DEAD = "dead"
+
+
+class DrainStopped(Exception):
+    """The database connection was lost mid-pass; nothing half-done, the next pass resumes."""
 
 
 @dataclass
@@ -52,7 +71,8 @@ class DrainReport:
     duplicates: int = 0
     dead: int = 0
     files_retired: int = 0
-    waiting: dict[str, int] = field(default_factory=dict)  # fleet → bytes held for unknown fleets
+    quarantined: list[str] = field(default_factory=list)  # files moved aside this pass
+    failed_fleets: dict[str, str] = field(default_factory=dict)  # fleet → why it stopped
     fleets_changed: set[str] = field(default_factory=set)
 
     def merge(self, other: DrainReport) -> None:
@@ -67,9 +87,20 @@ class DrainReport:
             "duplicates": self.duplicates,
             "dead": self.dead,
             "files_retired": self.files_retired,
-            "waiting_for_unknown_fleets": self.waiting,
+            "quarantined": self.quarantined,
+            "failed_fleets": self.failed_fleets,
             "fleets_changed": sorted(self.fleets_changed),
         }
+
+
+@dataclass
+class Line:
+    """One complete spool line: where it starts and ends in its file, and its bytes."""
+
+    start: int
+    end: int
+    raw: bytes
+    event: dict[str, Any] | str | None = None  # the parsed event, or why it is dead
 
 
 def spool_root(spool_dir: Path) -> Path:
@@ -92,6 +123,29 @@ def fleet_files(spool_dir: Path) -> dict[str, list[Path]]:
     return files
 
 
+def quarantined_files(spool_dir: Path) -> list[dict[str, Any]]:
+    """Spool files set aside because their fleet does not exist (for doctor, admin, health)."""
+    root = spool_dir / QUARANTINE
+    if not root.is_dir():
+        return []
+    out = []
+    for path in sorted(root.glob(f"*{contract.SPOOL_SUFFIX}")):
+        stat = path.stat()
+        out.append({"fleet": path.name.split(".", 1)[0], "file": path.name,
+                    "bytes": stat.st_size,
+                    "since": datetime.fromtimestamp(stat.st_mtime, tz=UTC).isoformat()})
+    return out
+
+
+def requeue_quarantined(spool_dir: Path, fleet_slug: str) -> int:
+    """Put a fleet's quarantined files back in the spool as rotated files; how many moved."""
+    moved = 0
+    for path in sorted((spool_dir / QUARANTINE).glob(f"{fleet_slug}.*{contract.SPOOL_SUFFIX}")):
+        path.rename(spool_root(spool_dir) / path.name)
+        moved += 1
+    return moved
+
+
 class Drainer:
     """One pass over the spool; `appliers` maps an event kind to the app function owning it,
     `batch_appliers` (optional, per kind) to the function applying a run of such events."""
@@ -111,35 +165,72 @@ class Drainer:
         self.report = DrainReport()
 
     def run(self, only_fleet: str | None = None) -> DrainReport:
+        """Drain every fleet's files, each fleet on its own: one fleet's trouble is logged
+        and reported, and the others go on. A lost connection stops the pass (DrainStopped)."""
         for fleet_id, paths in fleet_files(self.spool_dir).items():
             if only_fleet and fleet_id != only_fleet:
                 continue
-            fleet = Fleet.objects.filter(slug=fleet_id).first()
-            if fleet is None:  # keep the lines until an operator creates the fleet
-                self.report.waiting[fleet_id] = sum(p.stat().st_size for p in paths)
-                continue
-            for path in paths:
-                self._drain_file(fleet, path, retire=path.name != f"{fleet_id}.ndjson")
+            try:
+                self._drain_fleet(fleet_id, paths)
+            except DrainStopped:
+                raise
+            except Exception as exc:  # noqa: BLE001 - isolate fleets; the reason is reported
+                if _connection_lost(exc):
+                    raise DrainStopped(str(exc)) from exc
+                reason = redact.scrub_text(f"{type(exc).__name__}: {exc}")
+                self.report.failed_fleets[fleet_id] = reason
+                log.exception("drain of fleet %s stopped: %s", fleet_id, reason)
         for slug in self.report.fleets_changed:
-            rendering.request_render(Fleet.objects.get(slug=slug))
+            fleet = Fleet.objects.filter(slug=slug).first()
+            if fleet is not None:
+                rendering.request_render(fleet)
         return self.report
 
+    def _drain_fleet(self, fleet_id: str, paths: list[Path]) -> None:
+        fleet = Fleet.objects.filter(slug=fleet_id).first()
+        if fleet is None:
+            self._quarantine(fleet_id)
+            return
+        for path in paths:
+            self._drain_file(fleet, path, retire=path.name != f"{fleet_id}{contract.SPOOL_SUFFIX}")
+
+    def _quarantine(self, fleet_id: str) -> None:
+        """Move an unknown fleet's files aside, under the fleet's spool lock (never deleted)."""
+        target_dir = self.spool_dir / QUARANTINE
+        target_dir.mkdir(parents=True, exist_ok=True)
+        with Spool(self.spool_dir, fleet=fleet_id, agent="drain").locked():
+            for path in fleet_files(self.spool_dir).get(fleet_id, []):
+                stamp = timezone.now().strftime("%Y%m%dT%H%M%S.%fZ")
+                target = target_dir / f"{fleet_id}.{stamp}{contract.SPOOL_SUFFIX}"
+                path.rename(target)
+                self.report.quarantined.append(target.name)
+                log.warning(
+                    "spool file %s names fleet %r, which does not exist: moved to %s "
+                    "(create the fleet with `manage.py create_fleet %s`, then "
+                    "`manage.py drain_spool --requeue %s`)",
+                    path.name, fleet_id, target, fleet_id, fleet_id,
+                )
+
     def _drain_file(self, fleet: Fleet, path: Path, *, retire: bool) -> None:
-        while True:
-            try:
-                stat = path.stat()
-            except FileNotFoundError:
-                return
+        try:
+            f = open(path, "rb")  # noqa: SIM115 - held across batches, closed below
+        except FileNotFoundError:
+            return
+        with f:
+            stat = os.fstat(f.fileno())
             cursor = self._cursor(path, stat)
             if cursor.offset > stat.st_size:  # replaced or truncated under us: start over
                 cursor.offset = 0
-            lines = list(_complete_lines(path, cursor.offset))
-            if not lines:
-                break
-            self._apply_batch(fleet, path, cursor, lines[:BATCH_EVENTS])
-            if self.progress:
-                self.progress(self.report)
-        if retire and cursor.offset >= stat.st_size:
+            f.seek(cursor.offset)
+            while True:
+                batch = list(_read_lines(f, BATCH_EVENTS))
+                if not batch:
+                    break
+                self._apply_batch(fleet, path, cursor, batch)
+                if self.progress:
+                    self.progress(self.report)
+            size = os.fstat(f.fileno()).st_size
+        if retire and cursor.offset >= size:
             self._retire(path, cursor)
 
     def _cursor(self, path: Path, stat: os.stat_result) -> SpoolCursor:
@@ -149,39 +240,45 @@ class Drainer:
         return cursor
 
     def _apply_batch(
-        self, fleet: Fleet, path: Path, cursor: SpoolCursor, lines: list[tuple[int, int, bytes]]
+        self, fleet: Fleet, path: Path, cursor: SpoolCursor, batch: list[Line]
     ) -> None:
         """Apply one batch: the fast path in one transaction, or event by event on trouble."""
-        parsed = [(start, raw, _parse(raw, fleet.slug)) for start, _, raw in lines]
-        end_offset = lines[-1][1]
+        for line in batch:
+            line.event = _parse(line.raw, fleet.slug)
+        end_offset = batch[-1].end
+        dead: list[DeadLetter] = []
         try:
             with transaction.atomic(), activity.deferred():
-                counts = self._apply_fast(fleet, path, parsed)
+                counts, dead = self._apply_fast(fleet, path, cursor, batch)
                 self._advance(cursor, path, end_offset)
-        except DatabaseError:
+        except Exception as exc:  # noqa: BLE001 - any failure: redo event by event
+            if _connection_lost(exc):
+                raise DrainStopped(str(exc)) from exc
             with transaction.atomic():
-                counts = self._apply_slow(fleet, path, parsed)
+                counts, dead = self._apply_slow(fleet, path, cursor, batch)
                 self._advance(cursor, path, end_offset)
+        self._write_dead_file(fleet, dead)  # after commit: only letters recorded now
         self.report.merge(counts)
 
     def _apply_fast(
-        self, fleet: Fleet, path: Path, parsed: list[tuple[int, bytes, dict[str, Any] | str]]
-    ) -> DrainReport:
+        self, fleet: Fleet, path: Path, cursor: SpoolCursor, batch: list[Line]
+    ) -> tuple[DrainReport, list[DeadLetter]]:
         """Record every event id in one statement, then apply only the ids that were new.
 
         The new events are cut into segments of pairwise commuting events (drain_plan);
         inside one, each kind with a batch applier is applied in one call, the others one
         by one. Appliers validate before they write, so an InvalidEvent leaves nothing
         behind and needs no savepoint; its id stays recorded as dead-lettered. Any
-        database error aborts the batch, and _apply_slow redoes it event by event.
+        other exception aborts the batch, and _apply_slow redoes it event by event.
         """
         counts = DrainReport()
-        events = [e for _, _, e in parsed if isinstance(e, dict)]
-        new_ids = _record_ids(fleet, events)
+        letters: list[DeadLetter] = []
+        parsed = [line.event for line in batch]
+        new_ids = _record_ids(fleet, [e for e in parsed if isinstance(e, dict)])
         resolver = _Resolver(fleet)
-        fresh: dict[int, Envelope] = {}  # position in `parsed` → the event, to apply
-        for position, (_, _, event) in enumerate(parsed):
-            if isinstance(event, str):
+        fresh: dict[int, Envelope] = {}  # position in the batch → the event, to apply
+        for position, event in enumerate(parsed):
+            if not isinstance(event, dict):
                 continue
             if event["id"] not in new_ids:
                 counts.duplicates += 1
@@ -190,22 +287,25 @@ class Drainer:
                 fresh[position] = resolver.envelope(event)
         outcomes = dict(zip(fresh, self._outcomes(list(fresh.values())), strict=True))
         results: dict[str, dict[str, Any]] = {}
-        for position, (start, raw, event) in enumerate(parsed):  # dead letters in spool order
+        for position, line in enumerate(batch):  # dead letters in spool order
+            event = line.event
             if isinstance(event, str):
-                self._dead(fleet, path, start, raw, event, counts)
-            elif position in outcomes:
+                letters.append(_letter(fleet, path, cursor, line, event))
+            elif isinstance(event, dict) and position in outcomes:
                 outcome = outcomes[position]
                 if isinstance(outcome, InvalidEvent):
-                    self._dead(fleet, path, start, raw, str(outcome), counts)
+                    letters.append(_letter(fleet, path, cursor, line, str(outcome)))
                     results[event["id"]] = {"dead_lettered": str(outcome)}
                 else:
                     results[event["id"]] = outcome
                     counts.applied += 1
         _store_results(results)
         resolver.flush()
+        dead = _record_dead(letters)
+        counts.dead += len(dead)
         if counts.applied:
             counts.fleets_changed.add(fleet.slug)
-        return counts
+        return counts, dead
 
     def _outcomes(self, envelopes: list[Envelope]) -> list[Outcome]:
         """Each event's result or InvalidEvent, applied segment by segment, kind by kind."""
@@ -231,13 +331,19 @@ class Drainer:
             return exc
 
     def _apply_slow(
-        self, fleet: Fleet, path: Path, parsed: list[tuple[int, bytes, dict[str, Any] | str]]
-    ) -> DrainReport:
+        self, fleet: Fleet, path: Path, cursor: SpoolCursor, batch: list[Line]
+    ) -> tuple[DrainReport, list[DeadLetter]]:
+        """Each event in its own savepoint: whatever one raises dead-letters only that one."""
         counts = DrainReport()
+        letters: list[DeadLetter] = []
         resolver = _Resolver(fleet)
-        for start, raw, event in parsed:
-            if isinstance(event, str):
-                self._dead(fleet, path, start, raw, event, counts)
+        for line in batch:
+            event = line.event
+            if not isinstance(event, dict):
+                letters.append(_letter(fleet, path, cursor, line, str(event)))
+                continue
+            if AppliedEvent.objects.filter(event_id=event["id"]).exists():
+                counts.duplicates += 1  # a replay, or a concurrent drain got there first
                 continue
             try:
                 with transaction.atomic():
@@ -246,14 +352,27 @@ class Drainer:
                         event_id=event["id"], fleet=fleet, kind=event["kind"], result=result
                     )
             except InvalidEvent as exc:
-                self._dead(fleet, path, start, raw, str(exc), counts)
-            except IntegrityError:  # already applied (a replay, or a concurrent drain)
-                counts.duplicates += 1
+                letters.append(_letter(fleet, path, cursor, line, str(exc)))
+            except IntegrityError as exc:
+                resolver.forget(event)
+                if AppliedEvent.objects.filter(event_id=event["id"]).exists():
+                    counts.duplicates += 1  # a concurrent drain applied it meanwhile
+                else:
+                    reason = f"refused by the database (IntegrityError): {exc}"
+                    letters.append(_letter(fleet, path, cursor, line, reason))
+            except Exception as exc:  # noqa: BLE001 - one event's failure is its own
+                if _connection_lost(exc):
+                    raise DrainStopped(str(exc)) from exc
+                resolver.forget(event)
+                reason = f"could not be applied ({type(exc).__name__}): {exc}"
+                letters.append(_letter(fleet, path, cursor, line, reason))
             else:
                 counts.applied += 1
                 counts.fleets_changed.add(fleet.slug)
         resolver.flush()
-        return counts
+        dead = _record_dead(letters)
+        counts.dead += len(dead)
+        return counts, dead
 
     @staticmethod
     def _advance(cursor: SpoolCursor, path: Path, offset: int) -> None:
@@ -262,27 +381,24 @@ class Drainer:
         cursor.updated_at = timezone.now()
         cursor.save(update_fields=["offset", "path", "updated_at"])
 
-    def _dead(
-        self, fleet: Fleet, path: Path, start: int, raw: bytes, reason: str, counts: DrainReport
-    ) -> None:
-        dead_dir = self.spool_dir / "dead"
+    def _write_dead_file(self, fleet: Fleet, letters: list[DeadLetter]) -> None:
+        """Append the letters recorded by a committed batch to `<spool>/dead/<fleet>.ndjson`."""
+        if not letters:
+            return
+        dead_dir = self.spool_dir / DEAD
         dead_dir.mkdir(parents=True, exist_ok=True)
-        record = {
-            "at": timezone.now().isoformat(),
-            "file": path.name,
-            "offset": start,
-            "reason": reason,
-            "line": raw[:DEAD_LINE_BYTES].decode("utf-8", "backslashreplace"),
-        }
-        fd = os.open(
-            dead_dir / f"{fleet.slug}.ndjson", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600
-        )
+        blob = "".join(
+            json.dumps({"at": d.created_at.isoformat(), "file": d.file, "offset": d.offset,
+                        "reason": d.reason, "line": d.line}) + "\n"
+            for d in letters
+        ).encode()
+        fd = os.open(dead_dir / f"{fleet.slug}.ndjson", os.O_WRONLY | os.O_APPEND | os.O_CREAT,
+                     0o600)
         try:
-            os.write(fd, (json.dumps(record) + "\n").encode())
+            os.write(fd, blob)
             os.fsync(fd)
         finally:
             os.close(fd)
-        counts.dead += 1
 
     def _retire(self, path: Path, cursor: SpoolCursor) -> None:
         with transaction.atomic():
@@ -291,6 +407,47 @@ class Drainer:
             cursor.delete()
         path.unlink(missing_ok=True)
         self.report.files_retired += 1
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """True when `exc` means the database is gone (not just one statement refused)."""
+    if not isinstance(exc, (InterfaceError, OperationalError)):
+        return False
+    try:
+        return not connection.is_usable()
+    except Exception:  # noqa: BLE001 - a check that cannot run means the link is down
+        return True
+
+
+def _letter(fleet: Fleet, path: Path, cursor: SpoolCursor, line: Line, reason: str) -> DeadLetter:
+    """A dead-letter row: the reason and the line, scrubbed and storable."""
+    text = line.raw[:DEAD_LINE_CHARS].decode("utf-8", "backslashreplace")
+    event_id = line.event.get("id") if isinstance(line.event, dict) else None
+    return DeadLetter(
+        fleet=fleet, file=path.name[:255], cursor_key=cursor.pk, offset=line.start,
+        event_id=event_id, reason=_storable(redact.scrub_text(reason))[:2000],
+        line=_storable(redact.scrub_text(text)),
+    )
+
+
+def _storable(text: str) -> str:
+    """Text Postgres accepts: NUL and lone surrogates shown as escapes, nothing dropped."""
+    return text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _record_dead(letters: list[DeadLetter]) -> list[DeadLetter]:
+    """Insert the letters not already recorded (a replayed batch's are); return the new ones."""
+    if not letters:
+        return []
+    keys = {(d.cursor_key, d.offset) for d in letters}
+    known = set(
+        DeadLetter.objects.filter(
+            cursor_key__in={k for k, _ in keys}, offset__in={o for _, o in keys}
+        ).values_list("cursor_key", "offset")
+    )
+    new = [d for d in letters if (d.cursor_key, d.offset) not in known]
+    DeadLetter.objects.bulk_create(new, ignore_conflicts=True)
+    return new
 
 
 class _Resolver:
@@ -332,6 +489,12 @@ class _Resolver:
                 defaults={"agent": agent, "started_at": at},
             )[0]
         return self.sessions[session_id]
+
+    def forget(self, event: dict[str, Any]) -> None:
+        """Drop what `event` may have created in a savepoint that was rolled back."""
+        self.agents.pop(event.get("agent"), None)
+        self.last_seen.pop(event.get("agent"), None)
+        self.sessions.pop(event.get("session"), None)
 
     def flush(self) -> None:
         """Move each agent's last_seen_at forward (never back), in one statement."""
@@ -381,27 +544,33 @@ def _store_results(results: dict[str, dict[str, Any]]) -> None:
         )
 
 
-def _complete_lines(path: Path, offset: int) -> Iterator[tuple[int, int, bytes]]:
-    """(start, end, line without its newline) for each complete line after `offset`."""
-    with open(path, "rb") as f:
-        f.seek(offset)
-        data = f.read(READ_BYTES)
-    last = data.rfind(b"\n")
-    if last < 0:
-        if len(data) >= READ_BYTES:  # no newline in 4 MiB: dead-letter it rather than stall
-            yield offset, offset + len(data), data
-        return
-    pos = offset
-    for raw in data[: last + 1].split(b"\n")[:-1]:
-        start, pos = pos, pos + len(raw) + 1
-        if raw.strip():
-            yield start, pos, raw
+def _read_lines(f: BinaryIO, limit: int) -> Iterator[Line]:
+    """Up to `limit` complete lines from `f`'s position; a torn last line stays unread.
+
+    Reads incrementally (one buffered line at a time), so a batch costs what its lines
+    cost. A run of LINE_LIMIT_BYTES without a newline is yielded as one line to be
+    dead-lettered rather than read whole or left to stall the file.
+    """
+    count = 0
+    while count < limit:
+        start = f.tell()
+        raw = f.readline(LINE_LIMIT_BYTES)
+        if not raw:
+            return
+        if not raw.endswith(b"\n") and len(raw) < LINE_LIMIT_BYTES:
+            f.seek(start)  # torn: the writer crashed mid-line, or is mid-line now
+            return
+        end = f.tell()
+        body = raw.rstrip(b"\n")
+        if body.strip():
+            yield Line(start, end, body)
+            count += 1
 
 
 def _parse(raw: bytes, fleet_slug: str) -> dict[str, Any] | str:
-    """The event, scrubbed, or the reason it cannot be applied."""
+    """The event, scrubbed and checked against its kind's contract, or why it is dead."""
     try:
-        event = json.loads(raw)
+        event = events.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         return f"not JSON: {exc}"
     if not isinstance(event, dict):
@@ -410,4 +579,7 @@ def _parse(raw: bytes, fleet_slug: str) -> dict[str, Any] | str:
     if problem:
         return problem
     event["payload"] = redact.scrub_value(event["payload"])  # again, at ingest
+    problem = events.problem(event["kind"], event["payload"])
+    if problem:
+        return f"payload: {problem}"
     return event

@@ -27,13 +27,12 @@ from django.conf import settings
 
 from fleet.models import Activity, AppliedEvent, Fleet
 from mcp_bridge import contract
-from mcp_bridge.contract import redact
+from mcp_bridge.contract import events, redact
 from mcp_bridge.contract.spool import MAX_LINE_BYTES, Spool, SpoolFull
 
 MAX_LINES = 1000
 RECEIVED = "spool.received"
 EVENT_KEYS = {"v", "id", "kind", "fleet", "agent", "session", "at", "payload"}
-CITATION_KEYS = {*contract.CITATION_REQUIRED, *contract.CITATION_OPTIONAL}
 
 __all__ = ["MAX_LINES", "Outcome", "SpoolFull", "receive"]
 
@@ -48,85 +47,14 @@ class Outcome:
     rejected: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _text(payload: dict[str, Any], key: str, limit: int, *, required: bool = True) -> None:
-    value = payload.get(key)
-    if value is None and not required:
-        return
-    if not isinstance(value, str) or (required and not value.strip()):
-        raise Invalid(f"payload.{key} must be a non-empty string")
-    if len(value) > limit or "\x00" in value:
-        raise Invalid(f"payload.{key}: at most {limit} characters, no NUL")
-
-
-def _paths(payload: dict[str, Any], *, allow_empty: bool) -> None:
-    paths = payload.get("paths")
-    if not isinstance(paths, list) or len(paths) > 100 or (not paths and not allow_empty):
-        raise Invalid("payload.paths must be a list of 1-100 paths")
-    if not all(isinstance(p, str) and 0 < len(p) <= 512 and p.isprintable() for p in paths):
-        raise Invalid("payload.paths: each 1-512 printable characters")
-
-
-def _citations(payload: dict[str, Any]) -> None:
-    evidence = payload.get("evidence")
-    if not isinstance(evidence, list) or not 1 <= len(evidence) <= contract.MAX_CITATIONS:
-        raise Invalid(f"payload.evidence must list 1-{contract.MAX_CITATIONS} citations")
-    for i, item in enumerate(evidence):
-        if not isinstance(item, dict) or set(item) - CITATION_KEYS:
-            raise Invalid(f"payload.evidence[{i}] must be an object with known keys only")
-        for key in CITATION_KEYS:
-            _text(item, key, 2000, required=key in contract.CITATION_REQUIRED)
-
-
-def _check_payload(kind: str, payload: dict[str, Any]) -> None:
-    if kind == contract.KIND_LEASE_CLAIM:
-        _paths(payload, allow_empty=False)
-        _text(payload, "reason", 500, required=False)
-        ttl = payload.get("ttl_secs")
-        if type(ttl) is not int or not 60 <= ttl <= 86400:
-            raise Invalid("payload.ttl_secs must be an integer from 60 to 86400")
-    elif kind == contract.KIND_LEASE_RELEASE:
-        _paths(payload, allow_empty=True)
-        if not isinstance(payload.get("all", False), bool):
-            raise Invalid("payload.all must be a boolean")
-    elif kind == contract.KIND_HANDOFF_CREATE:
-        _text(payload, "summary", 4000)
-        _text(payload, "next", 2000, required=False)
-        if payload.get("status") not in contract.HANDOFF_STATUSES:
-            raise Invalid(f"payload.status must be one of {', '.join(contract.HANDOFF_STATUSES)}")
-        if not isinstance(payload.get("transfer_leases", False), bool):
-            raise Invalid("payload.transfer_leases must be a boolean")
-    elif kind == contract.KIND_SESSION_END:
-        if payload.get("outcome") not in (None, *contract.SESSION_OUTCOMES):
-            raise Invalid(
-                f"payload.outcome must be null or one of {', '.join(contract.SESSION_OUTCOMES)}"
-            )
-        _text(payload, "summary", 4000, required=False)
-        _text(payload, "reason", 64, required=False)
-        changed = payload.get("changed_paths", [])
-        if (
-            not isinstance(changed, list)
-            or len(changed) > 200
-            or not all(isinstance(p, str) and 0 < len(p) <= 1024 for p in changed)
-        ):
-            raise Invalid("payload.changed_paths must be a list of at most 200 paths")
-    else:
-        _text(payload, "claim", 2000)
-        _text(payload, "subject", 200)
-        if payload.get("type") not in contract.CLAIM_TYPES:
-            raise Invalid(f"payload.type must be one of {', '.join(contract.CLAIM_TYPES)}")
-        if payload.get("scope", "agent") != "agent":
-            raise Invalid("payload.scope must be 'agent': proposals are never fleet-scoped")
-        _citations(payload)
-
-
 def parse_line(raw: bytes, fleet: Fleet, agent_id: str | None) -> dict[str, Any]:
     """One spool line → the event, checked against the contract and scrubbed."""
     if len(raw) > MAX_LINE_BYTES:
         raise Invalid(f"line is over {MAX_LINE_BYTES} bytes")
     try:
-        event = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise Invalid("not JSON") from None
+        event = events.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise Invalid(f"not JSON: {exc}") from None
     if not isinstance(event, dict):
         raise Invalid("a spool line is a JSON object")
     if set(event) != EVENT_KEYS and not (set(event) == EVENT_KEYS - {"session"}):
@@ -136,9 +64,12 @@ def parse_line(raw: bytes, fleet: Fleet, agent_id: str | None) -> dict[str, Any]
         raise Invalid(problem)
     if agent_id is not None and event["agent"] != agent_id:
         raise Invalid(f"this token speaks for agent {agent_id}")
-    _check_payload(event["kind"], event["payload"])
     event.setdefault("session", None)
-    return redact.scrub_value(event)  # type: ignore[no-any-return]
+    event = redact.scrub_value(event)
+    problem = events.problem(event["kind"], event["payload"])
+    if problem:
+        raise Invalid(f"payload: {problem}")
+    return event  # type: ignore[no-any-return]
 
 
 def _seen(fleet: Fleet, ids: Iterable[str]) -> tuple[set[str], set[str]]:
@@ -199,7 +130,7 @@ def _line(event: dict[str, Any]) -> bytes:
 
 def _peek_id(raw: bytes) -> str | None:
     try:
-        value = json.loads(raw).get("id")
+        value = events.loads(raw).get("id")
     except (ValueError, AttributeError, UnicodeDecodeError):
         return None
-    return value if isinstance(value, str) and len(value) <= 64 else None
+    return value if isinstance(value, str) and len(value) <= 64 and value.isprintable() else None

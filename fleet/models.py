@@ -414,3 +414,32 @@ class SpoolCursor(models.Model):
 
     def __str__(self) -> str:
         return f"{self.path} @ {self.offset}"
+
+
+class DeadLetter(models.Model):
+    """A spool line the drain could not apply, and why: the record an operator reads.
+
+    Recorded once: keyed by the cursor the line was read through (a SpoolCursor row id,
+    never reused, unlike inodes) and its byte offset, and inserted in the same transaction
+    that moves the cursor past it. The drain also appends it to
+    `<spool>/dead/<fleet>.ndjson` after that commit, as a file to grep.
+    """
+
+    fleet = models.ForeignKey(Fleet, on_delete=models.CASCADE, related_name="dead_letters")
+    file = models.CharField(max_length=255, help_text="The spool file's name when read.")
+    cursor_key = models.BigIntegerField(help_text="The SpoolCursor row the line was read with.")
+    offset = models.BigIntegerField()
+    event_id = models.UUIDField(null=True, blank=True)
+    reason = models.TextField()
+    line = models.TextField(help_text="The line (bounded, secrets scrubbed).")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("-created_at", "-id")
+        constraints = [
+            models.UniqueConstraint(fields=("cursor_key", "offset"), name="fleet_deadletter_once"),
+        ]
+        indexes = [models.Index(fields=("fleet", "-created_at"), name="fleet_deadletter_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.file}@{self.offset}: {self.reason[:60]}"

@@ -11,21 +11,22 @@ from __future__ import annotations
 from typing import Any
 
 from mcp_bridge import contract
+from mcp_bridge.contract import events as ev
 
 MAX_ROWS = 200
 
 _STR = {"type": "string"}
-_PATHS = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 512},
-          "minItems": 1, "maxItems": 100}
+_PATHS = {"type": "array",
+          "items": {"type": "string", "minLength": 1, "maxLength": ev.PATH_MAX_CHARS},
+          "minItems": 1, "maxItems": ev.PATHS_MAX}
 _SINCE = {"type": "string", "description": "ISO 8601 date or datetime (UTC if no zone)"}
 _LIMIT = {"type": "integer", "minimum": 1, "maximum": MAX_ROWS, "default": 50}
 _CITATION = {
     "type": "object",
     "properties": {
-        "session_id": {"type": "string", "minLength": 1},
-        "message_id": {"type": "string", "minLength": 1},
-        "repo": _STR, "path": _STR, "commit": _STR,
-        "excerpt": {"type": "string", "maxLength": 1000},
+        key: {"type": "string", "maxLength": limit,
+              **({"minLength": 1} if key in contract.CITATION_REQUIRED else {})}
+        for key, limit in ev.CITATION_LIMITS.items()
     },
     "required": list(contract.CITATION_REQUIRED),
     "additionalProperties": False,
@@ -54,8 +55,9 @@ TOOLS: dict[str, dict[str, Any]] = {
                        "sync', not 'held'.",
         "inputSchema": _schema({
             "paths": _PATHS,
-            "reason": {"type": "string", "minLength": 1, "maxLength": 500},
-            "ttl_secs": {"type": "integer", "minimum": 60, "maximum": 86400, "default": 1800},
+            "reason": {"type": "string", "minLength": 1, "maxLength": ev.REASON_MAX_CHARS},
+            "ttl_secs": {"type": "integer", "minimum": ev.TTL_MIN_SECS,
+                         "maximum": ev.TTL_MAX_SECS, "default": ev.TTL_DEFAULT_SECS},
         }, ("paths", "reason")),
         "annotations": {"title": "Claim paths (advisory)", **WRITE},
     },
@@ -74,9 +76,9 @@ TOOLS: dict[str, dict[str, Any]] = {
     "fleet_handoff": {
         "description": "Leave a handoff note for whoever picks this work up next.",
         "inputSchema": _schema({
-            "summary": {"type": "string", "minLength": 1, "maxLength": 4000},
+            "summary": {"type": "string", "minLength": 1, "maxLength": ev.SUMMARY_MAX_CHARS},
             "status": {"type": "string", "enum": list(contract.HANDOFF_STATUSES)},
-            "next": {"type": "string", "maxLength": 2000},
+            "next": {"type": "string", "maxLength": ev.NEXT_MAX_CHARS},
             "transfer_leases": {"type": "boolean", "default": False,
                                 "description": "Offer the leases you hold to whoever picks "
                                                "this up; they move on pickup."},
@@ -99,9 +101,9 @@ TOOLS: dict[str, dict[str, Any]] = {
         "description": "Propose a claim with evidence for human moderation; it never "
                        "becomes visible without a moderator.",
         "inputSchema": _schema({
-            "claim": {"type": "string", "minLength": 1, "maxLength": 2000},
+            "claim": {"type": "string", "minLength": 1, "maxLength": ev.CLAIM_MAX_CHARS},
             "type": {"type": "string", "enum": list(contract.CLAIM_TYPES)},
-            "subject": {"type": "string", "minLength": 1, "maxLength": 200},
+            "subject": {"type": "string", "minLength": 1, "maxLength": ev.SUBJECT_MAX_CHARS},
             "evidence": {"type": "array", "items": _CITATION, "minItems": 1,
                          "maxItems": contract.MAX_CITATIONS},
         }, ("claim", "type", "subject", "evidence")),

@@ -1,8 +1,11 @@
-"""The cache and spool contract between the Django workers and the bridge.
+"""The shared contract between the server and the bridge: Django-free, stdlib first.
 
-Stdlib only: Django's renderer and drain import this module, the bridge reads with it.
-docs/cache-format.md is the prose version of exactly these names and shapes; a change
-here is a FORMAT_VERSION bump there.
+This package is everything both sides use (import-linter enforces that the server imports
+nothing else of mcp_bridge): spool event payloads and their limits (`events`), the
+redactor, the sanitiser, attribution rendering, ranking, the embedder, the spool writer,
+atomic files. This module holds the cache and spool file formats; docs/cache-format.md is
+the prose version of exactly these names and shapes, and a change here is a
+FORMAT_VERSION bump there.
 """
 
 from __future__ import annotations
@@ -11,6 +14,37 @@ import datetime as dt
 import re
 import uuid
 from typing import Any, Final
+
+# Re-exported: readers of the file formats name these as contract.X.
+from mcp_bridge.contract.events import (
+    CITATION_LIMITS,
+    CITATIONS_MAX,
+    ID_MAX_CHARS,
+)
+from mcp_bridge.contract.events import (
+    CLAIM_TYPES as CLAIM_TYPES,
+)
+from mcp_bridge.contract.events import (
+    HANDOFF_STATUSES as HANDOFF_STATUSES,
+)
+from mcp_bridge.contract.events import (
+    KIND_CLAIM_PROPOSED as KIND_CLAIM_PROPOSED,
+)
+from mcp_bridge.contract.events import (
+    KIND_HANDOFF_CREATE as KIND_HANDOFF_CREATE,
+)
+from mcp_bridge.contract.events import (
+    KIND_LEASE_CLAIM as KIND_LEASE_CLAIM,
+)
+from mcp_bridge.contract.events import (
+    KIND_LEASE_RELEASE as KIND_LEASE_RELEASE,
+)
+from mcp_bridge.contract.events import (
+    KIND_SESSION_END as KIND_SESSION_END,
+)
+from mcp_bridge.contract.events import (
+    SESSION_OUTCOMES as SESSION_OUTCOMES,
+)
 
 #: Version of the cache files. Readers refuse (with a note) any other value.
 FORMAT_VERSION: Final = 1
@@ -25,28 +59,18 @@ SNAPSHOT: Final = "snapshot.sqlite"
 BRIEFING: Final = "briefing.md"
 
 MEMORY_MODES: Final = ("off", "shadow", "live")
-CLAIM_TYPES: Final = ("fact", "gotcha", "procedure", "decision", "preference")
 CLAIM_SCOPES: Final = ("agent", "fleet")
 SOURCE_TRUST: Final = ("operator", "agent", "ingested")
-HANDOFF_STATUSES: Final = ("in_progress", "blocked", "done", "abandoned")
 TIMELINE_KINDS: Final = (
     "proposed", "corroborated", "promoted", "rejected", "contested", "retracted", "edited",
     "superseded", "session",
 )
 
-#: Spool event kinds, one per write tool.
-KIND_LEASE_CLAIM: Final = "lease.claim"
-KIND_LEASE_RELEASE: Final = "lease.release"
-KIND_HANDOFF_CREATE: Final = "handoff.create"
-KIND_CLAIM_PROPOSED: Final = "claim.proposed"
-#: Not a tool: `python -m mcp_bridge hook session-end` writes it (the runtime's SessionEnd).
-KIND_SESSION_END: Final = "session.end"
+#: Spool event kinds (each payload's contract is in `events`).
 SPOOL_KINDS: Final = (
     KIND_LEASE_CLAIM, KIND_LEASE_RELEASE, KIND_HANDOFF_CREATE, KIND_CLAIM_PROPOSED,
     KIND_SESSION_END,
 )
-#: session.end outcomes (the server's Session.Outcome, minus "unknown", which is null).
-SESSION_OUTCOMES: Final = ("success", "partial", "failed", "abandoned")
 
 #: Spool layout: <spool>/mcp/<fleet>.ndjson is appended to; rotated files are renamed to
 #: <fleet>.<YYYYMMDDTHHMMSS.ffffffZ>[-n].ndjson, which sort by name in write order.
@@ -59,8 +83,8 @@ FLEET_ID_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 #: Citation keys memory_propose accepts; anything else is refused, not dropped.
 CITATION_REQUIRED: Final = ("session_id", "message_id")
-CITATION_OPTIONAL: Final = ("repo", "path", "commit", "excerpt")
-MAX_CITATIONS: Final = 20
+CITATION_OPTIONAL: Final = tuple(k for k in CITATION_LIMITS if k not in CITATION_REQUIRED)
+MAX_CITATIONS: Final = CITATIONS_MAX
 
 #: snapshot.sqlite DDL, in the order the renderer creates it. The bridge opens it read-only.
 SNAPSHOT_DDL: Final = (
@@ -139,8 +163,10 @@ def envelope_problem(event: dict[str, Any], fleet: str, *, fleet_source: str) ->
         value = event.get(key)
         if value is None and not required:
             continue
-        if not isinstance(value, str) or not 0 < len(value) <= 128 or not value.isprintable():
-            return f"{key} must be 1-128 printable characters" + ("" if required else " or null")
+        if (not isinstance(value, str) or not 0 < len(value) <= ID_MAX_CHARS
+                or not value.isprintable()):
+            return (f"{key} must be 1-{ID_MAX_CHARS} printable characters"
+                    + ("" if required else " or null"))
     if parse_time(event.get("at")) is None:
         return "at must be an ISO 8601 timestamp"
     if not isinstance(event.get("payload"), dict):

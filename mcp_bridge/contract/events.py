@@ -56,3 +56,210 @@ def loads(raw: bytes | str) -> Any:
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
+
+
+# -- limits: the one definition of every number a front door checks -------------------------
+
+#: Agent, session and message ids (envelope fields and citations).
+ID_MAX_CHARS: Final = 128
+#: A repo-relative path or glob (lease paths, changed paths, citation paths).
+PATH_MAX_CHARS: Final = 1024
+PATHS_MAX: Final = 100
+CHANGED_PATHS_MAX: Final = 200
+REASON_MAX_CHARS: Final = 500
+TTL_MIN_SECS: Final = 60
+TTL_MAX_SECS: Final = 86_400
+TTL_DEFAULT_SECS: Final = 1800
+SUMMARY_MAX_CHARS: Final = 4000
+NEXT_MAX_CHARS: Final = 2000
+CLAIM_MAX_CHARS: Final = 2000
+SUBJECT_MAX_CHARS: Final = 200
+CITATIONS_MAX: Final = 20
+REPO_MAX_CHARS: Final = 500
+BRANCH_MAX_CHARS: Final = 255
+COMMIT_MAX_CHARS: Final = 64
+EXCERPT_MAX_CHARS: Final = 2000
+END_REASON_MAX_CHARS: Final = 64
+
+#: Citation keys: the two that identify the message, and what may locate it.
+CITATION_LIMITS: Final = {
+    "session_id": ID_MAX_CHARS,
+    "message_id": ID_MAX_CHARS,
+    "repo": REPO_MAX_CHARS,
+    "path": PATH_MAX_CHARS,
+    "commit": COMMIT_MAX_CHARS,
+    "excerpt": EXCERPT_MAX_CHARS,
+}
+
+
+def text_problem(value: Any, name: str, limit: int, *, required: bool = True,
+                 one_line: bool = False) -> str | None:
+    """Why `value` is not text Postgres can store within `limit` characters, or None.
+
+    NUL and lone surrogates are refused here, at the front door: Postgres cannot store
+    them, and a line that reached the drain with one used to stop every later drain pass.
+    `one_line` (ids, paths) also refuses any other unprintable character.
+    """
+    if value is None and not required:
+        return None
+    if not isinstance(value, str):
+        return f"{name} must be a string"
+    if required and not value.strip():
+        return f"{name} must not be empty"
+    if len(value) > limit:
+        return f"{name} is {len(value)} characters; the limit is {limit}"
+    if "\x00" in value:
+        return f"{name} contains a NUL character"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"{name} contains a lone surrogate (not valid Unicode text)"
+    if one_line and not value.isprintable():
+        return f"{name} must be printable characters on one line"
+    return None
+
+
+def _int_problem(value: Any, name: str, lo: int, hi: int) -> str | None:
+    if type(value) is not int:
+        return f"{name} must be an integer"
+    if not lo <= value <= hi:
+        # never str() a huge int: past 4,300 digits Python refuses to format it
+        shown = str(value) if value.bit_length() <= 40 else f"a {value.bit_length()}-bit number"
+        return f"{name} must be from {lo} to {hi}; got {shown}"
+    return None
+
+
+def _paths_problem(value: Any, name: str, *, min_items: int, max_items: int) -> str | None:
+    if not isinstance(value, list):
+        return f"{name} must be a list of paths"
+    if not value and min_items:
+        return f"{name} is empty: name the paths or globs"
+    if not min_items <= len(value) <= max_items:
+        return f"{name} must list {min_items}-{max_items} paths; got {len(value)}"
+    for i, item in enumerate(value):
+        problem = text_problem(item, f"{name}[{i}]", PATH_MAX_CHARS, one_line=True)
+        if problem:
+            return problem
+    return None
+
+
+def _bool_problem(value: Any, name: str) -> str | None:
+    return None if value is None or isinstance(value, bool) else f"{name} must be a boolean"
+
+
+def _enum_problem(value: Any, name: str, allowed: tuple[str, ...], *, required: bool) -> str | None:
+    if value is None and not required:
+        return None
+    if value not in allowed:
+        return f"{name} must be one of {', '.join(allowed)}"
+    return None
+
+
+def citations_problem(value: Any, name: str = "evidence") -> str | None:
+    """Why a list of citations breaks the contract, or None. No evidence, no claim."""
+    if not isinstance(value, list) or not value:
+        return (f"No evidence, no claim: {name} must list 1-{CITATIONS_MAX} citations, each "
+                "with a session_id and a message_id")
+    if len(value) > CITATIONS_MAX:
+        return (f"{name} has {len(value)} citations; at most {CITATIONS_MAX} are accepted "
+                "(nothing was trimmed): keep the strongest and retry")
+    for i, item in enumerate(value):
+        where = f"{name}[{i}]"
+        if not isinstance(item, dict):
+            return f"{where} must be an object with session_id and message_id"
+        unknown = sorted(set(item) - set(CITATION_LIMITS))
+        if unknown:
+            return f"{where} has unknown key(s) {unknown}; allowed: {list(CITATION_LIMITS)}"
+        for key, limit in CITATION_LIMITS.items():
+            required = key in ("session_id", "message_id")
+            problem = text_problem(item.get(key), f"{where}.{key}", limit, required=required,
+                                   one_line=key != "excerpt")
+            if problem:
+                return problem
+    return None
+
+
+# -- one check per event kind -----------------------------------------------------------
+
+KIND_LEASE_CLAIM: Final = "lease.claim"
+KIND_LEASE_RELEASE: Final = "lease.release"
+KIND_HANDOFF_CREATE: Final = "handoff.create"
+KIND_CLAIM_PROPOSED: Final = "claim.proposed"
+#: Not a tool: `python -m mcp_bridge hook session-end` writes it (the runtime's SessionEnd).
+KIND_SESSION_END: Final = "session.end"
+#: session.end outcomes (the server's Session.Outcome, minus "unknown", which is null).
+SESSION_OUTCOMES: Final = ("success", "partial", "failed", "abandoned")
+HANDOFF_STATUSES: Final = ("in_progress", "blocked", "done", "abandoned")
+CLAIM_TYPES: Final = ("fact", "gotcha", "procedure", "decision", "preference")
+
+PAYLOAD_KEYS: Final = {
+    KIND_LEASE_CLAIM: frozenset({"paths", "reason", "ttl_secs"}),
+    KIND_LEASE_RELEASE: frozenset({"paths", "all"}),
+    KIND_HANDOFF_CREATE: frozenset({"summary", "status", "next", "transfer_leases"}),
+    KIND_CLAIM_PROPOSED: frozenset({"claim", "type", "subject", "scope", "evidence"}),
+    KIND_SESSION_END: frozenset({"outcome", "summary", "reason", "changed_paths"}),
+}
+
+
+def _lease_claim(p: dict[str, Any]) -> str | None:
+    return (_paths_problem(p.get("paths"), "paths", min_items=1, max_items=PATHS_MAX)
+            or text_problem(p.get("reason"), "reason", REASON_MAX_CHARS, required=False)
+            or (None if p.get("ttl_secs") is None
+                else _int_problem(p["ttl_secs"], "ttl_secs", TTL_MIN_SECS, TTL_MAX_SECS)))
+
+
+def _lease_release(p: dict[str, Any]) -> str | None:
+    return (_paths_problem(p.get("paths", []), "paths", min_items=0, max_items=PATHS_MAX)
+            or _bool_problem(p.get("all"), "all"))
+
+
+def _handoff_create(p: dict[str, Any]) -> str | None:
+    return (text_problem(p.get("summary"), "summary", SUMMARY_MAX_CHARS)
+            or _enum_problem(p.get("status"), "status", HANDOFF_STATUSES, required=True)
+            or text_problem(p.get("next"), "next", NEXT_MAX_CHARS, required=False)
+            or _bool_problem(p.get("transfer_leases"), "transfer_leases"))
+
+
+def _claim_proposed(p: dict[str, Any]) -> str | None:
+    if p.get("scope", "agent") != "agent":
+        return "scope must be 'agent': proposals are never fleet-scoped"
+    return (text_problem(p.get("claim"), "claim", CLAIM_MAX_CHARS)
+            or _enum_problem(p.get("type"), "type", CLAIM_TYPES, required=True)
+            or text_problem(p.get("subject"), "subject", SUBJECT_MAX_CHARS)
+            or citations_problem(p.get("evidence")))
+
+
+def _session_end(p: dict[str, Any]) -> str | None:
+    return (_enum_problem(p.get("outcome"), "outcome", SESSION_OUTCOMES, required=False)
+            or text_problem(p.get("summary"), "summary", SUMMARY_MAX_CHARS, required=False)
+            or text_problem(p.get("reason"), "reason", END_REASON_MAX_CHARS, required=False,
+                            one_line=True)
+            or _paths_problem(p.get("changed_paths", []), "changed_paths", min_items=0,
+                              max_items=CHANGED_PATHS_MAX))
+
+
+_CHECKS: Final = {
+    KIND_LEASE_CLAIM: _lease_claim,
+    KIND_LEASE_RELEASE: _lease_release,
+    KIND_HANDOFF_CREATE: _handoff_create,
+    KIND_CLAIM_PROPOSED: _claim_proposed,
+    KIND_SESSION_END: _session_end,
+}
+
+
+def problem(kind: str, payload: Any) -> str | None:
+    """Why `payload` is not a valid `kind` event payload, or None: the one verdict.
+
+    Every front door asks this before it accepts a write: the bridge's write tools before
+    spooling, the REST spool upload and write endpoints before answering, the drain before
+    applying. The message names the field and is meant for the agent that sent it.
+    """
+    check = _CHECKS.get(kind)
+    if check is None:
+        return f"unknown kind {kind!r}; one of {', '.join(_CHECKS)}"
+    if not isinstance(payload, dict):
+        return "payload must be an object"
+    unknown = sorted(set(payload) - PAYLOAD_KEYS[kind])
+    if unknown:
+        return f"unknown field(s) {unknown} for {kind}; allowed: {sorted(PAYLOAD_KEYS[kind])}"
+    return check(payload)

@@ -162,7 +162,10 @@ def test_it_refuses_bad_lease_requests(bridge: Bridge) -> None:
     for kwargs, message in [({"paths": [], "reason": "r"}, "paths is empty"),
                             ({"paths": ["a"], "reason": " "}, "reason is empty"),
                             ({"paths": ["a"], "reason": "r", "ttl_secs": 5}, "ttl_secs"),
-                            ({"paths": ["a\x00b"], "reason": "r"}, "invalid path")]:
+                            ({"paths": ["a\x00b"], "reason": "r"}, r"paths\[0\] contains a NUL"),
+                            ({"paths": ["a\ud800"], "reason": "r"}, "lone surrogate"),
+                            ({"paths": ["a"], "reason": "r", "ttl_secs": 10**30},
+                             "ttl_secs must be from 60 to 86400")]:
         with pytest.raises(tools.Rejected, match=message):
             tools.fleet_claim(bridge, **kwargs)
 
@@ -209,12 +212,12 @@ def test_it_proposes_with_scope_agent_and_never_the_word_promoted(config: Config
 
 @pytest.mark.parametrize(("evidence", "message"), [
     ([], "No evidence, no claim"),
-    ([{}], "session_id must be a non-empty string"),
-    ([{"session_id": "s1", "message_id": " "}], "message_id must be a non-empty string"),
+    ([{}], "session_id must be a string"),
+    ([{"session_id": "s1", "message_id": " "}], "message_id must not be empty"),
     ([{**CITE, "scope": "fleet"}], "unknown key"),
     ([CITE] * 21, "at most 20"),
     (["s1/m1"], "must be an object"),
-    ([{**CITE, "excerpt": "x" * 1001}], "limit is 1000"),
+    ([{**CITE, "excerpt": "x" * 2001}], "limit is 2000"),
 ])
 def test_it_refuses_evidence_that_cites_nothing(bridge: Bridge, evidence: list,
                                                 message: str) -> None:

@@ -43,7 +43,7 @@ def _dead(spool_dir: Path, fleet: str) -> list[dict[str, object]]:
 
 
 def test_it_applies_each_kind_and_creates_agents_and_sessions(
-    fleet_a: Fleet, spool_for: SpoolFor
+    fleet_a: Fleet, spool_for: SpoolFor, spool_dir: Path
 ) -> None:
     spool = spool_for("fleet-a", "ada", session="s1")
     spool.append("lease.claim", {"paths": ["src/**"], "reason": "refactor", "ttl_secs": 600})
@@ -54,16 +54,21 @@ def test_it_applies_each_kind_and_creates_agents_and_sessions(
             "claim": "make lint needs ruff",
             "type": "gotcha",
             "subject": "lint",
-            "scope": "fleet",
+            "scope": "agent",
             "evidence": CITE,
         },
+    )
+    spool.append(  # a line claiming fleet scope is refused, as every front door refuses it
+        "claim.proposed",
+        {"claim": "x", "type": "fact", "subject": "s", "scope": "fleet", "evidence": CITE},
     )
     spool_for("fleet-a", "bo").append(
         "lease.claim", {"paths": ["src/a.py"], "reason": "", "ttl_secs": 600}
     )
     spool.append("lease.release", {"paths": [], "all": True})
     report = workers.drain_spool()
-    assert (report.applied, report.dead, report.duplicates) == (5, 0, 0)
+    assert (report.applied, report.dead, report.duplicates) == (5, 1, 0)
+    assert "scope must be 'agent'" in _dead(spool_dir, "fleet-a")[0]["reason"]
     ada = Agent.objects.get(fleet=fleet_a, agent_id="ada")
     assert ada.last_seen_at is not None
     assert Session.objects.get(session_id="s1").agent == ada
@@ -74,7 +79,7 @@ def test_it_applies_each_kind_and_creates_agents_and_sessions(
         "s1",
     )
     claim = Claim.objects.get()
-    assert (claim.status, claim.scope) == ("proposed", "agent")  # the line's "fleet" is ignored
+    assert (claim.status, claim.scope) == ("proposed", "agent")
     assert list(Lease.objects.active().values_list("agent__agent_id", flat=True)) == ["bo"]
     bo_claim = AppliedEvent.objects.get(kind="lease.claim", result__held=["src/a.py"])
     assert bo_claim.result["contention"][0]["other_agent"] == "ada"
@@ -197,14 +202,22 @@ def test_a_file_rotated_mid_read_continues_where_it_stopped(
     assert (report.applied, report.duplicates) == (1, 0)
 
 
-def test_it_keeps_the_spool_of_an_unknown_fleet_waiting(
+def test_it_quarantines_the_spool_of_an_unknown_fleet_and_requeues_it(
     db: None, spool_dir: Path, spool_for: SpoolFor
 ) -> None:
+    from ctxlake_site import drain
+
     spool_for("ghost", "ada").append("lease.claim", {"paths": ["a"], "reason": "", "ttl_secs": 60})
     report = workers.drain_spool()
-    assert report.applied == 0 and report.waiting["ghost"] > 0
+    assert report.applied == 0 and report.quarantined[0].startswith("ghost.")
+    assert not list((spool_dir / "mcp").glob("ghost*.ndjson"))  # moved aside, not deleted
+    (listed,) = drain.quarantined_files(spool_dir)
+    assert listed["fleet"] == "ghost" and listed["bytes"] > 0
+    assert workers.drain_spool().quarantined == []  # logged once: nothing new to move
     Fleet.objects.create(slug="ghost", name="ghost")
+    assert drain.requeue_quarantined(spool_dir, "ghost") == 1
     assert workers.drain_spool().applied == 1
+    assert drain.quarantined_files(spool_dir) == []
 
 
 def test_it_dead_letters_an_endless_line_instead_of_stalling(
@@ -212,7 +225,7 @@ def test_it_dead_letters_an_endless_line_instead_of_stalling(
 ) -> None:
     from ctxlake_site import drain
 
-    _raw_line(spool_dir, "fleet-a", b"x" * (drain.READ_BYTES + 10))
+    _raw_line(spool_dir, "fleet-a", b"x" * (drain.LINE_LIMIT_BYTES + 10))
     _raw_line(spool_dir, "fleet-a", b"\n" + json.dumps(_event("fleet-a")).encode() + b"\n")
     report = workers.drain_spool()
     assert report.applied == 1 and report.dead >= 1

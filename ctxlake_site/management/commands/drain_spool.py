@@ -1,4 +1,4 @@
-"""`manage.py drain_spool [--fleet F]`: apply agents' spooled writes to the database."""
+"""`manage.py drain_spool [--fleet F] [--requeue F]`: apply agents' spooled writes now."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from ctxlake_site import workers
+from ctxlake_site import paths, workers
+from ctxlake_site.drain import requeue_quarantined
 from ctxlake_site.drain import DrainReport
 
 
@@ -17,6 +18,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--fleet", help="Only this fleet's spool.")
+        parser.add_argument(
+            "--requeue",
+            metavar="FLEET",
+            help="Put FLEET's quarantined spool files back (after create_fleet), then drain.",
+        )
         parser.add_argument("--quiet", action="store_true", help="Print nothing but errors.")
         parser.add_argument(
             "--json",
@@ -26,9 +32,14 @@ class Command(BaseCommand):
         )
 
     def handle(
-        self, *args: Any, fleet: str | None, quiet: bool, as_json: bool, **options: Any
+        self, *args: Any, fleet: str | None, requeue: str | None, quiet: bool, as_json: bool,
+        **options: Any,
     ) -> None:
         chatty = not (quiet or as_json)
+        if requeue:
+            moved = requeue_quarantined(paths.spool_dir(), requeue)
+            if chatty:
+                self.stdout.write(f"requeued {moved} quarantined file(s) of fleet {requeue!r}")
 
         def progress(r: DrainReport) -> None:
             self.stdout.write(f"  applied {r.applied}, duplicates {r.duplicates}, dead {r.dead}")
@@ -41,8 +52,11 @@ class Command(BaseCommand):
                 f"drained: {report.applied} applied, {report.duplicates} already applied, "
                 f"{report.dead} dead-lettered, {report.files_retired} file(s) retired"
             )
-        for slug, size in report.waiting.items():
+        for name in report.quarantined:
+            slug = name.split(".", 1)[0]
             self.stderr.write(
-                f"fleet {slug!r} does not exist: {size} spool bytes kept waiting "
-                f"(manage.py create_fleet {slug})"
+                f"fleet {slug!r} does not exist: spool file quarantined as {name} "
+                f"(manage.py create_fleet {slug}, then manage.py drain_spool --requeue {slug})"
             )
+        for slug, reason in report.failed_fleets.items():
+            self.stderr.write(f"fleet {slug!r}: drain stopped: {reason}")
