@@ -9,8 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from ctxlake_site import paths, workers
-from ctxlake_site.drain import requeue_quarantined
-from ctxlake_site.drain import DrainReport
+from ctxlake_site.drain import DrainReport, requeue_quarantined
 
 
 class Command(BaseCommand):
