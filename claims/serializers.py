@@ -9,16 +9,19 @@ from rest_framework import serializers
 
 from claims import moderation, search
 from claims.models import Claim, ClaimEvent, Evidence
-from fleet.serializers import AgentIdField, PlainText
+from fleet.serializers import AgentIdField, ContractChecked, PlainText
+from mcp_bridge.contract import events as ev
+
+_LIMIT = ev.CITATION_LIMITS
 
 
 class CitationSerializer(serializers.Serializer[Any]):
-    session_id = PlainText(max_length=128)
-    message_id = PlainText(max_length=128)
-    repo = PlainText(required=False, allow_blank=True, max_length=500)
-    path = PlainText(required=False, allow_blank=True, max_length=1024)
-    commit = PlainText(required=False, allow_blank=True, max_length=64)
-    excerpt = PlainText(required=False, allow_blank=True, max_length=2000)
+    session_id = PlainText(max_length=_LIMIT["session_id"])
+    message_id = PlainText(max_length=_LIMIT["message_id"])
+    repo = PlainText(required=False, allow_blank=True, max_length=_LIMIT["repo"])
+    path = PlainText(required=False, allow_blank=True, max_length=_LIMIT["path"])
+    commit = PlainText(required=False, allow_blank=True, max_length=_LIMIT["commit"])
+    excerpt = PlainText(required=False, allow_blank=True, max_length=_LIMIT["excerpt"])
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
@@ -28,11 +31,13 @@ class CitationSerializer(serializers.Serializer[Any]):
         return super().to_internal_value(data)
 
 
-class ProposeRequest(serializers.Serializer[Any]):
-    text = PlainText(max_length=2000)
+class ProposeRequest(ContractChecked):
+    kind = ev.KIND_CLAIM_PROPOSED
+    renamed = {"claim": "text"}
+    text = PlainText(max_length=ev.CLAIM_MAX_CHARS)
     type = serializers.ChoiceField(choices=Claim.Type.values)
-    subject = PlainText(max_length=200)
-    evidence = CitationSerializer(many=True, allow_empty=False, max_length=moderation.MAX_CITATIONS)
+    subject = PlainText(max_length=ev.SUBJECT_MAX_CHARS)
+    evidence = CitationSerializer(many=True, allow_empty=False, max_length=ev.CITATIONS_MAX)
     confidence = serializers.FloatField(required=False, min_value=0, max_value=1, default=0.5)
     agent_id = AgentIdField(required=False, help_text="The proposing agent, if any.")
 

@@ -133,6 +133,8 @@ def mark_reported_changes(fleet: Fleet, reports: Sequence[PathReport]) -> list[l
     return marked
 
 
-def on_paths_reported(sender: object, *, fleet: Fleet, reports: list[PathReport], **_: Any) -> None:
+def on_paths_reported(
+    sender: object, *, fleet: Fleet, reports: list[PathReport], **_: Any
+) -> list[list[str]]:
     """The receiver of fleet.signals.paths_reported (connected in ClaimsConfig.ready)."""
-    mark_reported_changes(fleet, reports)
+    return [[c.public_id for c in marked] for marked in mark_reported_changes(fleet, reports)]

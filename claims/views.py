@@ -22,7 +22,6 @@ from claims.models import Claim, ClaimEvent
 from fleet.models import ApiToken, Fleet
 from fleet.permissions import MODERATE, PROPOSE, READ
 from fleet.views import FLEET_PARAM, FleetViewSet
-from mcp_bridge.contract import redact
 
 CLAIM_PARAM = OpenApiParameter("claim_id", str, OpenApiParameter.PATH, description="cc-NN")
 NOTES = {
@@ -155,7 +154,7 @@ class ClaimViewSet(FleetViewSet):
         token = request.auth
         bound = token.agent if isinstance(token, ApiToken) else None
         agent = self.acting_agent(agent_id) if (agent_id or bound) else None
-        found = redact.find_secrets([data["text"], data["subject"], data["evidence"]])
+        found = params.redacted
         try:
             proposal = moderation.propose_claim(request.fleet, by_agent=agent, **data)
         except moderation.InvalidProposal as exc:

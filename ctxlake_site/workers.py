@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import socket
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -19,62 +19,26 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
-from claims import snapshot_render, staleness
+from claims import snapshot_render
 from claims import spool_apply as claims_apply
 from ctxlake_site import briefing, paths
 from ctxlake_site.drain import Applier, Drainer, DrainReport
 from fleet import cache_render, leases, rendering, spool_apply
 from fleet.models import Fleet, Lease
-from fleet.signals import PathReport
 from mcp_bridge import contract
 from mcp_bridge.contract import atomic, embed
-
-
-def apply_lease_claims(events: Sequence[spool_apply.Envelope]) -> list[spool_apply.Outcome]:
-    """Take the leases (fleet's job), then mark claims citing those paths possibly stale.
-
-    Composed here because fleet never imports claims: a lease by another session is the
-    fleet's signal that the cited files are about to change.
-    """
-    outcomes = spool_apply.apply_lease_claims(events)
-    taken = [(event, o) for event, o in zip(events, outcomes, strict=True) if isinstance(o, dict)]
-    reports = [
-        PathReport(o["held"], event.at, event.session, event.agent)
-        for event, o in taken
-    ]
-    for (_, outcome), marked in zip(
-        taken, staleness.mark_reported_changes(events[0].fleet, reports), strict=True
-    ):
-        if marked:
-            outcome["possibly_stale"] = [claim.public_id for claim in marked]
-    return outcomes
-
-
-def apply_session_end(event: spool_apply.Envelope) -> dict[str, Any]:
-    """Close the session (fleet's job), then mark claims citing the files it says it
-    changed possibly stale — the session's own word, the strongest signal the fleet gets."""
-    result = spool_apply.apply_session_end(event)
-    if result["changed_paths"]:
-        marked = staleness.mark_changed_paths(
-            event.fleet, result["changed_paths"], at=event.at, session=event.session,
-            agent=event.agent, source="session.end",
-        )
-        if marked:
-            result["possibly_stale"] = [claim.public_id for claim in marked]
-    return result
-
 
 # Event kinds applied a run at a time (one statement per kind, not per event); the drain's
 # planner (ctxlake_site.drain_plan) decides which events may share a run.
 BATCH_APPLIERS: dict[str, spool_apply.BatchApplier] = {
-    contract.KIND_LEASE_CLAIM: apply_lease_claims,
+    contract.KIND_LEASE_CLAIM: spool_apply.apply_lease_claims,
     contract.KIND_LEASE_RELEASE: spool_apply.apply_lease_releases,
     contract.KIND_HANDOFF_CREATE: spool_apply.apply_handoff_creates,
     contract.KIND_CLAIM_PROPOSED: claims_apply.apply_claims_proposed,
 }
 APPLIERS: dict[str, Applier] = {
     **{kind: partial(spool_apply.one, batch) for kind, batch in BATCH_APPLIERS.items()},
-    contract.KIND_SESSION_END: apply_session_end,
+    contract.KIND_SESSION_END: spool_apply.apply_session_end,
 }
 
 # A drain task keeps polling for this long, then ends; the every-minute schedule starts the

@@ -1,7 +1,9 @@
 """Request and response shapes for the coordination API. Shape and validation only.
 
-Free text is scrubbed by the views' domain calls or here with the bridge's redactor
-before anything is stored; these classes never write.
+A write request (`ContractChecked`) is checked by the very rule the bridge and the drain
+apply to the same change (mcp_bridge.contract.events), after its free text is scrubbed
+of secrets with the shared redactor; the views get scrubbed values. These classes never
+write.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from rest_framework import serializers
 
 from fleet.globs import BadPath, normalise
 from fleet.models import Agent, Handoff, Lease, Session
+from mcp_bridge.contract import events as ev
+from mcp_bridge.contract import redact
 
 TEXT_ID = r"^[^\s\x00-\x1f\x7f]([^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f])?$"
 
@@ -20,7 +24,7 @@ class AgentIdField(serializers.RegexField):
     """An agent or session identifier: 1–128 printable characters, no surrounding space."""
 
     def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("max_length", 128)
+        kwargs.setdefault("max_length", ev.ID_MAX_CHARS)
         super().__init__(TEXT_ID, **kwargs)
 
 
@@ -36,6 +40,36 @@ class PlainText(serializers.CharField):
         if "\x00" in value:
             raise serializers.ValidationError("must not contain NUL characters")
         return value
+
+
+class ContractChecked(serializers.Serializer[Any]):
+    """A write request that is one spool event kind's change, made over REST.
+
+    `payload()` maps the validated fields to that kind's spool payload; `validate` scrubs
+    the free text and asks `events.problem` — the one verdict every front door gives —
+    so REST accepts exactly what the bridge would queue and the drain would apply.
+    """
+
+    kind: str = ""
+    #: spool payload key → request field, where their names differ
+    renamed: dict[str, str] = {}
+
+    def payload(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        keys = ev.PAYLOAD_KEYS[self.kind]
+        fields = {key: self.renamed.get(key, key) for key in keys}
+        return {key: attrs[field] for key, field in fields.items() if field in attrs}
+
+    #: the kinds of secret the last validate() replaced by markers (for the answer)
+    redacted: list[str] = []
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs = super().validate(attrs)
+        self.redacted = redact.find_secrets(attrs)
+        attrs = redact.scrub_value(attrs)
+        problem = ev.problem(self.kind, self.payload(attrs))
+        if problem:
+            raise serializers.ValidationError(problem)
+        return attrs
 
 
 # -- responses ----------------------------------------------------------------------------
@@ -198,17 +232,24 @@ class HeartbeatRequest(ActsForAgent):
 
 class SessionStartRequest(ActsForAgent):
     session_id = AgentIdField()
-    repo = PlainText(required=False, allow_blank=True, max_length=500, default="")
-    branch = PlainText(required=False, allow_blank=True, max_length=255, default="")
+    repo = PlainText(required=False, allow_blank=True, max_length=ev.REPO_MAX_CHARS, default="")
+    branch = PlainText(
+        required=False, allow_blank=True, max_length=ev.BRANCH_MAX_CHARS, default=""
+    )
 
 
-class SessionEndRequest(serializers.Serializer[Any]):
+class SessionEndRequest(ContractChecked):
+    kind = ev.KIND_SESSION_END
+
     outcome = serializers.ChoiceField(
         choices=[c for c in Session.Outcome.values if c], required=False, default="success"
     )
-    summary = PlainText(required=False, allow_blank=True, max_length=4000, default="")
+    summary = PlainText(
+        required=False, allow_blank=True, max_length=ev.SUMMARY_MAX_CHARS, default=""
+    )
     changed_paths = serializers.ListField(
-        child=PlainText(max_length=1024), required=False, default=list, max_length=200,
+        child=PlainText(max_length=ev.PATH_MAX_CHARS), required=False, default=list,
+        max_length=ev.CHANGED_PATHS_MAX,
         help_text="Repo-relative files the session changed: claims citing them at a commit "
         "become possibly stale.",
     )
@@ -220,36 +261,47 @@ class SessionEndRequest(serializers.Serializer[Any]):
             raise serializers.ValidationError(str(exc)) from exc
 
 
-class LeaseClaimRequest(ActsForAgent):
-    paths = serializers.ListField(child=PlainText(max_length=512), min_length=1, max_length=100)
-    reason = PlainText(required=False, allow_blank=True, max_length=500, default="")
+class LeaseClaimRequest(ActsForAgent, ContractChecked):
+    kind = ev.KIND_LEASE_CLAIM
+    paths = serializers.ListField(
+        child=PlainText(max_length=ev.PATH_MAX_CHARS), min_length=1, max_length=ev.PATHS_MAX
+    )
+    reason = PlainText(
+        required=False, allow_blank=True, max_length=ev.REASON_MAX_CHARS, default=""
+    )
     ttl_secs = serializers.IntegerField(
-        required=False, min_value=60, max_value=86400, help_text="Defaults to the fleet's TTL."
+        required=False, min_value=ev.TTL_MIN_SECS, max_value=ev.TTL_MAX_SECS,
+        help_text="Defaults to the fleet's TTL.",
     )
     session_id = AgentIdField(required=False)
 
 
-class LeaseReleaseRequest(ActsForAgent):
+class LeaseReleaseRequest(ActsForAgent, ContractChecked):
+    kind = ev.KIND_LEASE_RELEASE
     paths = serializers.ListField(
-        child=PlainText(max_length=512),
+        child=PlainText(max_length=ev.PATH_MAX_CHARS),
         required=False,
-        max_length=100,
+        max_length=ev.PATHS_MAX,
         help_text="Omit (or send []) to release everything the agent holds.",
     )
 
 
-class HandoffCreateRequest(ActsForAgent):
-    summary = PlainText(max_length=4000)
+class HandoffCreateRequest(ActsForAgent, ContractChecked):
+    kind = ev.KIND_HANDOFF_CREATE
+    renamed = {"next": "next_steps"}
+    summary = PlainText(max_length=ev.SUMMARY_MAX_CHARS)
     status = serializers.ChoiceField(choices=Handoff.Status.values, default="in_progress")
-    next_steps = PlainText(required=False, allow_blank=True, max_length=2000, default="")
+    next_steps = PlainText(
+        required=False, allow_blank=True, max_length=ev.NEXT_MAX_CHARS, default=""
+    )
     session_id = AgentIdField(required=False)
 
 
 class HandoffUpdateRequest(serializers.Serializer[Any]):
     version = serializers.IntegerField(min_value=1, max_value=2**31 - 1)
-    summary = PlainText(required=False, max_length=4000)
+    summary = PlainText(required=False, max_length=ev.SUMMARY_MAX_CHARS)
     status = serializers.ChoiceField(choices=Handoff.Status.values, required=False)
-    next_steps = PlainText(required=False, allow_blank=True, max_length=2000)
+    next_steps = PlainText(required=False, allow_blank=True, max_length=ev.NEXT_MAX_CHARS)
 
 
 class HandoffPickupRequest(ActsForAgent):

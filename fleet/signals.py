@@ -1,10 +1,10 @@
 """What fleet announces for other apps to act on: fleet never imports them.
 
-`paths_reported` is sent when an agent says, through the REST API, that it is about to
-change files (a lease claim) or has changed them (a session end naming them). The claims
-app listens and marks claims citing those files possibly stale (claims.staleness). The
-spool drain does the same composition directly in ctxlake_site.workers, where the marked
-claims also go into each event's recorded result.
+`paths_reported` is sent by fleet.actions when an agent says — over REST or through its
+spool — that it is about to change files (a lease claim) or has changed them (a session
+end naming them). The claims app listens and marks claims citing those files possibly
+stale (claims.staleness). Receivers run synchronously, inside the action's transaction,
+and return the public ids they marked per report, which go into the write's result.
 """
 
 from __future__ import annotations
@@ -29,11 +29,20 @@ class PathReport:
     source: str = "lease.claim"
 
 
-paths_reported = Signal()  # send(sender, fleet=Fleet, reports=list[PathReport])
+#: send(sender, fleet=Fleet, reports=list[PathReport]); a receiver returns, per report, the
+#: public ids of what it marked.
+paths_reported = Signal()
 
 
-def report_paths(sender: object, fleet: Fleet, reports: list[PathReport]) -> None:
-    """Announce `reports` (nothing is sent for reports without paths)."""
-    reports = [r for r in reports if r.paths]
-    if reports:
-        paths_reported.send(sender=sender, fleet=fleet, reports=reports)
+def report_paths(sender: object, fleet: Fleet, reports: list[PathReport]) -> list[list[str]]:
+    """Announce `reports`; per report (in order), the ids every receiver marked."""
+    marks: list[list[str]] = [[] for _ in reports]
+    with_paths = [i for i, r in enumerate(reports) if r.paths]
+    if not with_paths:
+        return marks
+    answers = paths_reported.send(sender=sender, fleet=fleet,
+                                  reports=[reports[i] for i in with_paths])
+    for _, marked in answers:
+        for i, ids in zip(with_paths, marked or [[] for _ in with_paths], strict=True):
+            marks[i].extend(ids)
+    return marks

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from django.utils import timezone
 
-from fleet import api_presence, handoffs, leases
+from fleet import actions, leases
 from fleet.globs import BadPath, normalise
 from fleet.models import Agent, Fleet, Handoff, Session
 
@@ -124,12 +124,13 @@ def _claim_request(event: Envelope) -> leases.ClaimRequest:
 def apply_lease_claims(events: Sequence[Envelope]) -> list[Outcome]:
     """lease.claim events of one fleet, in order (see leases.claim_many's precondition)."""
     return apply_set(
-        events, _claim_request, partial(leases.claim_many, events[0].fleet.pk), _claimed
+        events, _claim_request, partial(actions.claim_leases, events[0].fleet), _claimed
     )
 
 
-def _claimed(result: leases.ClaimResult) -> dict[str, Any]:
-    return {
+def _claimed(claimed: actions.Claimed) -> dict[str, Any]:
+    result = claimed.result
+    out: dict[str, Any] = {
         "held": [lease.path for lease in result.held],
         "contention": [
             {
@@ -140,6 +141,9 @@ def _claimed(result: leases.ClaimResult) -> dict[str, Any]:
             for c in result.contention
         ],
     }
+    if claimed.possibly_stale:
+        out["possibly_stale"] = claimed.possibly_stale
+    return out
 
 
 def _release_request(event: Envelope) -> leases.ReleaseRequest:
@@ -151,7 +155,7 @@ def _release_request(event: Envelope) -> leases.ReleaseRequest:
 def apply_lease_releases(events: Sequence[Envelope]) -> list[Outcome]:
     """lease.release events of one fleet, in order, in one statement."""
     return apply_set(
-        events, _release_request, partial(leases.release_many, events[0].fleet.pk), _released
+        events, _release_request, partial(actions.release_leases, events[0].fleet), _released
     )
 
 
@@ -181,14 +185,17 @@ def _handoff(event: Envelope) -> tuple[Handoff, bool]:
 def apply_handoff_creates(events: Sequence[Envelope]) -> list[Outcome]:
     """handoff.create events: inserted in one statement, then the lease offers, in order."""
     outcomes, valid = checked_each(events, _handoff)
-    handoffs.create_handoffs([handoff for _, (handoff, _) in valid])
-    for i, (handoff, transfer) in valid:
-        outcome: dict[str, Any] = {"handoff": handoff.pk}
-        if transfer:
-            now = min(events[i].at, timezone.now())
-            offered = handoffs.offer_leases(handoff, now=now)
-            outcome["offered"] = sorted(lease.path for lease in offered)
-        outcomes[i] = outcome
+    if valid:
+        notes = [
+            (handoff, min(events[i].at, timezone.now()) if transfer else None)
+            for i, (handoff, transfer) in valid
+        ]
+        created = actions.create_handoffs(events[0].fleet, notes)
+        for (i, _), (handoff, offered) in zip(valid, created, strict=True):
+            outcome: dict[str, Any] = {"handoff": handoff.pk}
+            if offered is not None:
+                outcome["offered"] = sorted(lease.path for lease in offered)
+            outcomes[i] = outcome
     return filled(outcomes)
 
 
@@ -212,5 +219,12 @@ def apply_session_end(event: Envelope) -> dict[str, Any]:
         changed = [normalise(p) for p in _str_list(event.payload, "changed_paths")][:200]
     except BadPath as exc:
         raise InvalidEvent(f"payload.changed_paths: {exc}") from exc
-    api_presence.end_session(session, outcome=outcome, summary=summary, now=event.at)
-    return {"session": session.session_id, "outcome": outcome or None, "changed_paths": changed}
+    ended = actions.end_session(
+        session, outcome=outcome, summary=summary, changed_paths=changed, now=event.at
+    )
+    result: dict[str, Any] = {
+        "session": session.session_id, "outcome": outcome or None, "changed_paths": changed,
+    }
+    if ended.possibly_stale:
+        result["possibly_stale"] = ended.possibly_stale
+    return result

@@ -18,12 +18,11 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from fleet import api_presence, api_roster, handoffs, leases, signals
+from fleet import actions, api_presence, api_roster, handoffs, leases
 from fleet import serializers as s
 from fleet.globs import BadPath
 from fleet.models import Agent, ApiToken, Handoff, Lease, Session
 from fleet.permissions import COORDINATE, READ, SESSIONS, FleetScoped
-from mcp_bridge.contract import redact
 
 FLEET_PARAM = OpenApiParameter("fleet", str, OpenApiParameter.PATH, description="Fleet slug.")
 
@@ -170,15 +169,11 @@ class SessionViewSet(FleetViewSet):
     def end(self, request: Request, fleet: str, session_id: str) -> Response:
         session = self.get_object()
         data = self.valid(s.SessionEndRequest)
-        session = api_presence.end_session(
-            session, outcome=data["outcome"], summary=data["summary"]
+        ended = actions.end_session(
+            session, outcome=data["outcome"], summary=data["summary"],
+            changed_paths=data["changed_paths"],
         )
-        report = signals.PathReport(
-            data["changed_paths"], session.ended_at or timezone.now(), session, session.agent,
-            source="session.end",
-        )
-        signals.report_paths(SessionViewSet, request.fleet, [report])
-        return Response(s.SessionSerializer(session).data)
+        return Response(s.SessionSerializer(ended.session).data)
 
 
 @extend_schema(tags=["coordination"], parameters=[FLEET_PARAM])
@@ -219,21 +214,13 @@ class LeaseViewSet(FleetViewSet):
         agent = self.acting_agent(data.get("agent_id"))
         ttl = timedelta(seconds=data["ttl_secs"]) if "ttl_secs" in data else None
         session = self.session_for(agent, data.get("session_id"))
-        now = timezone.now()
-        try:
-            result = leases.claim_paths(
-                agent,
-                data["paths"],
-                ttl=ttl,
-                reason=redact.scrub_text(data["reason"]),
-                session=session,
-                now=now,
-            )
-        except (BadPath, ValueError) as exc:
-            raise ValidationError({"paths": [str(exc)]}) from exc
-        # Claims citing these files at a commit are now possibly stale (the claims app).
-        report = signals.PathReport([lease.path for lease in result.held], now, session, agent)
-        signals.report_paths(LeaseViewSet, request.fleet, [report])
+        request_ = leases.ClaimRequest(
+            agent, data["paths"], ttl, data["reason"], session, timezone.now()
+        )
+        (claimed,) = actions.claim_leases(request.fleet, [request_])
+        if isinstance(claimed, ValueError):
+            raise ValidationError({"paths": [str(claimed)]})
+        result = claimed.result
         contention = [
             {
                 "path": c.mine.path,
@@ -259,10 +246,10 @@ class LeaseViewSet(FleetViewSet):
     def release(self, request: Request, fleet: str) -> Response:
         data = self.valid(s.LeaseReleaseRequest)
         agent = self.acting_agent(data.get("agent_id"))
-        try:
-            result = leases.release_paths(agent, data.get("paths") or None)
-        except BadPath as exc:
-            raise ValidationError({"paths": [str(exc)]}) from exc
+        wanted = leases.ReleaseRequest(agent, data.get("paths") or None)
+        (result,) = actions.release_leases(request.fleet, [wanted])
+        if isinstance(result, BadPath):
+            raise ValidationError({"paths": [str(result)]})
         released = [lease.path for lease in result.released]
         return Response({"released": released, "not_held": result.not_held})
 
@@ -325,14 +312,16 @@ class HandoffViewSet(FleetViewSet):
         data = self.valid(s.HandoffCreateRequest)
         agent = self.acting_agent(data.get("agent_id"))
         trust = Handoff.SourceTrust.OPERATOR if request.role == "operator" else "agent"
-        handoff = handoffs.create_handoff(
-            agent,
-            summary=redact.scrub_text(data["summary"]),
+        note = Handoff(
+            fleet=request.fleet,
+            from_agent=agent,
+            from_session=self.session_for(agent, data.get("session_id")),
+            summary=data["summary"],
             status=data["status"],
-            next_steps=redact.scrub_text(data["next_steps"]),
-            session=self.session_for(agent, data.get("session_id")),
+            next_steps=data["next_steps"],
             source_trust=trust,
         )
+        ((handoff, _),) = actions.create_handoffs(request.fleet, [(note, None)])
         return Response(s.HandoffSerializer(handoff).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(

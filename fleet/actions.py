@@ -1,0 +1,104 @@
+"""Coordination writes from agents, one function per change, whoever delivered it.
+
+The REST views and the spool drain's appliers both call these, so a lease claimed over
+REST and one claimed through the bridge's spool leave the same rows, the same activity,
+the same staleness marks and the same render request. Each action is one transaction:
+the domain write (leases, handoffs, api_presence), its audit rows (written by those),
+its follow-ups — paths announced through `signals.report_paths`, whose receivers (the
+claims app's staleness marks) run inside the same transaction — and a render of the
+fleet's cache requested for after the commit.
+
+Idempotency: the drain records each spool event's id itself (AppliedEvent, per batch);
+a REST caller may send an `Idempotency-Key` (see fleet.idempotency) for the same effect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from fleet import api_presence, handoffs, leases, rendering, signals
+from fleet.globs import BadPath
+from fleet.models import Fleet, Handoff, Lease, Session
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A lease claim's result and the claims it made possibly stale (public ids)."""
+
+    result: leases.ClaimResult
+    possibly_stale: list[str] = field(default_factory=list)
+
+
+def claim_leases(
+    fleet: Fleet, requests: Sequence[leases.ClaimRequest]
+) -> list[Claimed | ValueError]:
+    """Hold (or renew) paths for each request, in order; a ValueError per refused request."""
+    with transaction.atomic(savepoint=False):
+        results = leases.claim_many(fleet.pk, requests)
+        held = [
+            (q, r) for q, r in zip(requests, results, strict=True) if not isinstance(r, ValueError)
+        ]
+        reports = [
+            signals.PathReport([lease.path for lease in r.held], q.now or timezone.now(),
+                               q.session, q.agent)
+            for q, r in held
+        ]
+        marks = signals.report_paths(claim_leases, fleet, reports)
+        if held:
+            rendering.request_render(fleet)
+    stale = iter(marks)
+    return [r if isinstance(r, ValueError) else Claimed(r, next(stale)) for r in results]
+
+
+def release_leases(
+    fleet: Fleet, requests: Sequence[leases.ReleaseRequest], *, now: datetime | None = None
+) -> list[leases.ReleaseResult | BadPath]:
+    """Release named paths, or everything an agent holds, for each request in order."""
+    with transaction.atomic(savepoint=False):
+        results = leases.release_many(fleet.pk, requests, now=now)
+        if any(not isinstance(r, BadPath) and r.released for r in results):
+            rendering.request_render(fleet)
+    return results
+
+
+def create_handoffs(
+    fleet: Fleet, notes: Sequence[tuple[Handoff, datetime | None]]
+) -> list[tuple[Handoff, list[Lease] | None]]:
+    """Insert unsaved handoffs; one paired with a time offers its author's leases as of then."""
+    with transaction.atomic(savepoint=False):
+        created = handoffs.create_handoffs([handoff for handoff, _ in notes])
+        out = [
+            (handoff, None if offer_at is None else handoffs.offer_leases(handoff, now=offer_at))
+            for handoff, (_, offer_at) in zip(created, notes, strict=True)
+        ]
+        if out:
+            rendering.request_render(fleet)
+    return out
+
+
+@dataclass(frozen=True)
+class Ended:
+    session: Session
+    changed_paths: list[str]
+    possibly_stale: list[str] = field(default_factory=list)
+
+
+def end_session(
+    session: Session, *, outcome: str, summary: str, changed_paths: Sequence[str],
+    now: datetime | None = None,
+) -> Ended:
+    """Close a session with its outcome; the files it says it changed mark citing claims."""
+    with transaction.atomic(savepoint=False):
+        session = api_presence.end_session(session, outcome=outcome, summary=summary, now=now)
+        report = signals.PathReport(
+            list(changed_paths), session.ended_at or now or timezone.now(), session, session.agent,
+            source="session.end",
+        )
+        (marked,) = signals.report_paths(end_session, session.fleet, [report])
+        rendering.request_render(session.fleet)
+    return Ended(session, list(changed_paths), marked)
