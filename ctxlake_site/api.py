@@ -6,14 +6,19 @@ only adds what DRF does not do out of the box:
 - Bodies are parsed by fleet.api_parsers (size limit, depth limit); an oversized body
   that Django itself refuses is turned into the same 413 here.
 - DRF's throttles capture their rates at import time; ours re-read them, so a test (or
-  a settings reload) can change them.
+  a settings reload) can change them. And DRF's throttle keeps a history list in the
+  cache with a read-modify-write, which concurrent web workers overwrite (4 clients got
+  1,759 requests through a limit of 1,200): ours counts with one atomic upsert per
+  request in Postgres (RateWindow), shared by every worker and host.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
+from django.db import connection
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
@@ -47,12 +52,43 @@ class FleetCursorPagination(CursorPagination):
 
 
 class TokenRateThrottle(SimpleRateThrottle):
-    """One bucket per API token (or per staff user in the browsable API)."""
+    """One bucket per API token (or per staff user in the browsable API), per fixed window.
+
+    A fixed window (the minute, for "N/min") counted atomically: at most N requests per
+    window, whatever the number of web workers; Retry-After names the window's end.
+    """
 
     scope = "token"
+    #: A request in about this share of requests deletes the counters of past windows.
+    SWEEP_EVERY = 200
+    _SQL = (
+        "INSERT INTO ctxlake_site_ratewindow (key, count, expires_at) "
+        "VALUES (%s, 1, to_timestamp(%s)) "
+        "ON CONFLICT (key) DO UPDATE SET count = ctxlake_site_ratewindow.count + 1 "
+        "RETURNING count"
+    )
 
     def get_rate(self) -> str | None:
         return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        if self.rate is None:
+            return True
+        ident = self.get_cache_key(request, view)
+        if ident is None:
+            return True
+        now = time.time()
+        window = int(now // self.duration)
+        self.wait_secs = (window + 1) * self.duration - now
+        with connection.cursor() as cur:
+            cur.execute(self._SQL, [f"{ident}:{window}", (window + 2) * self.duration])
+            count = cur.fetchone()[0]
+            if count % self.SWEEP_EVERY == 0:
+                cur.execute("DELETE FROM ctxlake_site_ratewindow WHERE expires_at < now()")
+        return bool(count <= self.num_requests)
+
+    def wait(self) -> float | None:
+        return getattr(self, "wait_secs", None)
 
     def get_cache_key(self, request: Request, view: Any) -> str | None:
         token = getattr(request, "auth", None)

@@ -83,6 +83,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "ctxlake_site.middleware.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "ctxlake_site.urls"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
 
@@ -20,8 +21,32 @@ RENDER_TASK = "ctxlake_site.workers.render_fleet_cache"
 PENDING_TIMEOUT_SECS = 300
 
 
+def broker() -> str:
+    """Which django-q2 broker this process enqueues on: "redis" or "orm"."""
+    return "redis" if "redis" in settings.Q_CLUSTER else "orm"
+
+
 def pending_key(fleet_id: int) -> str:
-    return f"ctxlake:render-pending:{fleet_id}"
+    """The marker is per broker: a process that enqueues on a broker no cluster reads (a
+    command run without CTXLAKE_REDIS_URL) must not hold back the workers' own requests."""
+    return f"ctxlake:render-pending:{broker()}:{fleet_id}"
+
+
+WORKER_BROKER_KEY = "ctxlake:worker-broker"
+
+
+def note_worker_broker() -> None:
+    """Workers say which broker they read, for `doctor` to compare with the web's."""
+    cache.set(WORKER_BROKER_KEY, broker(), timeout=600)
+
+
+def broker_mismatch() -> str | None:
+    """Why this process's renders would not reach the workers, or None."""
+    theirs = cache.get(WORKER_BROKER_KEY)
+    if theirs is None or theirs == broker():
+        return None
+    return (f"this process enqueues on the {broker()} broker but the workers read {theirs}: "
+            "set CTXLAKE_REDIS_URL the same way for web, workers and commands")
 
 
 def on_commit_once(key: str, func: Callable[[], None]) -> None:
