@@ -244,7 +244,8 @@ class Drainer:
     ) -> None:
         """Apply one batch: the fast path in one transaction, or event by event on trouble."""
         for line in batch:
-            line.event = _parse(line.raw, fleet.slug)
+            if line.event is None:
+                line.event = _parse(line.raw, fleet.slug)
         end_offset = batch[-1].end
         dead: list[DeadLetter] = []
         try:
@@ -548,8 +549,8 @@ def _read_lines(f: BinaryIO, limit: int) -> Iterator[Line]:
     """Up to `limit` complete lines from `f`'s position; a torn last line stays unread.
 
     Reads incrementally (one buffered line at a time), so a batch costs what its lines
-    cost. A run of LINE_LIMIT_BYTES without a newline is yielded as one line to be
-    dead-lettered rather than read whole or left to stall the file.
+    cost. A line longer than LINE_LIMIT_BYTES is skipped in pieces up to its newline and
+    yielded once, already marked dead, with its first piece to show.
     """
     count = 0
     while count < limit:
@@ -557,13 +558,22 @@ def _read_lines(f: BinaryIO, limit: int) -> Iterator[Line]:
         raw = f.readline(LINE_LIMIT_BYTES)
         if not raw:
             return
-        if not raw.endswith(b"\n") and len(raw) < LINE_LIMIT_BYTES:
+        oversized = not raw.endswith(b"\n") and len(raw) >= LINE_LIMIT_BYTES
+        while oversized and not raw.endswith(b"\n"):
+            piece = f.readline(LINE_LIMIT_BYTES)
+            if not piece:
+                break
+            raw = raw[:LINE_LIMIT_BYTES] + piece[-1:]
+        if not raw.endswith(b"\n"):
             f.seek(start)  # torn: the writer crashed mid-line, or is mid-line now
             return
         end = f.tell()
         body = raw.rstrip(b"\n")
         if body.strip():
-            yield Line(start, end, body)
+            line = Line(start, end, body)
+            if oversized:
+                line.event = f"line is {end - start - 1} bytes; the limit is {LINE_LIMIT_BYTES}"
+            yield line
             count += 1
 
 

@@ -157,11 +157,12 @@ class SpoolViewSet(FleetViewSet):
         description=(
             "Each line is checked against the spool contract, scrubbed of secrets and queued "
             "for the drain. The answer lists the accepted event ids (including ids sent "
-            "before) and the rejected lines with a reason. At most "
+            "before) and the rejected lines with a reason; 400 when no line was accepted. "
+            "At most "
             f"{api_spool.MAX_LINES} lines per request."
         ),
         request={"application/x-ndjson": OpenApiTypes.STR},
-        responses={200: SpoolResultSerializer},
+        responses={200: SpoolResultSerializer, 400: SpoolResultSerializer},
         examples=[
             OpenApiExample(
                 "one line",
@@ -195,4 +196,7 @@ class SpoolViewSet(FleetViewSet):
                 status=status.HTTP_503_SERVICE_UNAVAILABLE,
                 headers={"Retry-After": "30"},
             )
-        return Response(SpoolResultSerializer(outcome).data)
+        # Nothing admitted at all is the caller's error (400); a partly admitted batch is
+        # 200, its rejected lines listed, so a sync can drop them and keep the rest.
+        code = 400 if outcome.rejected and not outcome.accepted else 200
+        return Response(SpoolResultSerializer(outcome).data, status=code)

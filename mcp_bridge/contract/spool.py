@@ -17,13 +17,21 @@ from pathlib import Path
 from typing import Any
 
 from mcp_bridge import contract
-from mcp_bridge.contract import atomic
+from mcp_bridge.contract import atomic, events
 
 MAX_LINE_BYTES = 256 * 1024
 
 
 class SpoolFull(Exception):
     """The spool is at its size cap; the message says what the agent can do."""
+
+
+class Refused(ValueError):
+    """The event breaks the contract (events.problem); nothing was written.
+
+    Checked here, in the one writer every bridge-side path uses (tools, hooks, sync), so
+    no line the drain would refuse is ever queued.
+    """
 
 
 @dataclass(frozen=True)
@@ -72,6 +80,10 @@ class Spool:
            fsync the file, and fsync the directory if the file was just created.
         """
         event, receipt = self.record(kind, payload)
+        problem = contract.envelope_problem(event, self.fleet, fleet_source="this spool's fleet")
+        problem = problem or events.problem(kind, payload)
+        if problem:
+            raise Refused(problem)
         line = (json.dumps(event, ensure_ascii=True, separators=(",", ":")) + "\n").encode()
         if len(line) > MAX_LINE_BYTES:
             raise SpoolFull(f"this request is {len(line)} bytes; the limit is {MAX_LINE_BYTES}."

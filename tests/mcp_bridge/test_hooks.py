@@ -119,3 +119,19 @@ def test_both_hooks_finish_within_100_ms(live: Config) -> None:
         f"{n} {w * 1000:.1f}/{c * 1000:.1f} ms" for n, (w, c) in figures.items()))
     for wall, cpu in figures.values():
         assert cpu < BUDGET_SECS and wall < WALL_BOUND_SECS
+
+
+def test_session_end_with_a_non_utf8_summary_writes_nothing_and_says_why(
+    config: Config,
+) -> None:
+    """argv's undecodable byte arrives as a lone surrogate, which Postgres cannot store: the
+    spool writer refuses it (it once wrote a line that stopped every later drain pass)."""
+    done = subprocess.run(
+        [sys.executable.encode(), b"-m", b"mcp_bridge", b"hook", b"session-end",
+         b"--summary", b"fixed it \xff"],
+        input=b'{"session_id": "s-1"}', capture_output=True, env=bridge_env(config), cwd=ROOT,
+        timeout=30,
+    )
+    assert done.returncode == 0
+    assert b"lone surrogate" in done.stderr
+    assert read_events(config.spool_dir, config.fleet) == []

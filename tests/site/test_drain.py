@@ -58,10 +58,10 @@ def test_it_applies_each_kind_and_creates_agents_and_sessions(
             "evidence": CITE,
         },
     )
-    spool.append(  # a line claiming fleet scope is refused, as every front door refuses it
-        "claim.proposed",
-        {"claim": "x", "type": "fact", "subject": "s", "scope": "fleet", "evidence": CITE},
-    )
+    fleet_scoped = {"claim": "x", "type": "fact", "subject": "s", "scope": "fleet",
+                    "evidence": CITE}  # the Spool writer refuses it; a hostile one may not
+    _raw_line(spool_dir, "fleet-a", json.dumps(
+        _event("fleet-a", kind="claim.proposed", payload=fleet_scoped)).encode() + b"\n")
     spool_for("fleet-a", "bo").append(
         "lease.claim", {"paths": ["src/a.py"], "reason": "", "ttl_secs": 600}
     )
