@@ -139,8 +139,8 @@ def claim_many(fleet_id: int, requests: Sequence[ClaimRequest]) -> list[ClaimRes
             if isinstance(item, ValueError):
                 results.append(item)
                 continue
-            request, wanted, now, expires = item
-            held = [_held(request, path, expires, rows[request.agent.pk, path]) for path in wanted]
+            request, wanted, now, _ = item
+            held = [_held(request, path, rows[request.agent.pk, path]) for path in wanted]
             contention = [
                 Contention(mine, theirs)
                 for mine in held
@@ -250,16 +250,21 @@ _UPSERT_MANY = """
                                             prefix text, reason text, acquired_at timestamptz,
                                             expires_at timestamptz)
     ON CONFLICT (fleet_id, agent_id, path) WHERE released_at IS NULL
-    DO UPDATE SET reason = EXCLUDED.reason, expires_at = EXCLUDED.expires_at,
+    DO UPDATE SET reason = EXCLUDED.reason,
+                  -- a renewal stamped before the lease was acquired (a late spool line
+                  -- after a REST claim) keeps the expiry it has rather than break it
+                  expires_at = CASE WHEN EXCLUDED.expires_at > fleet_lease.acquired_at
+                                    THEN EXCLUDED.expires_at ELSE fleet_lease.expires_at END,
                   session_id = COALESCE(EXCLUDED.session_id, fleet_lease.session_id)
-    RETURNING id, agent_id, path, acquired_at, session_id
+    RETURNING id, agent_id, path, acquired_at, session_id, expires_at
 """
 
 
 def _upsert_many(
     fleet_id: int, valid: list[tuple[ClaimRequest, list[str], datetime, datetime]]
-) -> dict[tuple[int, str], tuple[int, datetime, int | None]]:
-    """One statement for every (agent, path); (agent pk, path) → (id, acquired, session).
+) -> dict[tuple[int, str], tuple[int, datetime, int | None, datetime]]:
+    """One statement for every (agent, path); (agent pk, path) → (id, acquired, session,
+    expires).
 
     The rows travel as one JSON document, which costs less to send than parallel arrays.
     """
@@ -279,15 +284,15 @@ def _upsert_many(
     with connection.cursor() as cur:
         cur.execute(_UPSERT_MANY, [fleet_id, json.dumps(rows)])
         return {
-            (agent_pk, path): (pk, acquired, session_pk)
-            for pk, agent_pk, path, acquired, session_pk in cur.fetchall()
+            (agent_pk, path): (pk, acquired, session_pk, expires)
+            for pk, agent_pk, path, acquired, session_pk, expires in cur.fetchall()
         }
 
 
 def _held(
-    request: ClaimRequest, path: str, expires: datetime, row: tuple[int, datetime, int | None]
+    request: ClaimRequest, path: str, row: tuple[int, datetime, int | None, datetime]
 ) -> Lease:
-    pk, acquired_at, session_id = row
+    pk, acquired_at, session_id, expires = row
     return Lease(
         pk=pk,
         fleet=request.agent.fleet,

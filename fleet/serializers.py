@@ -42,6 +42,15 @@ class PlainText(serializers.CharField):
         return value
 
 
+class StrictInteger(serializers.IntegerField):
+    """A JSON integer, not a numeric string or a float: what the spool contract takes."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if type(data) is not int:
+            raise serializers.ValidationError("must be a JSON integer")
+        return super().to_internal_value(data)
+
+
 class ContractChecked(serializers.Serializer[Any]):
     """A write request that is one spool event kind's change, made over REST.
 
@@ -269,7 +278,7 @@ class LeaseClaimRequest(ActsForAgent, ContractChecked):
     reason = PlainText(
         required=False, allow_blank=True, max_length=ev.REASON_MAX_CHARS, default=""
     )
-    ttl_secs = serializers.IntegerField(
+    ttl_secs = StrictInteger(
         required=False, min_value=ev.TTL_MIN_SECS, max_value=ev.TTL_MAX_SECS,
         help_text="Defaults to the fleet's TTL.",
     )
