@@ -23,3 +23,6 @@ def spool_for(spool_dir: Path):  # type: ignore[no-untyped-def]
         return Spool(spool_dir, fleet=fleet, agent=agent, session=session, **kw)
 
     return make
+
+
+from tests.fleet.conftest import api_as  # noqa: E402, F401 - REST clients for site tests too

@@ -17,7 +17,7 @@ from ctxlake_site import workers
 from fleet.models import Activity, Agent, Fleet, Handoff, Lease, Session
 from mcp_bridge.contract.spool import Spool
 from tests.claims.searchdata import promoted
-from tests.fleet.conftest import ApiAs, api_as  # noqa: F401 - the fixture
+from tests.fleet.conftest import ApiAs
 
 CITED = [{"text": "refunds.py retries Stripe three times", "subject": "payments",
           "paths": ["src/payments/refunds.py"]},
