@@ -61,7 +61,8 @@ def on_commit_once(key: str, func: Callable[[], None]) -> None:
     ):
         return
     func.ctxlake_key = key  # type: ignore[attr-defined]
-    transaction.on_commit(func)
+    # robust: a failing follow-up is logged, never raised into the write that committed
+    transaction.on_commit(func, robust=True)
 
 
 def request_render(fleet: Fleet) -> None:
