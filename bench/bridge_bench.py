@@ -25,7 +25,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mcp_bridge import ranking, testing  # noqa: E402
+from mcp_bridge import testing  # noqa: E402
+from mcp_bridge.contract import ranking  # noqa: E402
 
 BASELINE = ("baseline (a well-known SQLite+FTS5 Python MCP server, measured here at 10k rows): "
             "search 3.5-10 ms median, writes 9-13 ms, cold start ~560 ms, 57 MiB RSS")

@@ -54,7 +54,7 @@ from claims import embeddings, snapshot_render  # noqa: E402
 from claims.models import Claim, text_hash  # noqa: E402
 from claims.search import search_claims  # noqa: E402
 from fleet.models import Fleet  # noqa: E402
-from mcp_bridge import embed, ranking  # noqa: E402
+from mcp_bridge.contract import embed, ranking  # noqa: E402
 from mcp_bridge.snapshot import Snapshot  # noqa: E402
 
 DATA = ROOT / "bench" / "data"
