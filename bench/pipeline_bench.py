@@ -8,8 +8,12 @@ shipped path (commuting runs applied a kind at a time); compared in the same run
 same events applied one applier call per event, and with a savepoint per event.
 Render: a fleet with N promoted claims (random unit vectors stored as pgvector embeddings),
 `render_fleet` end to end; the baseline is just reading the same rows out of Postgres.
-Everything runs in throwaway fleets that are deleted afterwards. Targets (issue 4): drain
-≥ 2,000 events/s; render ≤ 3 s at 10k and ≤ 30 s at 100k claims.
+Poison: 1,000 hostile lines (NUL, lone surrogates, deep nesting, huge numbers, unknown
+kinds, torn JSON) drained to dead letters, against 1,000 valid lease claims in the same run.
+Latency (`--latency SECS`): a real django-q2 cluster (ORM broker) drains while a writer
+appends a lease claim every 20 ms; spool append → applied in Postgres, p50/p95/max.
+Everything runs in throwaway fleets that are deleted afterwards. Targets: drain
+≥ 2,000 events/s; render ≤ 3 s at 10k and ≤ 30 s at 100k claims; latency p95 ≤ 3 s.
 """
 
 from __future__ import annotations
@@ -120,12 +124,136 @@ def bench_render(n: int) -> tuple[float, float]:
     return elapsed, floor
 
 
+POISON = [
+    b'{"v":1,"id":"%(id)s","kind":"handoff.create","fleet":"%(f)s","agent":"a","session":null,'
+    b'"at":"2026-01-01T00:00:00Z","payload":{"summary":"x\\u0000y","status":"done"}}',
+    b'{"v":1,"id":"%(id)s","kind":"claim.proposed","fleet":"%(f)s","agent":"a","session":null,'
+    b'"at":"2026-01-01T00:00:00Z","payload":{"claim":"\\ud800","type":"fact","subject":"s",'
+    b'"evidence":[{"session_id":"s","message_id":"m"}]}}',
+    b'{"v":1,"id":"%(id)s","kind":"lease.claim","fleet":"%(f)s","agent":"a","session":null,'
+    b'"at":"2026-01-01T00:00:00Z","payload":{"paths":["a"],"ttl_secs":1' + b"0" * 30 + b"}}",
+    b"[" * 5000 + b"]" * 5000,
+    b'{"v":1,"id":"%(id)s","kind":"lease.steal","fleet":"%(f)s","agent":"a","session":null,'
+    b'"at":"2026-01-01T00:00:00Z","payload":{}}',
+    b'{"v": 1, "id": "',
+]
+
+
+def bench_poison(n: int = 1000) -> None:
+    """Time to dead-letter n bad lines, beside n valid lease claims drained in the same run."""
+    import uuid
+
+    timings = {}
+    for label in ("valid", "poison"):
+        slug = f"bench-poison-{label}-{os.getpid()}"
+        Fleet.objects.filter(slug=slug).delete()
+        fleet = Fleet.objects.create(slug=slug, name=slug)
+        spool = Spool(TMP / "spool", fleet=slug, agent="a", max_bytes=1 << 30)
+        if label == "valid":
+            for i in range(n):
+                spool.append("lease.claim", {"paths": [f"p{i}"], "reason": "r", "ttl_secs": 600})
+        else:
+            path = TMP / "spool" / "mcp" / f"{slug}.ndjson"
+            with open(path, "ab") as f:
+                for i in range(n):
+                    line = POISON[i % len(POISON)]
+                    if b"%(" in line:
+                        line = line % {b"id": str(uuid.uuid4()).encode(), b"f": slug.encode()}
+                    f.write(line + b"\n")
+        started = time.perf_counter()
+        report = workers.drain_spool(slug)
+        timings[label] = time.perf_counter() - started
+        expected = (n, 0) if label == "valid" else (0, n)
+        assert (report.applied, report.dead) == expected, report.as_dict()
+        fleet.delete()
+    print(f"  poison: {n} bad lines dead-lettered in {timings['poison']:.2f}s "
+          f"({n / timings['poison']:,.0f} lines/s); {n} valid lease claims in the same run "
+          f"{timings['valid']:.2f}s")
+
+
+def bench_latency(seconds: float) -> None:
+    """Append → applied under a steady load, with a real cluster doing the draining; half
+    way through, the whole cluster is SIGKILLed and a new one started."""
+    import subprocess
+
+    from fleet.models import AppliedEvent
+
+    slug = f"bench-latency-{os.getpid()}"
+    Fleet.objects.filter(slug=slug).delete()
+    fleet = Fleet.objects.create(slug=slug, name=slug)
+    import signal
+
+    env = {**os.environ, "CTXLAKE_Q_WORKERS": "2"}
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+
+    cluster = start()
+    killed_at = None
+    try:
+        spool = Spool(TMP / "spool", fleet=slug, agent="a", max_bytes=1 << 30)
+        written: dict[str, float] = {}
+        began = time.time()
+        end = began + seconds
+        i = 0
+        while time.time() < end:
+            if killed_at is None and time.time() > end - seconds / 2:
+                os.killpg(cluster.pid, signal.SIGKILL)  # the whole cluster, mid-load
+                cluster.wait()
+                killed_at = time.time()
+                cluster = start()
+            receipt = spool.append("lease.claim", {"paths": [f"lat/{i}"], "reason": "r",
+                                                   "ttl_secs": 600})
+            written[receipt.event_id] = time.time()
+            i += 1
+            time.sleep(0.02)
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if AppliedEvent.objects.filter(fleet=fleet).count() >= len(written):
+                break
+            time.sleep(0.5)
+        applied = dict(AppliedEvent.objects.filter(fleet=fleet).values_list("event_id",
+                                                                            "applied_at"))
+        pairs = [(at, applied[k].timestamp() - at) for key, at in written.items()
+                 if (k := __import__("uuid").UUID(key)) in applied]
+        # steady state: after the first cluster's start-up (10 s), before the kill
+        lat = sorted(d for at, d in pairs if began + 10 <= at < (killed_at or end))
+        after_kill = max((d for at, d in pairs if killed_at and at >= killed_at), default=0.0)
+        missing = len(written) - len(pairs)
+        p = (lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]) if lat else (lambda q: 0.0)
+        print(f"  latency append→applied ({len(written)} events over {seconds:.0f}s, ORM "
+              f"broker, 2 workers): p50 {p(0.5):.2f}s p95 {p(0.95):.2f}s max {lat[-1]:.2f}s, "
+              f"{missing} not applied within 120 s (target p95 <= 3 s: "
+              f"{'met' if lat and p(0.95) <= 3 and not missing else 'MISSED'}); "
+              f"the cluster SIGKILLed and restarted mid-load: the slowest event written "
+              f"after the kill took {after_kill:.2f}s (target <= 10 s: "
+              f"{'met' if after_kill <= 10 else 'MISSED'})")
+    finally:
+        os.killpg(cluster.pid, signal.SIGTERM)
+        try:
+            cluster.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(cluster.pid, signal.SIGKILL)
+        fleet.delete()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--events", type=int, default=10_000)
     parser.add_argument("--claims", type=int, nargs="*", default=[10_000, 100_000])
+    parser.add_argument("--latency", type=float, default=0, metavar="SECS",
+                        help="also measure append→applied latency under load for SECS")
+    parser.add_argument("--skip-drain", action="store_true")
     args = parser.parse_args()
-    print(f"pipeline bench on {os.cpu_count()} cores, spool/cache in {TMP}")
+    print(f"pipeline bench on {os.cpu_count()} cores, load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}, spool/cache in {TMP}")
+    bench_poison()
+    if args.latency:
+        bench_latency(args.latency)
+    if args.skip_drain:
+        return
     rates = bench_drain(args.events)
     fast = rates["batched"]
     print(f"  drain batched vs per-event {fast / rates['per-event']:.2f}x, vs savepoint "

@@ -81,16 +81,23 @@ def drain_spool_follow(
             if time.monotonic() + poll_secs >= deadline:
                 break
             time.sleep(poll_secs)
-    if chain and not settings.Q_CLUSTER.get("sync"):  # next one now, not at the next tick
-        from django_q.tasks import async_task
-
-        async_task("ctxlake_site.workers.drain_spool_follow", task_name="drain follower")
+    if chain:  # the next one now, not at the schedule's next tick
+        kick_drain()
     return f"drained {total.applied} event(s), {total.dead} dead-lettered"
 
 
 def advisory_key(name: str) -> int:
     """A Postgres advisory lock key (signed 64-bit) for a lock's name."""
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+
+
+def kick_drain() -> None:
+    """Enqueue a drain follower (a no-op where one already follows this spool)."""
+    if settings.Q_CLUSTER.get("sync"):
+        return  # inline tasks would chain forever
+    from django_q.tasks import async_task
+
+    async_task("ctxlake_site.workers.drain_spool_follow", task_name="drain follower")
 
 
 def follower_key() -> int:

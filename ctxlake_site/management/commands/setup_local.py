@@ -16,7 +16,6 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.db import transaction
-from django_q.tasks import async_task
 
 from claims.models import Claim, ClaimEvent, Evidence
 from ctxlake_site import paths, workers
@@ -39,8 +38,6 @@ class Command(BaseCommand):
         if not no_demo:
             self._demo_fleet()
         workers.render_all_fleets()  # agents on this machine get a cache right away
-        # Start draining as soon as the cluster is up, not at the scheduler's first tick.
-        async_task("ctxlake_site.workers.drain_spool_follow", task_name="drain at start-up")
         password = self._admin_login()
         self.stdout.write(f"admin login: {ADMIN_USER} / {password}")
 
