@@ -6,7 +6,9 @@ A bad or missing variable never stops the process: the bridge must still answer
 
 from __future__ import annotations
 
+import json
 import os
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +22,8 @@ ENV_HELP = {
     "(default $CTXLAKE_HOME/spool)",
     "CTXLAKE_FLEET_ID": "the fleet this bridge serves (required; [A-Za-z0-9_-]{1,64})",
     "CTXLAKE_AGENT_ID": "who this bridge speaks for (required)",
-    "CTXLAKE_SESSION_ID": "optional: the runtime's session id, stamped on every write",
+    "CTXLAKE_SESSION_ID": "optional: the runtime's session id, stamped on every write (else "
+    "the one its SessionStart hook left in $CTXLAKE_HOME/sessions/, else one per process)",
     "CTXLAKE_SPOOL_MAX_BYTES": "total size cap of the spool's mcp/ directory (default 64 MiB)",
     "CTXLAKE_SPOOL_FILE_MAX_BYTES": "rotate a fleet's spool file past this size (default 8 MiB)",
     "CTXLAKE_MAX_FIELD_CHARS": "bound on every string a read tool returns (default 2000)",
@@ -39,6 +42,10 @@ class Config:
     fleet: str
     agent: str
     session: str | None = None
+    #: Where `session` came from: "env", "runtime" (a SessionStart hook's file) or
+    #: "generated" (one uuid4 for this process: still real, just not the runtime's own).
+    session_source: str = "generated"
+    home: Path = field(default_factory=lambda: Path.home() / ".ctxlake")
     spool_max_bytes: int = DEFAULT_SPOOL_MAX
     spool_file_max_bytes: int = DEFAULT_SPOOL_FILE_MAX
     max_field_chars: int = DEFAULT_FIELD_CHARS
@@ -63,12 +70,15 @@ class Config:
             problems.append("CTXLAKE_AGENT_ID is unset or invalid; set it in the MCP "
                             "server's env block")
             agent = "_unset"
+        session, source = resolve_session(env, home)
         return cls(
+            home=home,
             cache_dir=Path(env.get("CTXLAKE_CACHE_DIR") or home / "cache").expanduser(),
             spool_dir=Path(env.get("CTXLAKE_SPOOL_DIR") or home / "spool").expanduser(),
             fleet=fleet,
             agent=agent,
-            session=(env.get("CTXLAKE_SESSION_ID") or "").strip()[:128] or None,
+            session=session,
+            session_source=source,
             spool_max_bytes=_env_int(env, "CTXLAKE_SPOOL_MAX_BYTES", DEFAULT_SPOOL_MAX, problems),
             spool_file_max_bytes=_env_int(
                 env, "CTXLAKE_SPOOL_FILE_MAX_BYTES", DEFAULT_SPOOL_FILE_MAX, problems),
@@ -90,3 +100,62 @@ def _env_int(env: Mapping[str, str], name: str, default: int, problems: list[str
         problems.append(f"{name}={raw!r} is not a positive integer; using {default}")
         return default
     return value
+
+
+# -- sessions: every write carries a real one ------------------------------------------------
+
+SESSIONS_SUBDIR = "sessions"
+MAX_SESSION_CHARS = 128
+
+
+def resolve_session(env: Mapping[str, str], home: Path, *, ppid: int | None = None,
+                    ) -> tuple[str, str]:
+    """(session id, source): CTXLAKE_SESSION_ID, else the id the runtime's SessionStart hook
+    left for our parent process (the runtime that spawned this bridge), else a fresh uuid4.
+
+    A generated id is still a real session: one bridge process is one runtime session in
+    every runtime we install into, so its writes group together and count once.
+    """
+    explicit = clean_session(env.get("CTXLAKE_SESSION_ID"))
+    if explicit:
+        return explicit, "env"
+    left = runtime_session(home, os.getppid() if ppid is None else ppid)
+    if left:
+        return left, "runtime"
+    return str(uuid.uuid4()), "generated"
+
+
+def clean_session(value: object) -> str | None:
+    if not isinstance(value, str):
+        return None
+    value = value.strip()[:MAX_SESSION_CHARS]
+    return value if value and value.isprintable() else None
+
+
+def session_file(home: Path, pid: int) -> Path:
+    return home / SESSIONS_SUBDIR / f"{pid}.json"
+
+
+def process_started(pid: int) -> str | None:
+    """An opaque start stamp for `pid` (Linux: /proc's start time), so a file left for a
+    dead process whose pid was reused is not mistaken for the new one's. None elsewhere."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def runtime_session(home: Path, pid: int) -> str | None:
+    """The session id a hook recorded for runtime process `pid`, if it is still that process."""
+    try:
+        raw = json.loads(session_file(home, pid).read_bytes()[:4096])
+    except (OSError, ValueError):
+        return None
+    if not isinstance(raw, dict) or raw.get("pid") != pid:
+        return None
+    if raw.get("started") != process_started(pid):
+        return None
+    return clean_session(raw.get("session_id"))
