@@ -1,11 +1,18 @@
 """`install` / `uninstall`: merge ctxlake into an agent runtime's own MCP configuration.
 
 Stdlib only. The runtime owns its config file, so this edits as little as it can: one
-server entry (and, for Claude Code, two hook entries) is added, replaced or removed, and
+server entry (and, for Claude Code, its hook entries) is added, replaced or removed, and
 everything else — other servers, other hooks, TOML comments — is left as it was. Every
-change writes a timestamped backup first, goes through a temp file + rename, and is shown
-as a unified diff; `--dry-run` shows the diff and writes nothing. Running it twice is a
-no-op ("no changes"), which is what makes it safe to put in a setup script.
+change writes a backup first, goes through a temp file + rename, and is shown as a
+unified diff; `--dry-run` shows the diff and writes nothing. Running it twice is a no-op
+("no changes"), which is what makes it safe to put in a setup script.
+
+Team-safe: project files (`.mcp.json`, `.claude/settings.json`, `.cursor/mcp.json`) are
+meant to be committed, so they carry nothing personal. They name a per-user launcher,
+`~/.ctxlake/bin/ctxlake-mcp-<fleet>`, through the runtime's own variable expansion; the
+launcher (written here, per user) holds this machine's interpreter, checkout and agent
+id. A teammate's install writes their own launcher and leaves the shared files as they
+are. Backups are owner-only and live under $CTXLAKE_HOME/backups/, never in the repo.
 """
 
 from __future__ import annotations
@@ -23,13 +30,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcp_bridge import contract
 from mcp_bridge.contract import atomic
 
 SERVER_NAME = "ctxlake"
 RUNTIMES = ("claude-code", "cursor", "codex")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-#: A hook command is ours when it runs this; uninstall removes exactly these.
+#: A hook command is ours when it runs one of these; uninstall removes exactly these.
 HOOK_MARK = "-m mcp_bridge hook "
+LAUNCHER_DIR = ".ctxlake/bin"  # under the user's home: a fixed place a shared file can name
+LAUNCHER_MARK = f"/{LAUNCHER_DIR}/ctxlake-mcp-"
+#: How each runtime spells "the user's home" in a project config it expands.
+HOME_VAR = {"claude-code": "${HOME}", "cursor": "${userHome}"}
+#: Claude Code hooks: event → (matcher or None, hook subcommand).
+CLAUDE_HOOKS = {"SessionStart": (None, "session-start"), "SessionEnd": (None, "session-end"),
+                "PreToolUse": ("Edit|Write|MultiEdit|NotebookEdit|Bash", "pre-tool-use")}
 #: Environment passed through to the server entry when the installer's own env sets it.
 PASSTHROUGH = ("CTXLAKE_HOME", "CTXLAKE_CACHE_DIR", "CTXLAKE_SPOOL_DIR")
 
@@ -49,14 +64,48 @@ class Target:
     hooks: Path | None = None
     python: str = sys.executable
     env_extra: dict[str, str] = field(default_factory=dict)
+    #: A committed project file: only the launcher's name goes in, nothing personal.
+    shared: bool = False
+    home: Path = field(default_factory=Path.home)
+    strict: bool = False
 
     def env(self) -> dict[str, str]:
         return {"CTXLAKE_FLEET_ID": self.fleet, "CTXLAKE_AGENT_ID": self.agent,
                 "PYTHONPATH": str(PROJECT_ROOT), **self.env_extra}
 
+    @property
+    def launcher(self) -> Path:
+        return self.home / LAUNCHER_DIR / f"ctxlake-mcp-{self.fleet}"
+
+    def launcher_ref(self) -> str:
+        """The launcher as the shared file names it: through the runtime's home variable."""
+        return f"{HOME_VAR[self.runtime]}/{LAUNCHER_DIR}/ctxlake-mcp-{self.fleet}"
+
+    def entry(self) -> dict[str, Any]:
+        if self.shared:
+            return {"command": self.launcher_ref(), "args": []}
+        return {"command": self.python, "args": ["-m", "mcp_bridge"], "env": self.env()}
+
     def hook_command(self, event: str) -> str:
+        extra = " --strict" if self.strict and event == "pre-tool-use" else ""
+        if self.shared:  # a no-op for a teammate who has not installed (no launcher)
+            script = f'"$HOME/{LAUNCHER_DIR}/ctxlake-mcp-{self.fleet}"'
+            return f"[ ! -x {script} ] || exec {script} hook {event}{extra}"
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env().items())
-        return f"{env} {shlex.quote(self.python)} {HOOK_MARK}{event}"
+        return f"{env} {shlex.quote(self.python)} {HOOK_MARK}{event}{extra}"
+
+
+def launcher_script(target: Target) -> str:
+    """The per-user launcher: this machine's interpreter, checkout and agent id."""
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in target.env().items()
+                      if k != "CTXLAKE_AGENT_ID")
+    agent = shlex.quote(target.agent)
+    return ("#!/bin/sh\n"
+            f"# ctxlake launcher for fleet {target.fleet}: written by `python -m mcp_bridge "
+            "install`, personal to this user (project configs name it, never its contents).\n"
+            f"{exports}"
+            f': "${{CTXLAKE_AGENT_ID:={agent}}}"\nexport CTXLAKE_AGENT_ID\n'
+            f'exec {shlex.quote(target.python)} -m mcp_bridge "$@"\n')
 
 
 def config_paths(runtime: str, scope: str, *, home: Path, project: Path,
@@ -113,15 +162,17 @@ def json_server(text: str, path: Path, entry: dict[str, Any] | None) -> str:
     return _dump_json(data)
 
 
-def json_hooks(text: str, path: Path, commands: dict[str, str] | None) -> str:
-    """Set (commands: event → command) or remove (None) ctxlake's Claude Code hooks."""
+def json_hooks(text: str, path: Path, commands: dict[str, tuple[str | None, str]] | None,
+               ) -> str:
+    """Set (event → (matcher, command)) or remove (None) ctxlake's Claude Code hooks."""
     data = _load_json(text, path)
     hooks = data.get("hooks", {})
     if not isinstance(hooks, dict):
         raise InstallError(f"{path}: hooks is not an object; not touching it")
     new = {event: _without_ours(groups) for event, groups in hooks.items()}
-    for event, command in (commands or {}).items():
-        group = {"hooks": [{"type": "command", "command": command, "timeout": 10}]}
+    for event, (matcher, command) in (commands or {}).items():
+        group: dict[str, Any] = {"matcher": matcher} if matcher else {}
+        group["hooks"] = [{"type": "command", "command": command, "timeout": 10}]
         new[event] = [*new.get(event, []), group]
     new = {event: groups for event, groups in new.items() if groups}
     if new == hooks:
@@ -133,7 +184,8 @@ def json_hooks(text: str, path: Path, commands: dict[str, str] | None) -> str:
 
 
 def _our_hook(hook: Any) -> bool:
-    return isinstance(hook, dict) and HOOK_MARK in str(hook.get("command"))
+    command = str(hook.get("command")) if isinstance(hook, dict) else ""
+    return HOOK_MARK in command or (LAUNCHER_MARK in command and " hook " in command)
 
 
 def _without_ours(groups: Any) -> Any:
@@ -222,6 +274,7 @@ class Change:
     path: Path
     before: str
     after: str
+    mode: int = 0o600  # for a new file; an existing one keeps its own (launchers: 0700)
 
     @property
     def changed(self) -> bool:
@@ -242,7 +295,7 @@ def _read(path: Path) -> str:
 
 def plan(target: Target, *, remove: bool) -> list[Change]:
     """The file changes an install (or uninstall) of `target` would make."""
-    entry = {"command": target.python, "args": ["-m", "mcp_bridge"], "env": target.env()}
+    entry = target.entry()
     edit: Callable[[str], str]
     if target.runtime == "codex":
         def edit(text: str) -> str:
@@ -253,26 +306,55 @@ def plan(target: Target, *, remove: bool) -> list[Change]:
     before = _read(target.config)
     changes = [Change(target.config, before, edit(before))]
     if target.hooks is not None:
-        commands = None if remove else {"SessionStart": target.hook_command("session-start"),
-                                        "SessionEnd": target.hook_command("session-end")}
+        commands = None if remove else {
+            event: (matcher, target.hook_command(sub))
+            for event, (matcher, sub) in CLAUDE_HOOKS.items()}
         text = _read(target.hooks)
         changes.append(Change(target.hooks, text, json_hooks(text, target.hooks, commands)))
+    if target.shared and not remove:
+        script = launcher_script(target)
+        changes.append(Change(target.launcher, _read(target.launcher), script, mode=0o700))
     return changes
+
+
+BACKUP_SUBDIR = "backups"
+
+
+def backup_dir() -> Path:
+    home = os.environ.get("CTXLAKE_HOME") or str(Path.home() / ".ctxlake")
+    return Path(home).expanduser() / BACKUP_SUBDIR
+
+
+def backup(path: Path, text: str, *, now: dt.datetime | None = None) -> Path:
+    """Copy `text` (the old `path`) under $CTXLAKE_HOME/backups/, owner-only.
+
+    Outside any repository (a backup of a committed file must not land untracked beside
+    it), and never readable by more people than the original: 0600 at most, since a
+    runtime config can hold another server's token.
+    """
+    stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%dT%H%M%S.%fZ")
+    folder = backup_dir()
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    name = str(path.resolve()).strip("/").replace("/", "%")
+    dest = folder / f"{name}.{stamp}"
+    mode = path.stat().st_mode & 0o600
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        os.fchmod(f.fileno(), mode)  # exactly, whatever the umask
+        f.write(text)
+    return dest
 
 
 def write(change: Change, *, now: dt.datetime | None = None) -> Path | None:
     """Back the old file up (if any), then replace it atomically; returns the backup path."""
     path = change.path
-    backup = None
     path.parent.mkdir(parents=True, exist_ok=True)
-    mode = 0o600
+    mode, saved = change.mode, None
     if path.exists():
-        stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%dT%H%M%S.%fZ")
-        backup = path.with_name(f"{path.name}.ctxlake-backup-{stamp}")
-        backup.write_text(change.before, encoding="utf-8")
+        saved = backup(path, change.before, now=now)
         mode = path.stat().st_mode & 0o777
     atomic.write_atomic(path, change.after.encode("utf-8"), mode=mode)
-    return backup
+    return saved
 
 
 def run(target: Target, *, remove: bool, dry_run: bool, out: Any = None) -> int:
@@ -313,20 +395,27 @@ def main(argv: list[str], *, command: str = "install") -> int:
     p.add_argument("--hooks-config", type=Path, default=None,
                    help="Claude Code settings.json for the hooks")
     p.add_argument("--no-hooks", action="store_true", help="do not write session hooks")
+    p.add_argument("--strict", action="store_true",
+                   help="Claude Code: the PreToolUse hook denies (not just warns about) an "
+                        "edit inside another agent's live lease")
     p.add_argument("--python", default=sys.executable, help="interpreter the runtime spawns")
     p.add_argument("--server", default=None, help="ctxlake server URL, remembered for `sync`")
     p.add_argument("--token-file", type=Path, default=None, help="file holding the API token")
     p.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
     a = p.parse_args(argv)
+    if not remove and not contract.FLEET_ID_RE.fullmatch(a.fleet):
+        p.error("--fleet must be [A-Za-z0-9_-]{1,64}")
     home = (a.home or Path.home()).expanduser()
     config, hooks = config_paths(a.runtime, a.scope, home=home, project=a.project.resolve())
     if a.config:
         config = a.config
     if a.hooks_config:
         hooks = a.hooks_config
+    shared = a.scope == "project" and a.runtime in HOME_VAR and not a.config
     target = Target(runtime=a.runtime, fleet=a.fleet, agent=a.agent, config=config,
                     hooks=None if a.no_hooks else hooks, python=str(a.python),
-                    env_extra={k: os.environ[k] for k in PASSTHROUGH if os.environ.get(k)})
+                    env_extra={k: os.environ[k] for k in PASSTHROUGH if os.environ.get(k)},
+                    shared=shared, home=home, strict=a.strict)
     try:
         code = run(target, remove=remove, dry_run=a.dry_run)
     except (InstallError, OSError) as e:

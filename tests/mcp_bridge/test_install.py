@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -51,6 +52,18 @@ def _parse(path: Path) -> dict[str, Any]:
     return tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
 
 
+def _backups(where: dict[str, Path]) -> list[Path]:
+    return sorted((where["root"] / "ctxlake" / "backups").glob("*"))
+
+
+def _launcher_env(launcher: Path) -> dict[str, str]:
+    """What the launcher really hands the bridge: run it with `env` in place of python."""
+    script = launcher.read_text().replace(f"exec {sys.executable} -m mcp_bridge", "exec env")
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True,
+                          env={"PATH": "/usr/bin:/bin"})
+    return dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+
+
 def _servers(path: Path) -> dict[str, Any]:
     data = _parse(path)
     return data.get("mcp_servers") or data.get("mcpServers") or {}
@@ -66,18 +79,26 @@ def test_it_round_trips_each_runtime_keeping_every_other_entry(
     out = capsys.readouterr().out
     assert f"+++ {path} (after)" in out and "ctxlake" in out
     entry = _servers(path)["ctxlake"]
-    assert entry["command"] == sys.executable and entry["args"] == ["-m", "mcp_bridge"]
-    assert entry["env"]["CTXLAKE_FLEET_ID"] == "acme" and entry["env"]["CTXLAKE_AGENT_ID"] == "ada"
-    assert entry["env"]["PYTHONPATH"] == str(install.PROJECT_ROOT)
-    assert entry["env"]["CTXLAKE_HOME"] == str(where["root"] / "ctxlake")
+    if runtime == "codex":  # the user's own file: the personal values go straight in
+        assert entry["command"] == sys.executable and entry["args"] == ["-m", "mcp_bridge"]
+        personal = entry["env"]
+    else:  # a committed project file: only the launcher's name, in the runtime's syntax
+        home_var = "${HOME}" if runtime == "claude-code" else "${userHome}"
+        assert entry == {"command": f"{home_var}/.ctxlake/bin/ctxlake-mcp-acme", "args": []}
+        assert "ada" not in path.read_text() and sys.executable not in path.read_text()
+        personal = _launcher_env(where["home"] / ".ctxlake" / "bin" / "ctxlake-mcp-acme")
+    assert personal["CTXLAKE_FLEET_ID"] == "acme" and personal["CTXLAKE_AGENT_ID"] == "ada"
+    assert personal["PYTHONPATH"] == str(install.PROJECT_ROOT)
+    assert personal["CTXLAKE_HOME"] == str(where["root"] / "ctxlake")
     others = {k: v for k, v in _servers(path).items() if k != "ctxlake"}
     assert others == (original.get("mcp_servers") or original.get("mcpServers"))
-    backups = list(path.parent.glob(f"{path.name}.ctxlake-backup-*"))
-    assert len(backups) == 1 and backups[0].read_text() == original_text
+    backups = _backups(where)
+    assert [b.read_text() for b in backups if path.name in b.name][:1] == [original_text]
+    assert not list(where["root"].glob("project/**/*backup*"))
 
     assert _run(where, "install", runtime) == 0  # idempotent
     assert "no changes" in capsys.readouterr().out
-    assert len(list(path.parent.glob(f"{path.name}.ctxlake-backup-*"))) == 1
+    assert _backups(where) == backups
 
     assert _run(where, "uninstall", runtime) == 0
     assert _parse(path) == original
@@ -118,8 +139,12 @@ def test_claude_code_hooks_are_added_beside_the_users_and_removed_alone(
     hooks = _parse(where["claude-hooks"])["hooks"]
     start = [h["command"] for g in hooks["SessionStart"] for h in g["hooks"]]
     assert start[0] == "echo 'remember: run make lint'"
-    assert start[1].endswith("-m mcp_bridge hook session-start")
+    assert start[1] == ('[ ! -x "$HOME/.ctxlake/bin/ctxlake-mcp-acme" ] || exec '
+                        '"$HOME/.ctxlake/bin/ctxlake-mcp-acme" hook session-start')
     assert hooks["SessionEnd"][0]["hooks"][0]["command"].endswith("hook session-end")
+    (pre,) = hooks["PreToolUse"]
+    assert pre["matcher"] == "Edit|Write|MultiEdit|NotebookEdit|Bash"
+    assert pre["hooks"][0]["command"].endswith("hook pre-tool-use")
     assert hooks["PostToolUse"] == original["hooks"]["PostToolUse"]
     assert _parse(where["claude-hooks"])["permissions"] == original["permissions"]
     _run(where, "uninstall", "claude-code")
@@ -131,8 +156,9 @@ def test_the_installed_hook_command_runs_and_answers_in_claude_codes_form(
 ) -> None:
     _run(where, "install", "claude-code")
     group = _parse(where["claude-hooks"])["hooks"]["SessionStart"][1]
+    env = {"HOME": str(where["home"]), "PATH": os.environ["PATH"]}
     done = subprocess.run(["sh", "-c", group["hooks"][0]["command"]], input=b'{"session_id": "s"}',
-                          capture_output=True, timeout=30, cwd=where["project"])
+                          capture_output=True, timeout=30, cwd=where["project"], env=env)
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
     assert answer["hookSpecificOutput"]["hookEventName"] == "SessionStart"
@@ -167,3 +193,61 @@ def test_it_creates_a_config_that_did_not_exist(tmp_path: Path) -> None:
     assert code == 0 and "ctxlake" in tomllib.loads(config.read_text())["mcp_servers"]
     install.main(["--runtime", "codex", "--config", str(config)], command="uninstall")
     assert config.read_text() == ""
+
+
+def test_two_teammates_install_into_one_repository(
+    where: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 15's bar: shared files identical before and after the second install; every
+    backup 0600 and outside the repository; git sees no stray files."""
+    project = where["project"]
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.email=t@e", "-c", "user.name=t",
+                                                  "commit", "-qm", "base"]):
+        subprocess.run(["git", *args], cwd=project, check=True)
+    shared = [where["claude-code"], where["claude-hooks"], where["cursor"]]
+    for name in ("ada", "bo"):
+        monkeypatch.setenv("CTXLAKE_HOME", str(where["root"] / f"ctxlake-{name}"))
+        for runtime in ("claude-code", "cursor"):
+            args = ["--runtime", runtime, "--fleet", "acme", "--agent", name,
+                    "--home", str(where["root"] / f"home-{name}"), "--project", str(project)]
+            assert install.main(args, command="install") == 0
+        if name == "ada":
+            after_first = {p: p.read_bytes() for p in shared}
+    out = capsys.readouterr().out
+    assert {p: p.read_bytes() for p in shared} == after_first
+    assert out.count(f"wrote {where['claude-code']}") == 1  # bo's install left it alone
+    for name in ("ada", "bo"):
+        launcher = where["root"] / f"home-{name}" / ".ctxlake" / "bin" / "ctxlake-mcp-acme"
+        assert _launcher_env(launcher)["CTXLAKE_AGENT_ID"] == name
+    for text in after_first.values():
+        assert b"ada" not in text and str(install.PROJECT_ROOT).encode() not in text
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
+                            cwd=project, capture_output=True, text=True, check=True).stdout
+    assert sorted(line[3:] for line in status.splitlines()) == [
+        ".claude/settings.json", ".cursor/mcp.json", ".mcp.json"]
+    backups = list((where["root"] / "ctxlake-ada" / "backups").iterdir())
+    assert len(backups) == 3 and not list((where["root"] / "ctxlake-bo").glob("backups/*"))
+    assert {b.stat().st_mode & 0o777 for b in backups} == {0o600}
+
+
+def test_backups_of_private_configs_stay_private(
+    where: dict[str, Path], capsys: pytest.CaptureFixture[str],
+) -> None:
+    """~/.claude.json and ~/.codex/config.toml are 0600 (they can hold tokens): so are
+    their backups, under $CTXLAKE_HOME/backups, whatever the umask."""
+    claude = where["home"] / ".claude.json"
+    claude.write_text('{"mcpServers": {"other": {"command": "x", "env": {"TOKEN": "t0k"}}}}\n')
+    for path in (claude, where["codex"]):
+        path.chmod(0o600)
+    old = os.umask(0o022)
+    try:
+        assert _run(where, "install", "claude-code", "--scope", "user") == 0
+        assert _run(where, "install", "codex") == 0
+    finally:
+        os.umask(old)
+    backups = _backups(where)
+    assert len(backups) == 2  # .claude.json, config.toml (~/.claude/settings.json is new)
+    assert all(b.stat().st_mode & 0o777 == 0o600 for b in backups)
+    assert (where["root"] / "ctxlake" / "backups").stat().st_mode & 0o777 == 0o700
+    assert any("t0k" in b.read_text() for b in backups)
+    assert claude.stat().st_mode & 0o777 == 0o600 and where["codex"].stat().st_mode & 0o777 == 0o600
