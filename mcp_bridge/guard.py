@@ -13,14 +13,10 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import shlex
-import stat
-import subprocess
 import sys
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from mcp_bridge import contract
 
@@ -82,8 +78,7 @@ def _segment(p: tuple[str, ...], s: str) -> bool:
 
 # -- the check -----------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Hold:
+class Hold(NamedTuple):
     """One live lease of another agent, as the roster states it."""
 
     holder: str
@@ -139,6 +134,8 @@ def staged_paths(repo: Path) -> list[str]:
     `--no-renames` lists a rename as a deletion plus an addition, so moving a file out of
     another agent's leased folder is seen on the side it leaves, as `git rm` would be.
     """
+    import subprocess
+
     done = subprocess.run(["git", "diff", "--cached", "--name-only", "-z", "--no-renames",
                            "--diff-filter=ACDMRT"], cwd=repo, capture_output=True, check=True)
     return [p for p in done.stdout.decode("utf-8", "replace").split("\0") if p]
@@ -185,12 +182,16 @@ def check(*, strict: bool, repo: Path, out: Any = None) -> int:
 # -- install -------------------------------------------------------------------------------
 
 def hooks_dir(repo: Path) -> Path:
+    import subprocess
+
     done = subprocess.run(["git", "rev-parse", "--git-path", "hooks"], cwd=repo,
                           capture_output=True, text=True, check=True)
     return (repo / done.stdout.strip()).resolve()
 
 
 def hook_script(*, strict: bool, env: dict[str, str], python: str) -> str:
+    import shlex
+
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
     flag = " --strict" if strict else ""
     return (f"#!/bin/sh\n{MARK} (python -m mcp_bridge guard install; `guard uninstall` "
@@ -209,7 +210,7 @@ def install(repo: Path, *, strict: bool, env: dict[str, str], python: str = sys.
     if hook.exists() and MARK not in hook.read_text(errors="replace"):
         os.replace(hook, chained)  # keep theirs; ours runs it first
     hook.write_text(hook_script(strict=strict, env=env, python=python))
-    hook.chmod(hook.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    hook.chmod(hook.stat().st_mode | 0o111)  # executable by whoever could read it
     return f"installed {hook}" + (f" (chaining {chained})" if chained.exists() else "")
 
 
@@ -227,6 +228,7 @@ def uninstall(repo: Path) -> str:
 
 def main(argv: list[str], *, command: str = "guard") -> int:
     import argparse
+    import subprocess
 
     from mcp_bridge.install import PASSTHROUGH, PROJECT_ROOT
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import sys
 import time
@@ -268,14 +269,34 @@ def target_paths(hook_input: dict[str, Any]) -> tuple[Path | None, list[str]]:
     return None, []
 
 
+SEPARATORS = frozenset({"&&", "||", ";", "|", "(", ")", "&", ";;", "\n"})
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
 def _is_git_commit(command: str) -> bool:
+    """True when a shell command line runs `git [options] commit` as a command (not
+    `echo git commit`): git at the start of a pipeline segment, commit its subcommand."""
     import shlex
 
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
     try:
-        words = shlex.split(command)
+        words = list(lexer)
     except ValueError:
-        words = command.split()
-    return any(w == "git" and "commit" in words[i + 1:i + 4] for i, w in enumerate(words))
+        return False
+    for i, word in enumerate(words):
+        k = i
+        while k and _ASSIGNMENT.match(words[k - 1]):  # FOO=1 git commit
+            k -= 1
+        if word.rsplit("/", 1)[-1] != "git" or (k and words[k - 1] not in SEPARATORS):
+            continue
+        rest = words[i + 1:]
+        j = 0
+        while j < len(rest) and rest[j].startswith("-"):
+            j += 2 if rest[j] in ("-C", "-c") else 1
+        if j < len(rest) and rest[j] == "commit":
+            return True
+    return False
 
 
 def _commit_paths(root: Path, command: str) -> list[str]:
@@ -328,6 +349,10 @@ def pre_tool_use(cfg: Config, hook_input: dict[str, Any], *, strict: bool) -> st
 
 
 def _main(argv: list[str]) -> int:
+    if argv[:1] == ["pre-tool-use"] and set(argv[1:]) <= {"--strict"}:  # the 50 ms path
+        sys.stdout.write(pre_tool_use(Config.from_env(), read_hook_input(),
+                                      strict="--strict" in argv))
+        return 0
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m mcp_bridge hook")
