@@ -34,7 +34,7 @@ from mcp_bridge import contract
 from mcp_bridge.contract import atomic
 
 SERVER_NAME = "ctxlake"
-RUNTIMES = ("claude-code", "cursor", "codex")
+RUNTIMES = ("claude-code", "cursor", "codex", "hermes")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 #: A hook command is ours when it runs one of these; uninstall removes exactly these.
 HOOK_MARK = "-m mcp_bridge hook "
@@ -121,6 +121,9 @@ def config_paths(runtime: str, scope: str, *, home: Path, project: Path,
     if runtime == "codex":  # Codex reads only the user config
         env_home = os.environ.get("CODEX_HOME") if home == Path.home() else None
         return Path(env_home or home / ".codex") / "config.toml", None
+    if runtime == "hermes":  # so does Hermes Agent
+        env_home = os.environ.get("HERMES_HOME") if home == Path.home() else None
+        return Path(env_home or home / ".hermes") / "config.yaml", None
     raise InstallError(f"unknown runtime {runtime!r}; one of {', '.join(RUNTIMES)}")
 
 
@@ -267,6 +270,105 @@ def toml_block(entry: dict[str, Any]) -> str:
             f"env = {{ {env} }}\n")
 
 
+# -- YAML (Hermes Agent): located by a round-trip parser, spliced line by line ---------------
+
+def yaml_server(text: str, path: Path, entry: dict[str, Any] | None) -> str:
+    """Set (entry) or remove (None) mcp_servers.ctxlake in a Hermes config.yaml.
+
+    ruamel.yaml (imported here only: no other command pays for it) parses the file and
+    says on which lines our entry and its neighbours sit; the edit then replaces just
+    those lines, so every other line — comments, quoting, the user's own indentation —
+    stays byte for byte. The result is parsed again before it may be written.
+    """
+    data = _yaml_load(text, path)
+    servers = data.get("mcp_servers") if data is not None else None
+    if servers is not None and not isinstance(servers, dict):
+        raise InstallError(f"{path}: mcp_servers is not a mapping; not touching it")
+    current = _plain(servers.get(SERVER_NAME)) if servers else None
+    if (entry is None and current is None) or (entry is not None and current == entry):
+        return text
+    if servers is not None and servers.fa.flow_style():
+        raise InstallError(f"{path}: mcp_servers is written in flow style ({{...}}); add "
+                           "ctxlake by hand or rewrite it as a block mapping, then retry")
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    result = _yaml_splice(lines, data, servers, entry)
+    after = _yaml_load(result, path)
+    got = _plain((after or {}).get("mcp_servers") or {}).get(SERVER_NAME)
+    if got != entry:  # never write what Hermes cannot read back as exactly our entry
+        raise InstallError(f"{path}: could not place the ctxlake entry safely; add it by hand")
+    return result
+
+
+def _yaml_load(text: str, path: Path) -> Any:
+    from ruamel.yaml import YAML, YAMLError
+
+    try:
+        data = YAML().load(text) if text.strip() else None
+    except YAMLError as e:
+        raise InstallError(f"{path} is not valid YAML ({e}); fix or move it, then retry") from e
+    if data is not None and not isinstance(data, dict):
+        raise InstallError(f"{path} is not a YAML mapping; not touching it")
+    return data
+
+
+def _yaml_splice(lines: list[str], data: Any, servers: Any,
+                 entry: dict[str, Any] | None) -> str:
+    if servers is None and entry is not None and (data is None or "mcp_servers" not in data):
+        body = "".join(lines).rstrip("\n")
+        block = _yaml_block({"mcp_servers": {SERVER_NAME: entry}}, 0)
+        return (body + "\n\n" if body else "") + block
+    top = list(data)
+    key_line = data.lc.key("mcp_servers")[0]
+    after_servers = [data.lc.key(k)[0] for k in top[top.index("mcp_servers") + 1:]]
+    servers_end = _trim(lines, after_servers[0] if after_servers else len(lines))
+    children = list(servers or {})
+    indent = servers.lc.key(children[0])[1] if children else 2
+    if SERVER_NAME in children:
+        i = children.index(SERVER_NAME)
+        first = servers.lc.key(SERVER_NAME)[0]
+        last = (_trim(lines, servers.lc.key(children[i + 1])[0]) if i + 1 < len(children)
+                else servers_end)
+        if entry is None and children == [SERVER_NAME]:  # ours was the only server
+            first, last = key_line, servers_end
+            if first and not lines[first - 1].strip():
+                first -= 1  # the blank line an install put before `mcp_servers:`
+    else:
+        first = last = servers_end
+    new = _yaml_block({SERVER_NAME: entry}, indent) if entry is not None else ""
+    return "".join(lines[:first]) + new + "".join(lines[last:])
+
+
+def _trim(lines: list[str], end: int) -> int:
+    """Back off trailing blank and comment lines: they belong to what follows."""
+    while end > 0 and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
+        end -= 1
+    return end
+
+
+def _yaml_block(value: dict[str, Any], indent: int) -> str:
+    import io
+
+    from ruamel.yaml import YAML
+
+    yaml = YAML()
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    out = io.StringIO()
+    yaml.dump(value, out)
+    pad = " " * indent
+    return "".join(pad + line if line.strip() else line
+                   for line in out.getvalue().splitlines(keepends=True))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
 # -- applying a change ---------------------------------------------------------------------
 
 @dataclass
@@ -300,6 +402,9 @@ def plan(target: Target, *, remove: bool) -> list[Change]:
     if target.runtime == "codex":
         def edit(text: str) -> str:
             return toml_server(text, target.config, None if remove else toml_block(entry))
+    elif target.runtime == "hermes":
+        def edit(text: str) -> str:
+            return yaml_server(text, target.config, None if remove else entry)
     else:
         def edit(text: str) -> str:
             return json_server(text, target.config, None if remove else entry)
@@ -388,7 +493,8 @@ def main(argv: list[str], *, command: str = "install") -> int:
     p.add_argument("--fleet", required=not remove, default="", help="CTXLAKE_FLEET_ID")
     p.add_argument("--agent", required=not remove, default="", help="CTXLAKE_AGENT_ID")
     p.add_argument("--scope", choices=("project", "user"), default="project",
-                   help="project config (default) or the user's own (Codex: always user)")
+                   help="project config (default) or the user's own (Codex, Hermes: always "
+                        "user)")
     p.add_argument("--project", type=Path, default=Path.cwd(), help="project root (default: .)")
     p.add_argument("--home", type=Path, default=None, help="home directory (default: ~)")
     p.add_argument("--config", type=Path, default=None, help="the MCP config file to edit")

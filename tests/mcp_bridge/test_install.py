@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import shutil
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from mcp_bridge import install
 
@@ -26,14 +28,17 @@ def where(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     monkeypatch.delenv("CTXLAKE_CACHE_DIR", raising=False)
     monkeypatch.delenv("CTXLAKE_SPOOL_DIR", raising=False)
     monkeypatch.delenv("CODEX_HOME", raising=False)
+    monkeypatch.delenv("HERMES_HOME", raising=False)
     files = {
         "claude-code": project / ".mcp.json",
         "claude-hooks": project / ".claude" / "settings.json",
         "cursor": project / ".cursor" / "mcp.json",
         "codex": home / ".codex" / "config.toml",
+        "hermes": home / ".hermes" / "config.yaml",
     }
     sources = {"claude-code": "claude-code/mcp.json", "claude-hooks": "claude-code/settings.json",
-               "cursor": "cursor/mcp.json", "codex": "codex/config.toml"}
+               "cursor": "cursor/mcp.json", "codex": "codex/config.toml",
+               "hermes": "hermes/config.yaml"}
     for key, path in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(DATA / sources[key], path)
@@ -49,6 +54,8 @@ def _run(where: dict[str, Path], command: str, runtime: str, *extra: str) -> int
 
 def _parse(path: Path) -> dict[str, Any]:
     text = path.read_text()
+    if path.suffix == ".yaml":
+        return yaml.safe_load(text) or {}
     return tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
 
 
@@ -69,7 +76,7 @@ def _servers(path: Path) -> dict[str, Any]:
     return data.get("mcp_servers") or data.get("mcpServers") or {}
 
 
-@pytest.mark.parametrize("runtime", ["claude-code", "cursor", "codex"])
+@pytest.mark.parametrize("runtime", ["claude-code", "cursor", "codex", "hermes"])
 def test_it_round_trips_each_runtime_keeping_every_other_entry(
     runtime: str, where: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -79,7 +86,7 @@ def test_it_round_trips_each_runtime_keeping_every_other_entry(
     out = capsys.readouterr().out
     assert f"+++ {path} (after)" in out and "ctxlake" in out
     entry = _servers(path)["ctxlake"]
-    if runtime == "codex":  # the user's own file: the personal values go straight in
+    if runtime in ("codex", "hermes"):  # the user's own file: personal values go straight in
         assert entry["command"] == sys.executable and entry["args"] == ["-m", "mcp_bridge"]
         personal = entry["env"]
     else:  # a committed project file: only the launcher's name, in the runtime's syntax
@@ -102,7 +109,7 @@ def test_it_round_trips_each_runtime_keeping_every_other_entry(
 
     assert _run(where, "uninstall", runtime) == 0
     assert _parse(path) == original
-    if runtime == "codex":  # comments and layout survive, byte for byte
+    if runtime in ("codex", "hermes"):  # comments and layout survive, byte for byte
         assert path.read_text() == original_text
     assert _run(where, "uninstall", runtime) == 0
     assert "no changes" in capsys.readouterr().out
@@ -251,3 +258,61 @@ def test_backups_of_private_configs_stay_private(
     assert (where["root"] / "ctxlake" / "backups").stat().st_mode & 0o777 == 0o700
     assert any("t0k" in b.read_text() for b in backups)
     assert claude.stat().st_mode & 0o777 == 0o600 and where["codex"].stat().st_mode & 0o777 == 0o600
+
+
+def test_hermes_keeps_the_users_yaml_comments_and_quoting(
+    where: dict[str, Path], capsys: pytest.CaptureFixture[str],
+) -> None:
+    original = where["hermes"].read_text()
+    assert _run(where, "install", "hermes", "--dry-run") == 0
+    assert where["hermes"].read_text() == original and "dry run" in capsys.readouterr().out
+    assert _run(where, "install", "hermes") == 0
+    text = where["hermes"].read_text()
+    for kept in ("# Hermes Agent configuration", "# quoted on purpose", "# local files, "
+                 "read-only", "# Memory and skills come last.", "# keep",
+                 'default: "anthropic/claude-sonnet-4"', '"@modelcontextprotocol/server-github"'):
+        assert kept in text
+    added = [line for line in difflib.ndiff(original.splitlines(), text.splitlines())
+             if line.startswith(("- ", "+ "))]
+    assert all(line.startswith("+ ") for line in added)  # only lines added, none changed
+    entry = _servers(where["hermes"])["ctxlake"]
+    assert entry["command"] == sys.executable and entry["env"]["CTXLAKE_AGENT_ID"] == "ada"
+    assert _run(where, "install", "hermes", "--agent", "ada-2") == 0
+    assert _servers(where["hermes"])["ctxlake"]["env"]["CTXLAKE_AGENT_ID"] == "ada-2"
+    assert _run(where, "uninstall", "hermes") == 0
+    assert where["hermes"].read_text() == original
+
+
+def test_hermes_refuses_a_config_it_cannot_edit_safely(
+    where: dict[str, Path], capsys: pytest.CaptureFixture[str],
+) -> None:
+    for bad in ("model: [unclosed\n", "- a list\n- not a mapping\n", "mcp_servers: [1, 2]\n"):
+        where["hermes"].write_text(bad)
+        assert _run(where, "install", "hermes") == 1
+        assert where["hermes"].read_text() == bad
+    assert "not valid YAML" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("original", [
+    "",
+    "model:\n  default: x   # mine\n",
+    "model: x\nmcp_servers:\n# nothing yet\nmemory: {}\n",
+    "mcp_servers:\n    other:\n        command: a   # four-space style\n\n# next\nmodel: x\n",
+])
+def test_hermes_round_trips_every_shape_of_mcp_servers(where: dict[str, Path],
+                                                        original: str) -> None:
+    where["hermes"].write_text(original)
+    assert _run(where, "install", "hermes") == 0
+    data = _parse(where["hermes"])
+    assert data["mcp_servers"]["ctxlake"]["args"] == ["-m", "mcp_bridge"]
+    assert {k: v for k, v in data.items() if k != "mcp_servers"} == {
+        k: v for k, v in (yaml.safe_load(original) or {}).items() if k != "mcp_servers"}
+    for line in original.splitlines():
+        assert line in where["hermes"].read_text().splitlines()  # every user line kept
+    assert _run(where, "install", "hermes", "--agent", "ada-2") == 0  # replaced in place
+    assert where["hermes"].read_text().count("ctxlake:") == 1
+    assert _run(where, "uninstall", "hermes") == 0
+    after = _parse(where["hermes"])
+    assert "ctxlake" not in (after.get("mcp_servers") or {})
+    if "other" in original or not original:
+        assert where["hermes"].read_text() == original
