@@ -20,7 +20,7 @@ commands:
   serve      (default) serve MCP over stdio: JSON-RPC 2.0, one frame per line;
              stdout carries frames only, diagnostics go to stderr
   briefing   print the fleet's rendered briefing.md (for SessionStart hooks)
-  install    register ctxlake with claude-code, cursor or codex (--help for options)
+  install    register ctxlake with claude-code, cursor, codex or hermes (--help)
   uninstall  remove what install added
   hook       session-start | session-end | pre-tool-use: runtime hooks (never fail,
              never network; pre-tool-use warns before an edit in another agent's lease)
