@@ -119,7 +119,11 @@ def resolve_session(env: Mapping[str, str], home: Path, *, ppid: int | None = No
     explicit = clean_session(env.get("CTXLAKE_SESSION_ID"))
     if explicit:
         return explicit, "env"
-    left = runtime_session(home, os.getppid() if ppid is None else ppid)
+    pid = os.getppid() if ppid is None else ppid
+    left = runtime_session(home, pid)
+    if not left and ppid is None and (home / SESSIONS_SUBDIR).is_dir():
+        walked = runtime_pid(pid)  # spawned through a shell: the runtime is further up
+        left = runtime_session(home, walked) if walked != pid else None
     if left:
         return left, "runtime"
     import uuid
@@ -158,8 +162,54 @@ def runtime_session(home: Path, pid: int) -> str | None:
         raw = json.loads(session_file(home, pid).read_bytes()[:4096])
     except (OSError, ValueError):
         return None
-    if not isinstance(raw, dict) or raw.get("pid") != pid:
+    if not isinstance(raw, dict) or raw.get("pid") != pid or not _alive(pid):
         return None
     if raw.get("started") != process_started(pid):
         return None
     return clean_session(raw.get("session_id"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except PermissionError:  # someone else's: it exists
+        return True
+    except (OSError, OverflowError, ValueError):
+        return False
+    return pid > 0
+
+
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish", "busybox"})
+
+
+def runtime_pid(start: int | None = None) -> int:
+    """The runtime that ran this hook: the nearest ancestor that is not a shell.
+
+    Runtimes run a hook command through a shell; they spawn MCP servers directly. So
+    this is the runtime the bridge finds too, walking up from its own parent.
+    """
+    pid = os.getppid() if start is None else start
+    for _ in range(8):
+        name, parent = _proc(pid)
+        if name not in SHELLS or parent <= 1:
+            return pid
+        pid = parent
+    return pid
+
+
+def _proc(pid: int) -> tuple[str, int]:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("utf-8", "replace")
+        fields = stat[stat.rfind(")") + 2:].split()
+        return stat[stat.find("(") + 1:stat.rfind(")")], int(fields[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    import subprocess
+
+    try:  # macOS and the BSDs have no /proc
+        out = subprocess.run(["ps", "-o", "ppid=,comm=", "-p", str(pid)], capture_output=True,
+                             text=True, timeout=1).stdout.split(None, 1)
+        return os.path.basename(out[1].strip()).lstrip("-"), int(out[0])
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return "", 0

@@ -69,45 +69,9 @@ def session_start(cfg: Config, hook_input: dict[str, Any], *, fmt: str) -> str:
 
 
 MAX_CHANGED_PATHS = 200
-SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish", "busybox"})
-
-
-def runtime_pid(start: int | None = None) -> int:
-    """The runtime that ran this hook: the nearest ancestor that is not a shell.
-
-    Runtimes run a hook command through a shell; they spawn MCP servers directly. So
-    this is the process the bridge sees as its parent (Config's os.getppid()).
-    """
-    pid = os.getppid() if start is None else start
-    for _ in range(8):
-        name, parent = _proc(pid)
-        if name not in SHELLS or parent <= 1:
-            return pid
-        pid = parent
-    return pid
-
-
-def _proc(pid: int) -> tuple[str, int]:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode("utf-8", "replace")
-        fields = stat[stat.rfind(")") + 2:].split()
-        return stat[stat.find("(") + 1:stat.rfind(")")], int(fields[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    import subprocess
-
-    try:  # macOS and the BSDs have no /proc
-        out = subprocess.run(["ps", "-o", "ppid=,comm=", "-p", str(pid)], capture_output=True,
-                             text=True, timeout=1).stdout.split(None, 1)
-        return os.path.basename(out[1].strip()).lstrip("-"), int(out[0])
-    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
-        return "", 0
-
-
 def leave_session(cfg: Config, hook_input: dict[str, Any]) -> Path | None:
     """Record the runtime's session id for the bridge it spawns (Config.resolve_session)."""
-    from mcp_bridge.config import clean_session, process_started, session_file
+    from mcp_bridge.config import clean_session, process_started, runtime_pid, session_file
     from mcp_bridge.contract import atomic
 
     session = clean_session(hook_input.get("session_id"))
@@ -119,14 +83,25 @@ def leave_session(cfg: Config, hook_input: dict[str, Any]) -> Path | None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         atomic.write_atomic(path, json.dumps(body).encode(), mode=0o600)
+        _prune(path.parent)
     except OSError as e:
         sys.stderr.write(f"ctxlake hook: cannot record the session for the bridge: {e}\n")
         return None
     return path
 
 
+def _prune(folder: Path) -> None:
+    """Drop files left for runtimes that are gone (crashed, killed: no SessionEnd)."""
+    from mcp_bridge.config import runtime_session
+
+    for name in os.listdir(folder):
+        stem = name.removesuffix(".json")
+        if stem.isdigit() and runtime_session(folder.parent, int(stem)) is None:
+            (folder / name).unlink(missing_ok=True)
+
+
 def forget_session(cfg: Config, session: str) -> None:
-    from mcp_bridge.config import runtime_session, session_file
+    from mcp_bridge.config import runtime_pid, runtime_session, session_file
 
     pid = runtime_pid()
     if runtime_session(cfg.home, pid) == session:

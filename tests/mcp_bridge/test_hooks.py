@@ -129,15 +129,18 @@ def test_both_hooks_finish_within_100_ms(live: Config) -> None:
 
 # -- sessions are real (issue 15) ------------------------------------------------------------
 
-def _bridge_write(cfg: Config, home: Path, launcher: list[str] | None = None) -> list[dict]:
-    """Run the real bridge (spawned by this test process, as a runtime spawns it) and make
-    two writes; the spooled events."""
+def _bridge_write(cfg: Config, home: Path, *, shell: bool = False) -> list[dict]:
+    """Run the real bridge (spawned by this test process, as a runtime spawns it; through
+    a shell if `shell`) and make two writes; the spooled events."""
     stdin = INIT + frame(None, "notifications/initialized") + b"".join(
         call(i, "fleet_claim", {"paths": [f"src/{i}/**"], "reason": "x"}) for i in (2, 3))
     env = {k: v for k, v in bridge_env(cfg, CTXLAKE_HOME=str(home)).items()
            if k != "CTXLAKE_SESSION_ID"}
-    done = subprocess.run([sys.executable, "-m", "mcp_bridge"], input=stdin,
-                          capture_output=True, env=env, cwd=ROOT, timeout=60)
+    argv = [sys.executable, "-m", "mcp_bridge"]
+    if shell:
+        argv = ["sh", "-c", " ".join(argv) + "; true"]
+    done = subprocess.run(argv, input=stdin, capture_output=True, env=env, cwd=ROOT,
+                          timeout=60)
     assert done.returncode == 0, done.stderr
     return [e for e in read_events(cfg.spool_dir, cfg.fleet) if e["kind"] == "lease.claim"]
 
@@ -158,6 +161,19 @@ def test_the_bridge_stamps_writes_with_the_session_its_runtimes_hook_left(
     assert left.stat().st_mode & 0o777 == 0o600
     events = _bridge_write(config, home)
     assert [e["session"] for e in events] == ["cc-sess-42", "cc-sess-42"]
+    through_a_shell = _bridge_write(config, home, shell=True)[2:]
+    assert [e["session"] for e in through_a_shell] == ["cc-sess-42", "cc-sess-42"]
+
+
+def test_session_files_of_runtimes_that_are_gone_are_pruned(config: Config,
+                                                           tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    stale = home / "sessions" / "999999999.json"  # beyond pid_max: no such process
+    stale.parent.mkdir(parents=True)
+    stale.write_text(json.dumps({"pid": 999999999, "started": None, "session_id": "old"}))
+    _hook(config, "session-start", stdin=b'{"session_id": "new"}', CTXLAKE_HOME=str(home))
+    assert not stale.exists()
+    assert [p.name for p in stale.parent.iterdir()] == [f"{os.getpid()}.json"]
 
 
 def test_without_a_runtime_session_each_bridge_process_generates_one(
