@@ -45,6 +45,10 @@ HOME_VAR = {"claude-code": "${HOME}", "cursor": "${userHome}"}
 #: Claude Code hooks: event → (matcher or None, hook subcommand).
 CLAUDE_HOOKS = {"SessionStart": (None, "session-start"), "SessionEnd": (None, "session-end"),
                 "PreToolUse": ("Edit|Write|MultiEdit|NotebookEdit|Bash", "pre-tool-use")}
+#: Codex (hooks.json, same input/output shapes as Claude Code's): no session-end event, and
+#: PreToolUse sees only shell commands, so the lease check catches `git commit` there.
+CODEX_HOOKS = {"SessionStart": (None, "session-start"), "PreToolUse": ("Bash", "pre-tool-use")}
+HOOK_EVENTS = {"claude-code": CLAUDE_HOOKS, "codex": CODEX_HOOKS}
 #: Environment passed through to the server entry when the installer's own env sets it.
 PASSTHROUGH = ("CTXLAKE_HOME", "CTXLAKE_CACHE_DIR", "CTXLAKE_SPOOL_DIR")
 
@@ -86,11 +90,17 @@ class Target:
             return {"command": self.launcher_ref(), "args": []}
         return {"command": self.python, "args": ["-m", "mcp_bridge"], "env": self.env()}
 
+    @property
+    def needs_launcher(self) -> bool:
+        return self.shared or (self.runtime == "codex" and self.hooks is not None)
+
     def hook_command(self, event: str) -> str:
         extra = " --strict" if self.strict and event == "pre-tool-use" else ""
         if self.shared:  # a no-op for a teammate who has not installed (no launcher)
             script = f'"$HOME/{LAUNCHER_DIR}/ctxlake-mcp-{self.fleet}"'
             return f"[ ! -x {script} ] || exec {script} hook {event}{extra}"
+        if self.runtime == "codex":  # a plain argv: right whether or not a shell runs it
+            return f"{shlex.quote(str(self.launcher))} hook {event}{extra}"
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env().items())
         return f"{env} {shlex.quote(self.python)} {HOOK_MARK}{event}{extra}"
 
@@ -120,7 +130,8 @@ def config_paths(runtime: str, scope: str, *, home: Path, project: Path,
         return (home if user else project) / ".cursor" / "mcp.json", None
     if runtime == "codex":  # Codex reads only the user config
         env_home = os.environ.get("CODEX_HOME") if home == Path.home() else None
-        return Path(env_home or home / ".codex") / "config.toml", None
+        codex = Path(env_home or home / ".codex")
+        return codex / "config.toml", codex / "hooks.json"
     if runtime == "hermes":  # so does Hermes Agent
         env_home = os.environ.get("HERMES_HOME") if home == Path.home() else None
         return Path(env_home or home / ".hermes") / "config.yaml", None
@@ -256,6 +267,45 @@ def toml_server(text: str, path: Path, block: str | None) -> str:
     return result
 
 
+FEATURE_MARK = "# ctxlake: Codex runs hooks.json only with this flag"
+FEATURE_TABLE_MARK = "# ctxlake: added for codex_hooks"
+
+
+def toml_hooks_flag(text: str, path: Path, on: bool) -> str:
+    """Turn Codex's `[features] codex_hooks` on (marked lines), or take our lines out.
+
+    A flag the user set themselves is theirs: left as it is, said when it is false.
+    """
+    lines = text.splitlines(keepends=True)
+    ours = [i for i, line in enumerate(lines) if line.rstrip().endswith(
+        (FEATURE_MARK, FEATURE_TABLE_MARK))]
+    if not on:
+        if not ours:
+            return text
+        drop = set(ours)
+        first = min(ours)
+        if lines[first].rstrip().endswith(FEATURE_TABLE_MARK) and first and \
+                not lines[first - 1].strip():
+            drop.add(first - 1)  # the blank line we put before our table
+        return "".join(line for i, line in enumerate(lines) if i not in drop)
+    features = tomllib.loads(text).get("features", {})
+    if ours or "codex_hooks" in features:
+        if features.get("codex_hooks") is False:
+            sys.stderr.write(f"ctxlake install: {path} sets [features] codex_hooks = false; "
+                             "Codex will not run ctxlake's hooks until it is true\n")
+        return text
+    flag = f"codex_hooks = true  {FEATURE_MARK}\n"
+    for i, line in enumerate(lines):
+        header = _HEADER.match(line)
+        if header and header.group(1).replace(" ", "") == "features":
+            return "".join(lines[:i + 1]) + flag + "".join(lines[i + 1:])
+    if features:
+        raise InstallError(f"{path} sets features with dotted keys; add codex_hooks = true "
+                           "there by hand and retry")
+    body = text.rstrip("\n")
+    return (body + "\n\n" if body else "") + f"[features]  {FEATURE_TABLE_MARK}\n" + flag
+
+
 def _toml_str(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)  # a JSON string is a valid TOML basic string
 
@@ -375,16 +425,16 @@ def _plain(value: Any) -> Any:
 class Change:
     path: Path
     before: str
-    after: str
+    after: str | None  # None: remove the file
     mode: int = 0o600  # for a new file; an existing one keeps its own (launchers: 0700)
 
     @property
     def changed(self) -> bool:
-        return self.before != self.after
+        return self.before != (self.after or "") or (self.after is None and self.path.exists())
 
     def diff(self) -> str:
         return "".join(difflib.unified_diff(
-            self.before.splitlines(keepends=True), self.after.splitlines(keepends=True),
+            self.before.splitlines(keepends=True), (self.after or "").splitlines(keepends=True),
             fromfile=f"{self.path} (before)", tofile=f"{self.path} (after)"))
 
 
@@ -400,8 +450,13 @@ def plan(target: Target, *, remove: bool) -> list[Change]:
     entry = target.entry()
     edit: Callable[[str], str]
     if target.runtime == "codex":
-        def edit(text: str) -> str:
-            return toml_server(text, target.config, None if remove else toml_block(entry))
+        def edit(text: str) -> str:  # uninstall in the reverse order of install
+            if remove and target.hooks is not None:
+                text = toml_hooks_flag(text, target.config, on=False)
+            text = toml_server(text, target.config, None if remove else toml_block(entry))
+            if remove or target.hooks is None:
+                return text
+            return toml_hooks_flag(text, target.config, on=True)
     elif target.runtime == "hermes":
         def edit(text: str) -> str:
             return yaml_server(text, target.config, None if remove else entry)
@@ -413,10 +468,13 @@ def plan(target: Target, *, remove: bool) -> list[Change]:
     if target.hooks is not None:
         commands = None if remove else {
             event: (matcher, target.hook_command(sub))
-            for event, (matcher, sub) in CLAUDE_HOOKS.items()}
+            for event, (matcher, sub) in HOOK_EVENTS[target.runtime].items()}
         text = _read(target.hooks)
-        changes.append(Change(target.hooks, text, json_hooks(text, target.hooks, commands)))
-    if target.shared and not remove:
+        after = json_hooks(text, target.hooks, commands)
+        if remove and not after and target.runtime == "codex":
+            after = None  # Codex reads hooks.json: leave no empty file behind
+        changes.append(Change(target.hooks, text, after))
+    if target.needs_launcher and not remove:
         script = launcher_script(target)
         changes.append(Change(target.launcher, _read(target.launcher), script, mode=0o700))
     return changes
@@ -458,7 +516,10 @@ def write(change: Change, *, now: dt.datetime | None = None) -> Path | None:
     if path.exists():
         saved = backup(path, change.before, now=now)
         mode = path.stat().st_mode & 0o777
-    atomic.write_atomic(path, change.after.encode("utf-8"), mode=mode)
+    if change.after is None:
+        path.unlink(missing_ok=True)
+    else:
+        atomic.write_atomic(path, change.after.encode("utf-8"), mode=mode)
     return saved
 
 
@@ -474,7 +535,8 @@ def run(target: Target, *, remove: bool, dry_run: bool, out: Any = None) -> int:
         if dry_run:
             continue
         backup = write(change)
-        out.write(f"wrote {change.path}" + (f" (backup: {backup})" if backup else "") + "\n")
+        verb = "removed" if change.after is None else "wrote"
+        out.write(f"{verb} {change.path}" + (f" (backup: {backup})" if backup else "") + "\n")
     if dry_run:
         out.write(f"dry run: nothing written ({len(changes)} file(s) would change)\n")
     return 0
@@ -515,6 +577,8 @@ def main(argv: list[str], *, command: str = "install") -> int:
     config, hooks = config_paths(a.runtime, a.scope, home=home, project=a.project.resolve())
     if a.config:
         config = a.config
+        if a.runtime == "codex":  # Codex reads hooks.json beside its config.toml
+            hooks = a.config.parent / "hooks.json"
     if a.hooks_config:
         hooks = a.hooks_config
     shared = a.scope == "project" and a.runtime in HOME_VAR and not a.config

@@ -193,12 +193,16 @@ def test_it_refuses_configs_it_cannot_edit_safely(
     assert where["codex"].read_text() == '[mcp_servers]\nctxlake = { command = "mine" }\n'
 
 
-def test_it_creates_a_config_that_did_not_exist(tmp_path: Path) -> None:
+def test_it_creates_a_config_that_did_not_exist(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXLAKE_HOME", str(tmp_path / "ctxlake"))
     config = tmp_path / "fresh" / "config.toml"
+    home = ["--home", str(tmp_path / "home")]
     code = install.main(["--runtime", "codex", "--fleet", "f", "--agent", "a", "--config",
-                         str(config)], command="install")
+                         str(config), *home], command="install")
     assert code == 0 and "ctxlake" in tomllib.loads(config.read_text())["mcp_servers"]
-    install.main(["--runtime", "codex", "--config", str(config)], command="uninstall")
+    assert (config.parent / "hooks.json").exists()  # beside the config it was given
+    install.main(["--runtime", "codex", "--config", str(config), *home], command="uninstall")
     assert config.read_text() == ""
 
 
@@ -316,3 +320,65 @@ def test_hermes_round_trips_every_shape_of_mcp_servers(where: dict[str, Path],
     assert "ctxlake" not in (after.get("mcp_servers") or {})
     if "other" in original or not original:
         assert where["hermes"].read_text() == original
+
+
+#: Codex's hook output schemas (openai/codex codex-rs/hooks/schema/generated/*.output):
+#: additionalProperties false at both levels, so a key outside these is a broken hook.
+CODEX_TOP = {"continue", "decision", "hookSpecificOutput", "reason", "stopReason",
+             "suppressOutput", "systemMessage"}
+CODEX_SPECIFIC = {"additionalContext", "hookEventName", "permissionDecision",
+                  "permissionDecisionReason", "updatedInput", "env"}
+
+
+def test_codex_gets_session_start_and_a_bash_pre_tool_use_hook(
+    where: dict[str, Path], tmp_path: Path,
+) -> None:
+    from mcp_bridge import testing
+    from tests.mcp_bridge.data import ahead
+
+    assert _run(where, "install", "codex") == 0
+    codex = where["home"] / ".codex"
+    assert tomllib.loads(where["codex"].read_text())["features"]["codex_hooks"] is True
+    hooks = json.loads((codex / "hooks.json").read_text())["hooks"]
+    launcher = where["home"] / ".ctxlake" / "bin" / "ctxlake-mcp-acme"
+    assert hooks["SessionStart"][0]["hooks"][0]["command"] == f"{launcher} hook session-start"
+    (pre,) = hooks["PreToolUse"]
+    assert pre["matcher"] == "Bash" and pre["hooks"][0]["command"].endswith("pre-tool-use")
+
+    repo = tmp_path / "repo"
+    (repo / "src" / "payments").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    (repo / "src" / "payments" / "api.py").write_text("x\n")
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    testing.build_cache(where["root"] / "ctxlake" / "cache", "acme", snapshot=False, agents=[
+        {"agent_id": "bo", "leases": [{"path": "src/payments/**", "reason": "refunds",
+                                       "expires_at": ahead(hours=1)}]}])
+    codex_input = {"cwd": str(repo), "hook_event_name": "PreToolUse", "model": "gpt-5",
+                   "permission_mode": "default", "session_id": "cx-1", "tool_use_id": "t1",
+                   "tool_name": "Bash", "tool_input": {"command": "git commit -m x"},
+                   "transcript_path": None}
+    done = subprocess.run(pre["hooks"][0]["command"].split(), input=json.dumps(codex_input),
+                          capture_output=True, text=True, timeout=30,
+                          env={"PATH": os.environ["PATH"], "HOME": str(where["home"])})
+    answer = json.loads(done.stdout)
+    assert set(answer) <= CODEX_TOP and set(answer["hookSpecificOutput"]) <= CODEX_SPECIFIC
+    assert "leased by bo" in answer["hookSpecificOutput"]["additionalContext"]
+
+    assert _run(where, "uninstall", "codex") == 0
+    assert not (codex / "hooks.json").exists()
+
+
+def test_codex_keeps_the_users_own_features_table_and_flag(
+    where: dict[str, Path], capsys: pytest.CaptureFixture[str],
+) -> None:
+    original = where["codex"].read_text() + "\n[features]\nweb_search = true\n"
+    where["codex"].write_text(original)
+    _run(where, "install", "codex")
+    assert tomllib.loads(where["codex"].read_text())["features"] == {
+        "web_search": True, "codex_hooks": True}
+    _run(where, "uninstall", "codex")
+    assert where["codex"].read_text() == original
+    where["codex"].write_text(original.replace("web_search = true", "codex_hooks = false"))
+    _run(where, "install", "codex")
+    assert "codex_hooks = false" in where["codex"].read_text()  # theirs: said, not changed
+    assert "Codex will not run ctxlake's hooks" in capsys.readouterr().err
