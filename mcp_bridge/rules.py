@@ -270,6 +270,8 @@ def main(argv: list[str], *, command: str = "write-rules") -> int:
     env = dict(os.environ)
     env.update({k: v for k, v in (("CTXLAKE_FLEET_ID", a.fleet), ("CTXLAKE_AGENT_ID", a.agent))
                 if v})
+    if not env.get("CTXLAKE_AGENT_ID", "").strip():  # reading needs no agent; don't demand one
+        env["CTXLAKE_AGENT_ID"] = "write-rules"
     repo = a.repo.resolve()
     out = sys.stdout
     if not (a.enable or a.disable or enabled(repo)):

@@ -169,9 +169,8 @@ def test_the_block_is_bounded(repo: Path, tmp_path: Path) -> None:
 
 
 def test_the_real_command_line(repo: Path, tmp_path: Path) -> None:
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT),
-           "CTXLAKE_CACHE_DIR": str(tmp_path / "cache"), "CTXLAKE_FLEET_ID": FLEET,
-           "CTXLAKE_AGENT_ID": "ada"}
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT),  # no agent id: none needed
+           "CTXLAKE_CACHE_DIR": str(tmp_path / "cache"), "CTXLAKE_FLEET_ID": FLEET}
     done = subprocess.run([sys.executable, "-m", "mcp_bridge", "write-rules", "--enable",
                            "--repo", str(repo)], capture_output=True, text=True, env=env,
                           timeout=60)
