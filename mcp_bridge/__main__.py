@@ -8,13 +8,10 @@ never the SDK: `hook` runs inside the host's turn and has a 100 ms budget.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import sys
 from typing import Any
-
-from mcp_bridge.config import ENV_HELP, Config
 
 USAGE = """\
 ctxlake MCP bridge: coordination and shared memory tools for AI coding agents.
@@ -23,18 +20,20 @@ commands:
   serve      (default) serve MCP over stdio: JSON-RPC 2.0, one frame per line;
              stdout carries frames only, diagnostics go to stderr
   briefing   print the fleet's rendered briefing.md (for SessionStart hooks)
-  install    register ctxlake with claude-code, cursor or codex (--help for options)
+  install    register ctxlake with claude-code, cursor, codex or hermes (--help)
   uninstall  remove what install added
-  hook       session-start | session-end: runtime hooks (never fail, never network)
+  hook       session-start | session-end | pre-tool-use: runtime hooks (never fail,
+             never network; pre-tool-use warns before an edit in another agent's lease)
+  write-rules  write the fleet's promoted claims into CLAUDE.md, AGENTS.md and
+             .cursor/rules/ctxlake.mdc (opt-in per repository; --help for options)
   sync       pull the fleet's cache from a ctxlake server and push the local spool
   guard      install | uninstall | check: a git pre-commit hook that checks leases
 
 environment:
-""" + "\n".join(f"  {name:29} {text}" for name, text in ENV_HELP.items())
-
+"""
 
 TOOLING = {"install": "install", "uninstall": "install", "hook": "hooks", "sync": "sync",
-           "guard": "guard"}
+           "guard": "guard", "write-rules": "rules"}
 COMMANDS = ("serve", "briefing", *TOOLING)
 
 
@@ -43,7 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] in TOOLING:  # each module parses its own arguments
         module = importlib.import_module(f"mcp_bridge.{TOOLING[argv[0]]}")
         return int(module.main(argv[1:], command=argv[0]))
-    parser = argparse.ArgumentParser(prog="python -m mcp_bridge", description=USAGE,
+    import argparse  # here, not at the top: `hook pre-tool-use` has 50 ms, all told
+
+    from mcp_bridge.config import ENV_HELP
+
+    usage = USAGE + "\n".join(f"  {name:29} {text}" for name, text in ENV_HELP.items())
+    parser = argparse.ArgumentParser(prog="python -m mcp_bridge", description=usage,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", nargs="?", default="serve", choices=COMMANDS)
     args = parser.parse_args(argv)
@@ -54,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def briefing() -> int:
     from mcp_bridge.cache import Cache
+    from mcp_bridge.config import Config
 
     cfg = Config.from_env()
     if cfg.problems:
@@ -82,6 +87,8 @@ def serve() -> int:
     level = getattr(logging, os.environ.get("CTXLAKE_LOG_LEVEL", "").upper(), None)
     logging.basicConfig(stream=sys.stderr, level=level if isinstance(level, int) else "WARNING",
                         format="ctxlake-mcp %(levelname)s %(message)s")
+    from mcp_bridge.config import Config
+
     rfile, wfd = _claim_stdio()
     for problem in Config.from_env().problems:
         logging.getLogger("mcp_bridge").warning("%s", problem)

@@ -9,9 +9,8 @@ file version (keyed by inode, mtime and size: the renderer replaces files atomic
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from mcp_bridge import contract
 from mcp_bridge.contract.sanitize import clean_value
@@ -22,8 +21,7 @@ if TYPE_CHECKING:
 MAX_FILE_BYTES = 32 * 1024 * 1024  # a cache JSON file bigger than this is not ours
 
 
-@dataclass(frozen=True)
-class Read:
+class Read(NamedTuple):  # not a dataclass: hooks cannot pay for importing `inspect`
     value: Any = None
     note: str | None = None
 

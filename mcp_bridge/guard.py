@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import shlex
-import stat
-import subprocess
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+from mcp_bridge import contract
 
 MARK = "# ctxlake-guard"
 CHAINED = "pre-commit.ctxlake-chained"
@@ -79,49 +78,98 @@ def _segment(p: tuple[str, ...], s: str) -> bool:
 
 # -- the check -----------------------------------------------------------------------------
 
-def conflicts(roster: dict[str, Any], me: str, paths: list[str], now: dt.datetime,
-              ) -> list[tuple[str, str, str, str]]:
-    """(path, holder, lease pattern, expires_at) for each staged path another agent holds."""
-    from mcp_bridge.contract import parse_time
+class Hold(NamedTuple):
+    """One live lease of another agent, as the roster states it."""
 
-    found = []
-    for agent in roster.get("agents") or []:
+    holder: str
+    pattern: str
+    expires_at: str
+    reason: str | None = None
+
+
+def live_holds(roster: Any, me: str, now: dt.datetime) -> tuple[list[Hold], list[str]]:
+    """Other agents' live leases, and what in the roster could not be read (never guessed).
+
+    The one reader of the roster's lease shape for both the git guard and the PreToolUse
+    hook. A field of the wrong type is a problem to report, not a lease to skip silently:
+    a roster whose leases cannot be read must not look like a roster with no leases.
+    """
+    holds: list[Hold] = []
+    problems: list[str] = []
+    agents = roster.get("agents") if isinstance(roster, dict) else None
+    if not isinstance(agents, list):
+        return [], [f"{contract.ROSTER}: agents is not a list"]
+    for i, agent in enumerate(agents):
         holder = agent.get("agent_id") if isinstance(agent, dict) else None
-        if not isinstance(holder, str) or holder == me:
+        leases = agent.get("leases", []) if isinstance(agent, dict) else None
+        if not isinstance(holder, str) or not isinstance(leases, list):
+            problems.append(f"{contract.ROSTER}: agents[{i}] has no agent_id string or no "
+                            "leases list")
             continue
-        for lease in agent.get("leases") or []:
-            until = parse_time(lease.get("expires_at")) if isinstance(lease, dict) else None
+        if holder == me:
+            continue
+        for j, lease in enumerate(leases):
             pattern = lease.get("path") if isinstance(lease, dict) else None
-            if until is None or until <= now or not isinstance(pattern, str):
+            raw_until = lease.get("expires_at") if isinstance(lease, dict) else None
+            until = contract.parse_time(raw_until)
+            reason = lease.get("reason") if isinstance(lease, dict) else None
+            if not isinstance(pattern, str) or until is None:
+                problems.append(f"{contract.ROSTER}: {holder}'s lease [{j}] has no path string "
+                                "or no ISO expires_at")
                 continue
-            hit = [p for p in paths if covers(pattern, p)]
-            found += [(p, holder, pattern, lease["expires_at"]) for p in hit]
-    return found
+            if until > now:
+                holds.append(Hold(holder, pattern, str(raw_until),
+                                  reason if isinstance(reason, str) and reason else None))
+    return holds, problems
+
+
+def conflicts(holds: list[Hold], paths: list[str]) -> list[tuple[str, Hold]]:
+    """(path, hold) for each path another agent's live lease covers."""
+    return [(path, hold) for hold in holds for path in paths if covers(hold.pattern, path)]
 
 
 def staged_paths(repo: Path) -> list[str]:
-    done = subprocess.run(["git", "diff", "--cached", "--name-only", "-z", "--diff-filter=ACDMR"],
-                          cwd=repo, capture_output=True, check=True)
+    """Every path the commit touches; a rename counts as both its old and its new path.
+
+    `--no-renames` lists a rename as a deletion plus an addition, so moving a file out of
+    another agent's leased folder is seen on the side it leaves, as `git rm` would be.
+    """
+    import subprocess
+
+    done = subprocess.run(["git", "diff", "--cached", "--name-only", "-z", "--no-renames",
+                           "--diff-filter=ACDMRT"], cwd=repo, capture_output=True, check=True)
     return [p for p in done.stdout.decode("utf-8", "replace").split("\0") if p]
+
+
+def roster_holds(cfg: Any) -> tuple[list[Hold] | None, str | None]:
+    """(holds, None), or (None, why the leases cannot be checked). Reads the cached roster."""
+    from mcp_bridge.cache import Cache
+
+    if cfg.problems:
+        return None, "; ".join(cfg.problems)
+    read = Cache(cfg.fleet_cache, fleet=cfg.fleet).read(contract.ROSTER)
+    if read.value is None:
+        return None, read.note
+    holds, problems = live_holds(read.value, cfg.agent, dt.datetime.now(dt.UTC))
+    if problems and not holds:
+        return None, "; ".join(problems[:3])
+    return holds, ("; ".join(problems[:3]) if problems else None)
 
 
 def check(*, strict: bool, repo: Path, out: Any = None) -> int:
     out = out or sys.stderr
-    from mcp_bridge import contract
-    from mcp_bridge.cache import Cache
     from mcp_bridge.config import Config
 
-    cfg = Config.from_env()
-    if cfg.problems:
-        out.write("ctxlake guard: not checking leases (" + "; ".join(cfg.problems) + ")\n")
+    holds, note = roster_holds(Config.from_env())
+    if holds is None:
+        out.write(f"ctxlake guard: not checking leases ({note})\n")
         return 0
-    read = Cache(cfg.fleet_cache, fleet=cfg.fleet).read(contract.ROSTER)
-    if read.value is None:
-        out.write(f"ctxlake guard: not checking leases ({read.note})\n")
-        return 0
-    found = conflicts(read.value, cfg.agent, staged_paths(repo), dt.datetime.now(dt.UTC))
-    for path, holder, pattern, until in found:
-        out.write(f"ctxlake guard: {path} is leased by {holder} ({pattern}) until {until}\n")
+    if note:
+        out.write(f"ctxlake guard: some leases could not be read ({note})\n")
+    found = conflicts(holds, staged_paths(repo))
+    for path, hold in found:
+        out.write(f"ctxlake guard: {path} is leased by {hold.holder} ({hold.pattern}) until "
+                  f"{hold.expires_at}\n")
     if found and strict:
         out.write("ctxlake guard: commit blocked (--strict). Coordinate with the holder, or "
                   "commit with --no-verify if you must.\n")
@@ -134,12 +182,16 @@ def check(*, strict: bool, repo: Path, out: Any = None) -> int:
 # -- install -------------------------------------------------------------------------------
 
 def hooks_dir(repo: Path) -> Path:
+    import subprocess
+
     done = subprocess.run(["git", "rev-parse", "--git-path", "hooks"], cwd=repo,
                           capture_output=True, text=True, check=True)
     return (repo / done.stdout.strip()).resolve()
 
 
 def hook_script(*, strict: bool, env: dict[str, str], python: str) -> str:
+    import shlex
+
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
     flag = " --strict" if strict else ""
     return (f"#!/bin/sh\n{MARK} (python -m mcp_bridge guard install; `guard uninstall` "
@@ -158,7 +210,7 @@ def install(repo: Path, *, strict: bool, env: dict[str, str], python: str = sys.
     if hook.exists() and MARK not in hook.read_text(errors="replace"):
         os.replace(hook, chained)  # keep theirs; ours runs it first
     hook.write_text(hook_script(strict=strict, env=env, python=python))
-    hook.chmod(hook.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    hook.chmod(hook.stat().st_mode | 0o111)  # executable by whoever could read it
     return f"installed {hook}" + (f" (chaining {chained})" if chained.exists() else "")
 
 
@@ -176,6 +228,7 @@ def uninstall(repo: Path) -> str:
 
 def main(argv: list[str], *, command: str = "guard") -> int:
     import argparse
+    import subprocess
 
     from mcp_bridge.install import PASSTHROUGH, PROJECT_ROOT
 

@@ -1,24 +1,29 @@
-"""`hook session-start` / `hook session-end`: what a runtime runs at the edges of a session.
+"""`hook session-start|session-end|pre-tool-use`: what a runtime runs around a session.
 
 A hook runs inside the host's turn, so three rules hold whatever happens:
-1. it finishes within ~100 ms: stdlib plus the stdlib-only bridge modules, never the mcp
-   SDK (≈0.6 s to import), never numpy, never the snapshot;
+1. it is fast (session hooks ~100 ms, pre-tool-use 50 ms): stdlib plus the stdlib-only
+   bridge modules, never the mcp SDK (≈0.6 s to import), never numpy, never the snapshot;
 2. it never fails the turn: every error goes to stderr and the exit status is 0;
-3. it never touches the network: start reads the local cache, end appends to the spool.
+3. it never touches the network: it reads the local cache and appends to the spool.
+
+Sessions are real (DESIGN.md): session-start leaves the runtime's session id where the
+bridge that runtime spawned will find it, and session-end records a session only if it
+did something, so `claude mcp list` (which fires SessionEnd) leaves no trace.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from mcp_bridge import contract
 from mcp_bridge.config import Config
-from mcp_bridge.contract import redact
 
 STDIN_WAIT_SECS = 0.05  # a runtime writes its hook JSON at once; don't wait on a silent pipe
 MAX_STDIN = 1 << 20
@@ -51,6 +56,7 @@ def session_start(cfg: Config, hook_input: dict[str, Any], *, fmt: str) -> str:
     """The briefing, wrapped the way the runtime wants it on stdout."""
     from mcp_bridge.cache import Cache
 
+    leave_session(cfg, hook_input)
     if cfg.problems:
         text = "ctxlake: no briefing (" + "; ".join(cfg.problems) + ")"
     else:
@@ -63,24 +69,122 @@ def session_start(cfg: Config, hook_input: dict[str, Any], *, fmt: str) -> str:
 
 
 MAX_CHANGED_PATHS = 200
+def leave_session(cfg: Config, hook_input: dict[str, Any]) -> Path | None:
+    """Record the runtime's session id for the bridge it spawns (Config.resolve_session)."""
+    from mcp_bridge.config import clean_session, process_started, runtime_pid, session_file
+    from mcp_bridge.contract import atomic
+
+    session = clean_session(hook_input.get("session_id"))
+    if not session:
+        return None
+    pid = runtime_pid()
+    path = session_file(cfg.home, pid)
+    body = {"pid": pid, "started": process_started(pid), "session_id": session}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        atomic.write_atomic(path, json.dumps(body).encode(), mode=0o600)
+        _prune(path.parent)
+    except OSError as e:
+        sys.stderr.write(f"ctxlake hook: cannot record the session for the bridge: {e}\n")
+        return None
+    return path
+
+
+def _prune(folder: Path) -> None:
+    """Drop files left for runtimes that are gone (crashed, killed: no SessionEnd)."""
+    from mcp_bridge.config import runtime_session
+
+    for name in os.listdir(folder):
+        stem = name.removesuffix(".json")
+        if stem.isdigit() and runtime_session(folder.parent, int(stem)) is None:
+            (folder / name).unlink(missing_ok=True)
+
+
+def forget_session(cfg: Config, session: str) -> None:
+    from mcp_bridge.config import runtime_pid, runtime_session, session_file
+
+    pid = runtime_pid()
+    if runtime_session(cfg.home, pid) == session:
+        session_file(cfg.home, pid).unlink(missing_ok=True)
+
+
+MAX_TRANSCRIPT_LINES = 200_000
+
+
+def transcript_has_exchange(path: Any) -> bool:
+    """True when the runtime's transcript (JSONL) holds a user turn and an assistant turn."""
+    if not isinstance(path, str) or not path:
+        return False
+    seen: set[str] = set()
+    try:
+        with open(os.path.expanduser(path), "rb") as f:
+            for n, line in enumerate(f):
+                if n >= MAX_TRANSCRIPT_LINES:
+                    break
+                if b'"user"' not in line and b'"assistant"' not in line:
+                    continue
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                kind = entry.get("type") if isinstance(entry, dict) else None
+                if kind in ("user", "assistant") and not entry.get("isMeta"):
+                    seen.add(kind)
+                    if len(seen) == 2:
+                        return True
+    except OSError:
+        return False
+    return False
+
+
+def spooled_by(cfg: Config, session: str) -> bool:
+    """True when the fleet's local spool holds a write stamped with `session`."""
+    needle = ('"session":' + json.dumps(session, ensure_ascii=True)).encode()
+    folder = cfg.spool_dir / contract.SPOOL_SUBDIR
+    try:
+        names = [n for n in os.listdir(folder)
+                 if n.startswith(cfg.fleet + ".") and n.endswith(contract.SPOOL_SUFFIX)]
+    except OSError:
+        return False
+    for name in names:
+        try:
+            with open(folder / name, "rb") as f:
+                if any(needle in line for line in f):
+                    return True
+        except OSError:
+            continue
+    return False
 
 
 def session_end(cfg: Config, hook_input: dict[str, Any], *, outcome: str | None,
-                summary: str | None, changed_paths: list[str] | None = None) -> str:
-    """Spool a session.end event; returns its id. ValueError says what is missing."""
+                summary: str | None, changed_paths: list[str] | None = None) -> str | None:
+    """Spool a session.end event if the session did something; returns its id or None.
+
+    "Did something": a transcript with at least one user/assistant exchange, a spooled
+    write carrying this session id, or the caller saying so (--outcome/--summary/
+    --changed-path). `claude mcp list` fires SessionEnd with none of these: no trace.
+    ValueError says what is missing.
+    """
+    from mcp_bridge.contract import redact
     from mcp_bridge.contract.spool import Spool
 
     if cfg.problems:
         raise ValueError("; ".join(cfg.problems))
-    session = str(hook_input.get("session_id") or cfg.session or "").strip()[:128]
+    explicit = cfg.session if cfg.session_source != "generated" else None
+    session = (str(hook_input.get("session_id") or explicit or "").strip()[:128])
     if not session:
         raise ValueError("no session id (neither the hook's stdin JSON nor CTXLAKE_SESSION_ID)")
     if outcome is not None and outcome not in OUTCOMES:
         raise ValueError(f"--outcome must be one of {', '.join(OUTCOMES)}")
+    forget_session(cfg, session)
     reason = hook_input.get("reason")
     paths = list(dict.fromkeys(p.strip() for p in changed_paths or [] if p.strip()))
     if len(paths) > MAX_CHANGED_PATHS:
         raise ValueError(f"at most {MAX_CHANGED_PATHS} --changed-path values")
+    said = outcome is not None or bool((summary or "").strip()) or bool(paths)
+    if not (said or transcript_has_exchange(hook_input.get("transcript_path"))
+            or spooled_by(cfg, session)):
+        return None
     payload = {"outcome": outcome, "summary": (summary or "").strip()[:4000] or None,
                "reason": reason[:64] if isinstance(reason, str) and reason else None}
     if paths:  # absent when empty, so older drains read the line unchanged
@@ -103,11 +207,131 @@ def main(argv: list[str], *, command: str = "hook") -> int:
         return 0
 
 
+# -- PreToolUse: tell the model about another agent's lease before it edits ------------------
+
+EDIT_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path",
+              "NotebookEdit": "notebook_path"}
+PRE_TOOL_MATCHER = "Edit|Write|MultiEdit|NotebookEdit|Bash"
+
+
+def repo_root(start: Path) -> Path | None:
+    """The enclosing git work tree (a `.git` dir or file), found without spawning git."""
+    for folder in (start, *start.parents):
+        if (folder / ".git").exists():
+            return folder
+    return None
+
+
+def target_paths(hook_input: dict[str, Any]) -> tuple[Path | None, list[str]]:
+    """(repo root, repo-relative paths) the tool call is about to change; [] for none."""
+    tool, args = hook_input.get("tool_name"), hook_input.get("tool_input")
+    cwd = Path(str(hook_input.get("cwd") or os.environ.get("CLAUDE_PROJECT_DIR") or "."))
+    if not isinstance(args, dict):
+        return None, []
+    if tool in EDIT_TOOLS:
+        raw = args.get(EDIT_TOOLS[tool])
+        if not isinstance(raw, str) or not raw:
+            return None, []
+        path = Path(os.path.normpath(cwd / raw))
+        root = repo_root(path.parent)
+        if root is None:
+            return None, []
+        return root, [path.relative_to(root).as_posix()]
+    command = args.get("command")
+    if tool == "Bash" and isinstance(command, str) and _is_git_commit(command):
+        root = repo_root(cwd.resolve())
+        return (root, _commit_paths(root, command)) if root else (None, [])
+    return None, []
+
+
+SEPARATORS = frozenset({"&&", "||", ";", "|", "(", ")", "&", ";;", "\n"})
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def _is_git_commit(command: str) -> bool:
+    """True when a shell command line runs `git [options] commit` as a command (not
+    `echo git commit`): git at the start of a pipeline segment, commit its subcommand."""
+    import shlex
+
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        words = list(lexer)
+    except ValueError:
+        return False
+    for i, word in enumerate(words):
+        k = i
+        while k and _ASSIGNMENT.match(words[k - 1]):  # FOO=1 git commit
+            k -= 1
+        if word.rsplit("/", 1)[-1] != "git" or (k and words[k - 1] not in SEPARATORS):
+            continue
+        rest = words[i + 1:]
+        j = 0
+        while j < len(rest) and rest[j].startswith("-"):
+            j += 2 if rest[j] in ("-C", "-c") else 1
+        if j < len(rest) and rest[j] == "commit":
+            return True
+    return False
+
+
+def _commit_paths(root: Path, command: str) -> list[str]:
+    from mcp_bridge.guard import staged_paths
+
+    paths = staged_paths(root)
+    if " -a" in command or "--all" in command:  # commit -a also takes modified tracked files
+        import subprocess
+
+        done = subprocess.run(["git", "diff", "--name-only", "-z", "--no-renames"], cwd=root,
+                              capture_output=True, timeout=5)
+        paths += [q for q in done.stdout.decode("utf-8", "replace").split("\0") if q]
+    return list(dict.fromkeys(paths))
+
+
+def pre_tool_use(cfg: Config, hook_input: dict[str, Any], *, strict: bool) -> str:
+    """Claude Code PreToolUse JSON naming each lease the call would step on, or "".
+
+    Warn (default): `additionalContext` for the model and a `systemMessage` for the user;
+    the normal permission flow continues. `--strict`: `permissionDecision: deny` with the
+    reason, which Claude Code shows to the model.
+    """
+    from mcp_bridge import guard
+
+    _root, paths = target_paths(hook_input)
+    if not paths:
+        return ""
+    holds, note = guard.roster_holds(cfg)
+    if holds is None:
+        sys.stderr.write(f"ctxlake hook pre-tool-use: not checking leases ({note})\n")
+        return ""
+    found = guard.conflicts(holds, paths)
+    if not found:
+        return ""
+    lines = [f"{path} is leased by {h.holder} ({h.pattern}) until {h.expires_at}"
+             + (f": {h.reason}" if h.reason else "") for path, h in found[:10]]
+    more = f" (+{len(found) - 10} more)" if len(found) > 10 else ""
+    advice = ("Blocked (ctxlake --strict): coordinate with the holder (fleet_handoff, or ask "
+              "them to release) before changing it." if strict else
+              "Leases are advisory: coordinate with the holder before changing it, or "
+              "choose other files.")
+    text = "ctxlake: " + "; ".join(lines) + more + ". " + advice
+    specific: dict[str, Any] = {"hookEventName": "PreToolUse"}
+    if strict:
+        specific.update(permissionDecision="deny", permissionDecisionReason=text)
+    else:
+        specific["additionalContext"] = text
+    return json.dumps({"systemMessage": text, "hookSpecificOutput": specific},
+                      ensure_ascii=False) + "\n"
+
+
 def _main(argv: list[str]) -> int:
+    if argv[:1] == ["pre-tool-use"] and set(argv[1:]) <= {"--strict"}:  # the 50 ms path
+        sys.stdout.write(pre_tool_use(Config.from_env(), read_hook_input(),
+                                      strict="--strict" in argv))
+        return 0
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m mcp_bridge hook")
-    p.add_argument("event", choices=("session-start", "session-end"))
+    p.add_argument("event", choices=("session-start", "session-end", "pre-tool-use"))
     p.add_argument("--format", choices=("claude-code", "plain"), default="claude-code",
                    help="session-start output: Claude Code hook JSON (default) or the text")
     p.add_argument("--outcome", choices=OUTCOMES, default=None)
@@ -115,14 +339,21 @@ def _main(argv: list[str]) -> int:
     p.add_argument("--changed-path", action="append", dest="changed_paths", default=None,
                    help="session-end: a repo path this session changed (repeatable); claims "
                         "citing it at an older commit become possibly stale")
+    p.add_argument("--strict", action="store_true",
+                   help="pre-tool-use: deny (not just warn about) an edit in another's lease")
     a = p.parse_args(argv)
     cfg, hook_input = Config.from_env(), read_hook_input()
     if a.event == "session-start":
         sys.stdout.write(session_start(cfg, hook_input, fmt=a.format))
         return 0
+    if a.event == "pre-tool-use":
+        sys.stdout.write(pre_tool_use(cfg, hook_input, strict=a.strict))
+        return 0
     try:
-        session_end(cfg, hook_input, outcome=a.outcome, summary=a.summary,
-                    changed_paths=a.changed_paths)
+        if session_end(cfg, hook_input, outcome=a.outcome, summary=a.summary,
+                       changed_paths=a.changed_paths) is None:
+            sys.stderr.write("ctxlake hook session-end: the session did nothing (no exchange "
+                             "in its transcript, no spooled write); nothing recorded\n")
     except (ValueError, OSError) as e:
         sys.stderr.write(f"ctxlake hook session-end: nothing queued: {e}\n")
     return 0

@@ -1,41 +1,60 @@
 """`install` / `uninstall`: merge ctxlake into an agent runtime's own MCP configuration.
 
-Stdlib only. The runtime owns its config file, so this edits as little as it can: one
-server entry (and, for Claude Code, two hook entries) is added, replaced or removed, and
-everything else — other servers, other hooks, TOML comments — is left as it was. Every
-change writes a timestamped backup first, goes through a temp file + rename, and is shown
-as a unified diff; `--dry-run` shows the diff and writes nothing. Running it twice is a
-no-op ("no changes"), which is what makes it safe to put in a setup script.
+Stdlib only (ruamel.yaml for Hermes, lazily, in config_files). The runtime owns its config
+file, so this edits as little as it can (mcp_bridge.config_files, one editor per format):
+one server entry (and, for Claude Code and Codex, its hook entries) is added, replaced or
+removed, and everything else — other servers, other hooks, comments — is left as it was. Every
+change writes a backup first, goes through a temp file + rename, and is shown as a
+unified diff; `--dry-run` shows the diff and writes nothing. Running it twice is a no-op
+("no changes"), which is what makes it safe to put in a setup script.
+
+Team-safe: project files (`.mcp.json`, `.claude/settings.json`, `.cursor/mcp.json`) are
+meant to be committed, so they carry nothing personal. They name a per-user launcher,
+`~/.ctxlake/bin/ctxlake-mcp-<fleet>`, through the runtime's own variable expansion; the
+launcher (written here, per user) holds this machine's interpreter, checkout and agent
+id. A teammate's install writes their own launcher and leaves the shared files as they
+are. Backups are owner-only and live under $CTXLAKE_HOME/backups/, never in the repo.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import difflib
-import json
 import os
-import re
 import shlex
 import sys
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcp_bridge import contract
+from mcp_bridge.config_files import (
+    HOOK_MARK,
+    LAUNCHER_DIR,
+    InstallError,
+    json_hooks,
+    json_server,
+    toml_block,
+    toml_hooks_flag,
+    toml_server,
+    yaml_server,
+)
 from mcp_bridge.contract import atomic
 
-SERVER_NAME = "ctxlake"
-RUNTIMES = ("claude-code", "cursor", "codex")
+RUNTIMES = ("claude-code", "cursor", "codex", "hermes")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-#: A hook command is ours when it runs this; uninstall removes exactly these.
-HOOK_MARK = "-m mcp_bridge hook "
+#: How each runtime spells "the user's home" in a project config it expands.
+HOME_VAR = {"claude-code": "${HOME}", "cursor": "${userHome}"}
+#: Claude Code hooks: event → (matcher or None, hook subcommand).
+CLAUDE_HOOKS = {"SessionStart": (None, "session-start"), "SessionEnd": (None, "session-end"),
+                "PreToolUse": ("Edit|Write|MultiEdit|NotebookEdit|Bash", "pre-tool-use")}
+#: Codex (hooks.json, same input/output shapes as Claude Code's): no session-end event, and
+#: PreToolUse sees only shell commands, so the lease check catches `git commit` there.
+CODEX_HOOKS = {"SessionStart": (None, "session-start"), "PreToolUse": ("Bash", "pre-tool-use")}
+HOOK_EVENTS = {"claude-code": CLAUDE_HOOKS, "codex": CODEX_HOOKS}
 #: Environment passed through to the server entry when the installer's own env sets it.
 PASSTHROUGH = ("CTXLAKE_HOME", "CTXLAKE_CACHE_DIR", "CTXLAKE_SPOOL_DIR")
-
-
-class InstallError(Exception):
-    """A config we must not touch (unparseable, or ctxlake in a shape we did not write)."""
 
 
 @dataclass(frozen=True)
@@ -49,14 +68,54 @@ class Target:
     hooks: Path | None = None
     python: str = sys.executable
     env_extra: dict[str, str] = field(default_factory=dict)
+    #: A committed project file: only the launcher's name goes in, nothing personal.
+    shared: bool = False
+    home: Path = field(default_factory=Path.home)
+    strict: bool = False
 
     def env(self) -> dict[str, str]:
         return {"CTXLAKE_FLEET_ID": self.fleet, "CTXLAKE_AGENT_ID": self.agent,
                 "PYTHONPATH": str(PROJECT_ROOT), **self.env_extra}
 
+    @property
+    def launcher(self) -> Path:
+        return self.home / LAUNCHER_DIR / f"ctxlake-mcp-{self.fleet}"
+
+    def launcher_ref(self) -> str:
+        """The launcher as the shared file names it: through the runtime's home variable."""
+        return f"{HOME_VAR[self.runtime]}/{LAUNCHER_DIR}/ctxlake-mcp-{self.fleet}"
+
+    def entry(self) -> dict[str, Any]:
+        if self.shared:
+            return {"command": self.launcher_ref(), "args": []}
+        return {"command": self.python, "args": ["-m", "mcp_bridge"], "env": self.env()}
+
+    @property
+    def needs_launcher(self) -> bool:
+        return self.shared or (self.runtime == "codex" and self.hooks is not None)
+
     def hook_command(self, event: str) -> str:
+        extra = " --strict" if self.strict and event == "pre-tool-use" else ""
+        if self.shared:  # a no-op for a teammate who has not installed (no launcher)
+            script = f'"$HOME/{LAUNCHER_DIR}/ctxlake-mcp-{self.fleet}"'
+            return f"[ ! -x {script} ] || exec {script} hook {event}{extra}"
+        if self.runtime == "codex":  # a plain argv: right whether or not a shell runs it
+            return f"{shlex.quote(str(self.launcher))} hook {event}{extra}"
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env().items())
-        return f"{env} {shlex.quote(self.python)} {HOOK_MARK}{event}"
+        return f"{env} {shlex.quote(self.python)} {HOOK_MARK}{event}{extra}"
+
+
+def launcher_script(target: Target) -> str:
+    """The per-user launcher: this machine's interpreter, checkout and agent id."""
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in target.env().items()
+                      if k != "CTXLAKE_AGENT_ID")
+    agent = shlex.quote(target.agent)
+    return ("#!/bin/sh\n"
+            f"# ctxlake launcher for fleet {target.fleet}: written by `python -m mcp_bridge "
+            "install`, personal to this user (project configs name it, never its contents).\n"
+            f"{exports}"
+            f': "${{CTXLAKE_AGENT_ID:={agent}}}"\nexport CTXLAKE_AGENT_ID\n'
+            f'exec {shlex.quote(target.python)} -m mcp_bridge "$@"\n')
 
 
 def config_paths(runtime: str, scope: str, *, home: Path, project: Path,
@@ -71,148 +130,12 @@ def config_paths(runtime: str, scope: str, *, home: Path, project: Path,
         return (home if user else project) / ".cursor" / "mcp.json", None
     if runtime == "codex":  # Codex reads only the user config
         env_home = os.environ.get("CODEX_HOME") if home == Path.home() else None
-        return Path(env_home or home / ".codex") / "config.toml", None
+        codex = Path(env_home or home / ".codex")
+        return codex / "config.toml", codex / "hooks.json"
+    if runtime == "hermes":  # so does Hermes Agent
+        env_home = os.environ.get("HERMES_HOME") if home == Path.home() else None
+        return Path(env_home or home / ".hermes") / "config.yaml", None
     raise InstallError(f"unknown runtime {runtime!r}; one of {', '.join(RUNTIMES)}")
-
-
-# -- JSON configs (Claude Code, Cursor) ----------------------------------------------------
-
-def _load_json(text: str, path: Path) -> dict[str, Any]:
-    if not text.strip():
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError as e:
-        raise InstallError(f"{path} is not valid JSON ({e}); fix or move it, then retry") from e
-    if not isinstance(value, dict):
-        raise InstallError(f"{path} is not a JSON object; not touching it")
-    return value
-
-
-def _dump_json(value: dict[str, Any]) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False) + "\n" if value else ""
-
-
-def json_server(text: str, path: Path, entry: dict[str, Any] | None) -> str:
-    """Set (entry) or remove (None) mcpServers.ctxlake, keeping every other key in order."""
-    data = _load_json(text, path)
-    servers = data.get("mcpServers", {})
-    if not isinstance(servers, dict):
-        raise InstallError(f"{path}: mcpServers is not an object; not touching it")
-    if entry is None:
-        if SERVER_NAME not in servers:
-            return text
-        servers = {k: v for k, v in servers.items() if k != SERVER_NAME}
-    else:
-        if servers.get(SERVER_NAME) == entry:
-            return text
-        servers = {**servers, SERVER_NAME: entry}
-    data = {**data, "mcpServers": servers}
-    if not servers:
-        data.pop("mcpServers")
-    return _dump_json(data)
-
-
-def json_hooks(text: str, path: Path, commands: dict[str, str] | None) -> str:
-    """Set (commands: event → command) or remove (None) ctxlake's Claude Code hooks."""
-    data = _load_json(text, path)
-    hooks = data.get("hooks", {})
-    if not isinstance(hooks, dict):
-        raise InstallError(f"{path}: hooks is not an object; not touching it")
-    new = {event: _without_ours(groups) for event, groups in hooks.items()}
-    for event, command in (commands or {}).items():
-        group = {"hooks": [{"type": "command", "command": command, "timeout": 10}]}
-        new[event] = [*new.get(event, []), group]
-    new = {event: groups for event, groups in new.items() if groups}
-    if new == hooks:
-        return text
-    data = {**data, "hooks": new}
-    if not new:
-        data.pop("hooks")
-    return _dump_json(data)
-
-
-def _our_hook(hook: Any) -> bool:
-    return isinstance(hook, dict) and HOOK_MARK in str(hook.get("command"))
-
-
-def _without_ours(groups: Any) -> Any:
-    if not isinstance(groups, list):
-        return groups
-    out = []
-    for group in groups:
-        inner = group.get("hooks") if isinstance(group, dict) else None
-        if not isinstance(inner, list):
-            out.append(group)
-            continue
-        kept = [h for h in inner if not _our_hook(h)]
-        if kept:
-            out.append({**group, "hooks": kept} if len(kept) != len(inner) else group)
-    return out
-
-
-# -- TOML (Codex): line-level edits, so comments and layout survive --------------------------
-
-_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
-
-
-def _is_ours(table: str) -> bool:
-    name = table.replace('"', "").replace("'", "").replace(" ", "")
-    return name == f"mcp_servers.{SERVER_NAME}" or name.startswith(f"mcp_servers.{SERVER_NAME}.")
-
-
-def toml_server(text: str, path: Path, block: str | None) -> str:
-    """Replace or remove the [mcp_servers.ctxlake] table (and its sub-tables), line by line.
-
-    Comments and blank lines that trail our table but precede the next table stay with
-    the next table: they are someone else's.
-    """
-    try:
-        before = tomllib.loads(text).get("mcp_servers", {})
-    except tomllib.TOMLDecodeError as e:
-        raise InstallError(f"{path} is not valid TOML ({e}); fix or move it, then retry") from e
-    kept, pending, ours, found = [], [], False, False
-    for line in text.splitlines(keepends=True):
-        header = _HEADER.match(line)
-        if header:
-            ours = _is_ours(header.group(1))
-            found = found or ours
-            if not ours:
-                kept += pending
-            pending = []
-        if not ours:
-            kept.append(line)
-        elif not header and (not line.strip() or line.lstrip().startswith("#")):
-            pending.append(line)
-        else:
-            pending = []
-    if SERVER_NAME in before and not found:
-        raise InstallError(f"{path} defines mcp_servers.{SERVER_NAME} inline or with dotted "
-                           "keys; remove it by hand and retry")
-    if block is None and not found:
-        return text
-    body = "".join(kept).rstrip("\n")
-    if block is not None:
-        body = (body + "\n\n" if body else "") + block
-    result = body + "\n" if body else ""
-    after = tomllib.loads(result).get("mcp_servers", {})  # never write what Codex can't read
-    if block is not None and after.get(SERVER_NAME) == before.get(SERVER_NAME):
-        return text  # already what we would write: idempotent, byte for byte
-    return result
-
-
-def _toml_str(value: str) -> str:
-    return json.dumps(value, ensure_ascii=False)  # a JSON string is a valid TOML basic string
-
-
-def toml_block(entry: dict[str, Any]) -> str:
-    env = ", ".join(f"{k} = {_toml_str(v)}" for k, v in entry["env"].items())
-    args = ", ".join(_toml_str(a) for a in entry["args"])
-    return (f"[mcp_servers.{SERVER_NAME}]\n"
-            "# Written by `python -m mcp_bridge install`; `uninstall` removes this table.\n"
-            f"command = {_toml_str(entry['command'])}\n"
-            f"args = [{args}]\n"
-            f"env = {{ {env} }}\n")
 
 
 # -- applying a change ---------------------------------------------------------------------
@@ -221,15 +144,16 @@ def toml_block(entry: dict[str, Any]) -> str:
 class Change:
     path: Path
     before: str
-    after: str
+    after: str | None  # None: remove the file
+    mode: int = 0o600  # for a new file; an existing one keeps its own (launchers: 0700)
 
     @property
     def changed(self) -> bool:
-        return self.before != self.after
+        return self.before != (self.after or "") or (self.after is None and self.path.exists())
 
     def diff(self) -> str:
         return "".join(difflib.unified_diff(
-            self.before.splitlines(keepends=True), self.after.splitlines(keepends=True),
+            self.before.splitlines(keepends=True), (self.after or "").splitlines(keepends=True),
             fromfile=f"{self.path} (before)", tofile=f"{self.path} (after)"))
 
 
@@ -242,37 +166,80 @@ def _read(path: Path) -> str:
 
 def plan(target: Target, *, remove: bool) -> list[Change]:
     """The file changes an install (or uninstall) of `target` would make."""
-    entry = {"command": target.python, "args": ["-m", "mcp_bridge"], "env": target.env()}
+    entry = target.entry()
     edit: Callable[[str], str]
     if target.runtime == "codex":
+        def edit(text: str) -> str:  # uninstall in the reverse order of install
+            if remove and target.hooks is not None:
+                text = toml_hooks_flag(text, target.config, on=False)
+            text = toml_server(text, target.config, None if remove else toml_block(entry))
+            if remove or target.hooks is None:
+                return text
+            return toml_hooks_flag(text, target.config, on=True)
+    elif target.runtime == "hermes":
         def edit(text: str) -> str:
-            return toml_server(text, target.config, None if remove else toml_block(entry))
+            return yaml_server(text, target.config, None if remove else entry)
     else:
         def edit(text: str) -> str:
             return json_server(text, target.config, None if remove else entry)
     before = _read(target.config)
     changes = [Change(target.config, before, edit(before))]
     if target.hooks is not None:
-        commands = None if remove else {"SessionStart": target.hook_command("session-start"),
-                                        "SessionEnd": target.hook_command("session-end")}
+        commands = None if remove else {
+            event: (matcher, target.hook_command(sub))
+            for event, (matcher, sub) in HOOK_EVENTS[target.runtime].items()}
         text = _read(target.hooks)
-        changes.append(Change(target.hooks, text, json_hooks(text, target.hooks, commands)))
+        after = json_hooks(text, target.hooks, commands)
+        if remove and not after and target.runtime == "codex":
+            after = None  # Codex reads hooks.json: leave no empty file behind
+        changes.append(Change(target.hooks, text, after))
+    if target.needs_launcher and not remove:
+        script = launcher_script(target)
+        changes.append(Change(target.launcher, _read(target.launcher), script, mode=0o700))
     return changes
+
+
+BACKUP_SUBDIR = "backups"
+
+
+def backup_dir() -> Path:
+    home = os.environ.get("CTXLAKE_HOME") or str(Path.home() / ".ctxlake")
+    return Path(home).expanduser() / BACKUP_SUBDIR
+
+
+def backup(path: Path, text: str, *, now: dt.datetime | None = None) -> Path:
+    """Copy `text` (the old `path`) under $CTXLAKE_HOME/backups/, owner-only.
+
+    Outside any repository (a backup of a committed file must not land untracked beside
+    it), and never readable by more people than the original: 0600 at most, since a
+    runtime config can hold another server's token.
+    """
+    stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%dT%H%M%S.%fZ")
+    folder = backup_dir()
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    name = str(path.resolve()).strip("/").replace("/", "%")
+    dest = folder / f"{name}.{stamp}"
+    mode = path.stat().st_mode & 0o600
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        os.fchmod(f.fileno(), mode)  # exactly, whatever the umask
+        f.write(text)
+    return dest
 
 
 def write(change: Change, *, now: dt.datetime | None = None) -> Path | None:
     """Back the old file up (if any), then replace it atomically; returns the backup path."""
     path = change.path
-    backup = None
     path.parent.mkdir(parents=True, exist_ok=True)
-    mode = 0o600
+    mode, saved = change.mode, None
     if path.exists():
-        stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%dT%H%M%S.%fZ")
-        backup = path.with_name(f"{path.name}.ctxlake-backup-{stamp}")
-        backup.write_text(change.before, encoding="utf-8")
+        saved = backup(path, change.before, now=now)
         mode = path.stat().st_mode & 0o777
-    atomic.write_atomic(path, change.after.encode("utf-8"), mode=mode)
-    return backup
+    if change.after is None:
+        path.unlink(missing_ok=True)
+    else:
+        atomic.write_atomic(path, change.after.encode("utf-8"), mode=mode)
+    return saved
 
 
 def run(target: Target, *, remove: bool, dry_run: bool, out: Any = None) -> int:
@@ -287,7 +254,8 @@ def run(target: Target, *, remove: bool, dry_run: bool, out: Any = None) -> int:
         if dry_run:
             continue
         backup = write(change)
-        out.write(f"wrote {change.path}" + (f" (backup: {backup})" if backup else "") + "\n")
+        verb = "removed" if change.after is None else "wrote"
+        out.write(f"{verb} {change.path}" + (f" (backup: {backup})" if backup else "") + "\n")
     if dry_run:
         out.write(f"dry run: nothing written ({len(changes)} file(s) would change)\n")
     return 0
@@ -306,27 +274,37 @@ def main(argv: list[str], *, command: str = "install") -> int:
     p.add_argument("--fleet", required=not remove, default="", help="CTXLAKE_FLEET_ID")
     p.add_argument("--agent", required=not remove, default="", help="CTXLAKE_AGENT_ID")
     p.add_argument("--scope", choices=("project", "user"), default="project",
-                   help="project config (default) or the user's own (Codex: always user)")
+                   help="project config (default) or the user's own (Codex, Hermes: always "
+                        "user)")
     p.add_argument("--project", type=Path, default=Path.cwd(), help="project root (default: .)")
     p.add_argument("--home", type=Path, default=None, help="home directory (default: ~)")
     p.add_argument("--config", type=Path, default=None, help="the MCP config file to edit")
     p.add_argument("--hooks-config", type=Path, default=None,
                    help="Claude Code settings.json for the hooks")
     p.add_argument("--no-hooks", action="store_true", help="do not write session hooks")
+    p.add_argument("--strict", action="store_true",
+                   help="Claude Code: the PreToolUse hook denies (not just warns about) an "
+                        "edit inside another agent's live lease")
     p.add_argument("--python", default=sys.executable, help="interpreter the runtime spawns")
     p.add_argument("--server", default=None, help="ctxlake server URL, remembered for `sync`")
     p.add_argument("--token-file", type=Path, default=None, help="file holding the API token")
     p.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
     a = p.parse_args(argv)
+    if not remove and not contract.FLEET_ID_RE.fullmatch(a.fleet):
+        p.error("--fleet must be [A-Za-z0-9_-]{1,64}")
     home = (a.home or Path.home()).expanduser()
     config, hooks = config_paths(a.runtime, a.scope, home=home, project=a.project.resolve())
     if a.config:
         config = a.config
+        if a.runtime == "codex":  # Codex reads hooks.json beside its config.toml
+            hooks = a.config.parent / "hooks.json"
     if a.hooks_config:
         hooks = a.hooks_config
+    shared = a.scope == "project" and a.runtime in HOME_VAR and not a.config
     target = Target(runtime=a.runtime, fleet=a.fleet, agent=a.agent, config=config,
                     hooks=None if a.no_hooks else hooks, python=str(a.python),
-                    env_extra={k: os.environ[k] for k in PASSTHROUGH if os.environ.get(k)})
+                    env_extra={k: os.environ[k] for k in PASSTHROUGH if os.environ.get(k)},
+                    shared=shared, home=home, strict=a.strict)
     try:
         code = run(target, remove=remove, dry_run=a.dry_run)
     except (InstallError, OSError) as e:

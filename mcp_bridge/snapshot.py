@@ -318,6 +318,25 @@ class Snapshot:
         scored.sort(key=lambda pair: (-pair[0], pair[1]["id"]))
         return [self._public(row, score) for score, row in scored[:k]]
 
+    def promoted(self, *, limit: int = 500, now: dt.datetime | None = None,
+                 ) -> list[dict[str, Any]]:
+        """Live promoted claims, best first by their prior alone (confidence, recency,
+        freshness; then independent sessions): what `write-rules` offers the files a
+        runtime reads at start, where there is no query to rank against."""
+        now = now or dt.datetime.now(dt.UTC)
+        where, args = self._filters(now, None, None, None)
+        sql = f"SELECT {_CLAIM_COLUMNS} FROM claims c WHERE c.status = 'promoted'{where}"
+        try:
+            cur = self.db.execute(sql, args)
+        except sqlite3.Error:
+            return []
+        names = [d[0] for d in cur.description]
+        rows = [dict(zip(names, raw, strict=True)) for raw in cur]
+        scored = sorted(((ranking.score(1, None, _factors(r, now)), r) for r in rows),
+                        key=lambda p: (-p[0], -int(p[1]["independent_sessions"] or 0),
+                                       p[1]["id"]))
+        return [self._public(row, score) for score, row in scored[:limit]]
+
     def _path_candidates(self, patterns: Sequence[str]) -> list[int]:
         """Up to PATH_CANDIDATES rowids that may relate to `patterns` (a superset of the
         exact test's matches), in confidence order."""

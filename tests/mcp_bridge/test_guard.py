@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -82,3 +83,61 @@ def test_it_chains_an_existing_hook_and_uninstall_restores_it(repo: Path) -> Non
 ])
 def test_its_glob_matcher_agrees_with_the_servers(pattern: str, path: str) -> None:
     assert guard.covers(pattern, path) == globs.covers(pattern, path)
+
+
+def test_strict_blocks_a_rename_out_of_a_leased_folder_as_it_blocks_a_removal(
+    repo: Path,
+) -> None:
+    """Both sides of a rename are checked: moving bo's file out of src/payments/ is
+    as much a change to bo's folder as deleting it."""
+    (repo / "src" / "payments").mkdir(parents=True)
+    (repo / "src" / "payments" / "api.py").write_text("x\n" * 20)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "base"], cwd=repo, check=True)
+    guard.main(["install", "--strict", "--repo", str(repo)])
+    subprocess.run(["git", "mv", "src/payments/api.py", "moved.py"], cwd=repo, check=True)
+    staged = guard.staged_paths(repo)
+    assert set(staged) == {"src/payments/api.py", "moved.py"}
+    moved = subprocess.run(["git", "commit", "-qm", "move"], cwd=repo, capture_output=True,
+                           text=True)
+    assert moved.returncode != 0 and "src/payments/api.py is leased by bo" in moved.stderr
+    subprocess.run(["git", "reset", "-q", "--hard"], cwd=repo, check=True)
+    subprocess.run(["git", "rm", "-q", "src/payments/api.py"], cwd=repo, check=True)
+    removed = subprocess.run(["git", "commit", "-qm", "rm"], cwd=repo, capture_output=True,
+                             text=True)
+    assert removed.returncode != 0 and "commit blocked" in removed.stderr
+
+
+@pytest.mark.parametrize("agents, says", [
+    ("not a list", "agents is not a list"),
+    ([{"agent_id": 7, "leases": []}], "agents[0] has no agent_id string"),
+    ([{"agent_id": "bo", "leases": "src/**"}], "agents[0] has no agent_id string or no leases"),
+    ([{"agent_id": "bo", "leases": [{"path": ["src"], "expires_at": ahead(hours=1)}]}],
+     "bo's lease [0] has no path string"),
+    ([{"agent_id": "bo", "leases": [{"path": "src/**", "expires_at": 1893456000}]}],
+     "no ISO expires_at"),
+])
+def test_a_wrongly_typed_roster_is_said_not_read_as_empty(
+    repo: Path, tmp_path: Path, agents: object, says: str,
+) -> None:
+    roster = tmp_path / "cache" / FLEET / "roster.json"
+    data = json.loads(roster.read_text())
+    roster.write_text(json.dumps({**data, "agents": agents}))
+    guard.main(["install", "--strict", "--repo", str(repo)])
+    done = _commit(repo, "src/payments/api.py")
+    assert done.returncode == 0  # unreadable is not a reason to block, as for other states
+    assert "ctxlake guard: not checking leases (roster.json: " in done.stderr
+    assert says in done.stderr
+
+
+def test_a_partly_readable_roster_is_checked_and_the_rest_is_said(
+    repo: Path, tmp_path: Path,
+) -> None:
+    roster = tmp_path / "cache" / FLEET / "roster.json"
+    data = json.loads(roster.read_text())
+    data["agents"].append({"agent_id": "cy", "leases": [{"path": 3, "expires_at": "soon"}]})
+    roster.write_text(json.dumps(data))
+    guard.main(["install", "--strict", "--repo", str(repo)])
+    done = _commit(repo, "src/payments/api.py")
+    assert done.returncode != 0 and "leased by bo" in done.stderr
+    assert "some leases could not be read (roster.json: cy's lease [0]" in done.stderr

@@ -9,12 +9,13 @@ import statistics
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from mcp_bridge import contract
 from mcp_bridge.config import Config
-from mcp_bridge.contract.spool import read_events
-from tests.mcp_bridge.stdio import ROOT, bridge_env
+from mcp_bridge.contract.spool import Spool, read_events
+from tests.mcp_bridge.stdio import INIT, ROOT, bridge_env, call, frame
 
 BUDGET_SECS = 0.100
 WALL_BOUND_SECS = 0.300  # generous: the full suite runs beside Postgres and other work
@@ -22,6 +23,7 @@ WALL_BOUND_SECS = 0.300  # generous: the full suite runs beside Postgres and oth
 
 def _hook(cfg: Config, *args: str, stdin: bytes = b"", **env: str,
           ) -> subprocess.CompletedProcess[bytes]:
+    env = {"CTXLAKE_HOME": str(cfg.home), **env}  # session files stay in the test's home
     return subprocess.run([sys.executable, "-m", "mcp_bridge", "hook", *args], input=stdin,
                           capture_output=True, env=bridge_env(cfg, **env), cwd=ROOT, timeout=30)
 
@@ -55,8 +57,12 @@ def test_session_end_spools_the_outcome_summary_and_session(config: Config) -> N
 
 
 def test_session_end_takes_the_session_from_the_environment(config: Config) -> None:
+    """A session that spooled a write is a session that did something (issue 15: the
+    bare SessionEnd of this test used to be recorded; now it needs the write)."""
+    Spool(config.spool_dir, fleet=config.fleet, agent=config.agent, session="s-env").append(
+        contract.KIND_LEASE_CLAIM, {"paths": ["src/**"], "ttl_secs": 1800, "reason": "x"})
     _hook(config, "session-end", CTXLAKE_SESSION_ID="s-env")
-    (event,) = read_events(config.spool_dir, config.fleet)
+    claim, event = read_events(config.spool_dir, config.fleet)
     assert event["session"] == "s-env" and event["payload"]["outcome"] is None
 
 
@@ -67,8 +73,8 @@ def test_a_hook_never_fails_the_turn(config: Config, tmp_path: Path) -> None:
     assert bad_args.returncode == 0 and b"nothing done" in bad_args.stderr
     blocked = tmp_path / "file"
     blocked.write_text("not a directory")
-    unwritable = _hook(config, "session-end", stdin=b'{"session_id": "s"}',
-                       CTXLAKE_SPOOL_DIR=str(blocked))
+    unwritable = _hook(config, "session-end", "--outcome", "success",
+                       stdin=b'{"session_id": "s"}', CTXLAKE_SPOOL_DIR=str(blocked))
     assert unwritable.returncode == 0 and b"nothing queued" in unwritable.stderr
     garbage = _hook(config, "session-start", stdin=b"\xff not json")
     assert garbage.returncode == 0 and json.loads(garbage.stdout)
@@ -135,3 +141,102 @@ def test_session_end_with_a_non_utf8_summary_writes_nothing_and_says_why(
     assert done.returncode == 0
     assert b"lone surrogate" in done.stderr
     assert read_events(config.spool_dir, config.fleet) == []
+
+
+# -- sessions are real (issue 15) ------------------------------------------------------------
+
+def _bridge_write(cfg: Config, home: Path, *, shell: bool = False) -> list[dict]:
+    """Run the real bridge (spawned by this test process, as a runtime spawns it; through
+    a shell if `shell`) and make two writes; the spooled events."""
+    stdin = INIT + frame(None, "notifications/initialized") + b"".join(
+        call(i, "fleet_claim", {"paths": [f"src/{i}/**"], "reason": "x"}) for i in (2, 3))
+    env = {k: v for k, v in bridge_env(cfg, CTXLAKE_HOME=str(home)).items()
+           if k != "CTXLAKE_SESSION_ID"}
+    argv = [sys.executable, "-m", "mcp_bridge"]
+    if shell:
+        argv = ["sh", "-c", " ".join(argv) + "; true"]
+    done = subprocess.run(argv, input=stdin, capture_output=True, env=env, cwd=ROOT,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    return [e for e in read_events(cfg.spool_dir, cfg.fleet) if e["kind"] == "lease.claim"]
+
+
+def test_the_bridge_stamps_writes_with_the_session_its_runtimes_hook_left(
+    config: Config, tmp_path: Path,
+) -> None:
+    """SessionStart runs through a shell (as Claude Code runs hooks); the bridge is spawned
+    directly by the same runtime (here: this test process). Both meet at the runtime's pid."""
+    home = tmp_path / "home"
+    hook = [sys.executable, "-m", "mcp_bridge", "hook", "session-start"]
+    done = subprocess.run(["sh", "-c", " ".join(hook) + "; true"], capture_output=True,
+                          input=b'{"session_id": "cc-sess-42", "hook_event_name": "SessionStart"}',
+                          env=bridge_env(config, CTXLAKE_HOME=str(home)), cwd=ROOT, timeout=30)
+    assert done.returncode == 0, done.stderr
+    left = home / "sessions" / f"{os.getpid()}.json"
+    assert json.loads(left.read_text())["session_id"] == "cc-sess-42"
+    assert left.stat().st_mode & 0o777 == 0o600
+    events = _bridge_write(config, home)
+    assert [e["session"] for e in events] == ["cc-sess-42", "cc-sess-42"]
+    through_a_shell = _bridge_write(config, home, shell=True)[2:]
+    assert [e["session"] for e in through_a_shell] == ["cc-sess-42", "cc-sess-42"]
+
+
+def test_session_files_of_runtimes_that_are_gone_are_pruned(config: Config,
+                                                           tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    stale = home / "sessions" / "999999999.json"  # beyond pid_max: no such process
+    stale.parent.mkdir(parents=True)
+    stale.write_text(json.dumps({"pid": 999999999, "started": None, "session_id": "old"}))
+    _hook(config, "session-start", stdin=b'{"session_id": "new"}', CTXLAKE_HOME=str(home))
+    assert not stale.exists()
+    assert [p.name for p in stale.parent.iterdir()] == [f"{os.getpid()}.json"]
+
+
+def test_without_a_runtime_session_each_bridge_process_generates_one(
+    config: Config, tmp_path: Path,
+) -> None:
+    first = _bridge_write(config, tmp_path / "home")
+    assert len({e["session"] for e in first}) == 1 and first[0]["session"]
+    uuid.UUID(first[0]["session"])
+    second = _bridge_write(config, tmp_path / "home")[2:]
+    assert second[0]["session"] != first[0]["session"]  # one per process
+
+
+def test_a_session_file_for_a_reused_pid_is_not_believed(tmp_path: Path) -> None:
+    from mcp_bridge.config import resolve_session, session_file
+
+    path = session_file(tmp_path, os.getpid())
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"pid": os.getpid(), "started": "1", "session_id": "old"}))
+    session, source = resolve_session({}, tmp_path, ppid=os.getpid())
+    assert source == "generated" and session != "old"
+
+
+def _transcript(tmp_path: Path, *kinds: str) -> str:
+    path = tmp_path / "transcript.jsonl"
+    lines = [{"type": "summary", "summary": "x"}] + [
+        {"type": k, "message": {"role": k, "content": "hi"}, "uuid": f"m{i}"}
+        for i, k in enumerate(kinds)]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return str(path)
+
+
+def test_session_end_of_a_session_that_did_nothing_records_nothing(
+    config: Config, tmp_path: Path,
+) -> None:
+    """What `claude mcp list` / `claude mcp get` fire: SessionEnd with no exchange."""
+    for transcript in (None, str(tmp_path / "missing.jsonl"), _transcript(tmp_path, "user")):
+        stdin = json.dumps({"session_id": "s-list", "reason": "other",
+                            "transcript_path": transcript}).encode()
+        done = _hook(config, "session-end", stdin=stdin)
+        assert done.returncode == 0 and b"nothing recorded" in done.stderr
+    assert read_events(config.spool_dir, config.fleet) == []
+    assert not (config.spool_dir / "mcp").exists()
+
+
+def test_session_end_records_a_session_with_an_exchange(config: Config, tmp_path: Path) -> None:
+    stdin = json.dumps({"session_id": "s-real", "reason": "prompt_input_exit",
+                        "transcript_path": _transcript(tmp_path, "user", "assistant")}).encode()
+    assert _hook(config, "session-end", stdin=stdin).returncode == 0
+    (event,) = read_events(config.spool_dir, config.fleet)
+    assert event["session"] == "s-real" and event["kind"] == contract.KIND_SESSION_END

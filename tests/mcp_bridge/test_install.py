@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -11,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from mcp_bridge import install
 
@@ -25,14 +28,17 @@ def where(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     monkeypatch.delenv("CTXLAKE_CACHE_DIR", raising=False)
     monkeypatch.delenv("CTXLAKE_SPOOL_DIR", raising=False)
     monkeypatch.delenv("CODEX_HOME", raising=False)
+    monkeypatch.delenv("HERMES_HOME", raising=False)
     files = {
         "claude-code": project / ".mcp.json",
         "claude-hooks": project / ".claude" / "settings.json",
         "cursor": project / ".cursor" / "mcp.json",
         "codex": home / ".codex" / "config.toml",
+        "hermes": home / ".hermes" / "config.yaml",
     }
     sources = {"claude-code": "claude-code/mcp.json", "claude-hooks": "claude-code/settings.json",
-               "cursor": "cursor/mcp.json", "codex": "codex/config.toml"}
+               "cursor": "cursor/mcp.json", "codex": "codex/config.toml",
+               "hermes": "hermes/config.yaml"}
     for key, path in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(DATA / sources[key], path)
@@ -48,7 +54,21 @@ def _run(where: dict[str, Path], command: str, runtime: str, *extra: str) -> int
 
 def _parse(path: Path) -> dict[str, Any]:
     text = path.read_text()
+    if path.suffix == ".yaml":
+        return yaml.safe_load(text) or {}
     return tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+
+
+def _backups(where: dict[str, Path]) -> list[Path]:
+    return sorted((where["root"] / "ctxlake" / "backups").glob("*"))
+
+
+def _launcher_env(launcher: Path) -> dict[str, str]:
+    """What the launcher really hands the bridge: run it with `env` in place of python."""
+    script = launcher.read_text().replace(f"exec {sys.executable} -m mcp_bridge", "exec env")
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True,
+                          env={"PATH": "/usr/bin:/bin"})
+    return dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
 
 
 def _servers(path: Path) -> dict[str, Any]:
@@ -56,7 +76,7 @@ def _servers(path: Path) -> dict[str, Any]:
     return data.get("mcp_servers") or data.get("mcpServers") or {}
 
 
-@pytest.mark.parametrize("runtime", ["claude-code", "cursor", "codex"])
+@pytest.mark.parametrize("runtime", ["claude-code", "cursor", "codex", "hermes"])
 def test_it_round_trips_each_runtime_keeping_every_other_entry(
     runtime: str, where: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -66,22 +86,30 @@ def test_it_round_trips_each_runtime_keeping_every_other_entry(
     out = capsys.readouterr().out
     assert f"+++ {path} (after)" in out and "ctxlake" in out
     entry = _servers(path)["ctxlake"]
-    assert entry["command"] == sys.executable and entry["args"] == ["-m", "mcp_bridge"]
-    assert entry["env"]["CTXLAKE_FLEET_ID"] == "acme" and entry["env"]["CTXLAKE_AGENT_ID"] == "ada"
-    assert entry["env"]["PYTHONPATH"] == str(install.PROJECT_ROOT)
-    assert entry["env"]["CTXLAKE_HOME"] == str(where["root"] / "ctxlake")
+    if runtime in ("codex", "hermes"):  # the user's own file: personal values go straight in
+        assert entry["command"] == sys.executable and entry["args"] == ["-m", "mcp_bridge"]
+        personal = entry["env"]
+    else:  # a committed project file: only the launcher's name, in the runtime's syntax
+        home_var = "${HOME}" if runtime == "claude-code" else "${userHome}"
+        assert entry == {"command": f"{home_var}/.ctxlake/bin/ctxlake-mcp-acme", "args": []}
+        assert "ada" not in path.read_text() and sys.executable not in path.read_text()
+        personal = _launcher_env(where["home"] / ".ctxlake" / "bin" / "ctxlake-mcp-acme")
+    assert personal["CTXLAKE_FLEET_ID"] == "acme" and personal["CTXLAKE_AGENT_ID"] == "ada"
+    assert personal["PYTHONPATH"] == str(install.PROJECT_ROOT)
+    assert personal["CTXLAKE_HOME"] == str(where["root"] / "ctxlake")
     others = {k: v for k, v in _servers(path).items() if k != "ctxlake"}
     assert others == (original.get("mcp_servers") or original.get("mcpServers"))
-    backups = list(path.parent.glob(f"{path.name}.ctxlake-backup-*"))
-    assert len(backups) == 1 and backups[0].read_text() == original_text
+    backups = _backups(where)
+    assert [b.read_text() for b in backups if path.name in b.name][:1] == [original_text]
+    assert not list(where["root"].glob("project/**/*backup*"))
 
     assert _run(where, "install", runtime) == 0  # idempotent
     assert "no changes" in capsys.readouterr().out
-    assert len(list(path.parent.glob(f"{path.name}.ctxlake-backup-*"))) == 1
+    assert _backups(where) == backups
 
     assert _run(where, "uninstall", runtime) == 0
     assert _parse(path) == original
-    if runtime == "codex":  # comments and layout survive, byte for byte
+    if runtime in ("codex", "hermes"):  # comments and layout survive, byte for byte
         assert path.read_text() == original_text
     assert _run(where, "uninstall", runtime) == 0
     assert "no changes" in capsys.readouterr().out
@@ -118,8 +146,12 @@ def test_claude_code_hooks_are_added_beside_the_users_and_removed_alone(
     hooks = _parse(where["claude-hooks"])["hooks"]
     start = [h["command"] for g in hooks["SessionStart"] for h in g["hooks"]]
     assert start[0] == "echo 'remember: run make lint'"
-    assert start[1].endswith("-m mcp_bridge hook session-start")
+    assert start[1] == ('[ ! -x "$HOME/.ctxlake/bin/ctxlake-mcp-acme" ] || exec '
+                        '"$HOME/.ctxlake/bin/ctxlake-mcp-acme" hook session-start')
     assert hooks["SessionEnd"][0]["hooks"][0]["command"].endswith("hook session-end")
+    (pre,) = hooks["PreToolUse"]
+    assert pre["matcher"] == "Edit|Write|MultiEdit|NotebookEdit|Bash"
+    assert pre["hooks"][0]["command"].endswith("hook pre-tool-use")
     assert hooks["PostToolUse"] == original["hooks"]["PostToolUse"]
     assert _parse(where["claude-hooks"])["permissions"] == original["permissions"]
     _run(where, "uninstall", "claude-code")
@@ -131,8 +163,9 @@ def test_the_installed_hook_command_runs_and_answers_in_claude_codes_form(
 ) -> None:
     _run(where, "install", "claude-code")
     group = _parse(where["claude-hooks"])["hooks"]["SessionStart"][1]
+    env = {"HOME": str(where["home"]), "PATH": os.environ["PATH"]}
     done = subprocess.run(["sh", "-c", group["hooks"][0]["command"]], input=b'{"session_id": "s"}',
-                          capture_output=True, timeout=30, cwd=where["project"])
+                          capture_output=True, timeout=30, cwd=where["project"], env=env)
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
     assert answer["hookSpecificOutput"]["hookEventName"] == "SessionStart"
@@ -160,10 +193,192 @@ def test_it_refuses_configs_it_cannot_edit_safely(
     assert where["codex"].read_text() == '[mcp_servers]\nctxlake = { command = "mine" }\n'
 
 
-def test_it_creates_a_config_that_did_not_exist(tmp_path: Path) -> None:
+def test_it_creates_a_config_that_did_not_exist(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXLAKE_HOME", str(tmp_path / "ctxlake"))
     config = tmp_path / "fresh" / "config.toml"
+    home = ["--home", str(tmp_path / "home")]
     code = install.main(["--runtime", "codex", "--fleet", "f", "--agent", "a", "--config",
-                         str(config)], command="install")
+                         str(config), *home], command="install")
     assert code == 0 and "ctxlake" in tomllib.loads(config.read_text())["mcp_servers"]
-    install.main(["--runtime", "codex", "--config", str(config)], command="uninstall")
+    assert (config.parent / "hooks.json").exists()  # beside the config it was given
+    install.main(["--runtime", "codex", "--config", str(config), *home], command="uninstall")
     assert config.read_text() == ""
+
+
+def test_two_teammates_install_into_one_repository(
+    where: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 15's bar: shared files identical before and after the second install; every
+    backup 0600 and outside the repository; git sees no stray files."""
+    project = where["project"]
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.email=t@e", "-c", "user.name=t",
+                                                  "commit", "-qm", "base"]):
+        subprocess.run(["git", *args], cwd=project, check=True)
+    shared = [where["claude-code"], where["claude-hooks"], where["cursor"]]
+    for name in ("ada", "bo"):
+        monkeypatch.setenv("CTXLAKE_HOME", str(where["root"] / f"ctxlake-{name}"))
+        for runtime in ("claude-code", "cursor"):
+            args = ["--runtime", runtime, "--fleet", "acme", "--agent", name,
+                    "--home", str(where["root"] / f"home-{name}"), "--project", str(project)]
+            assert install.main(args, command="install") == 0
+        if name == "ada":
+            after_first = {p: p.read_bytes() for p in shared}
+    out = capsys.readouterr().out
+    assert {p: p.read_bytes() for p in shared} == after_first
+    assert out.count(f"wrote {where['claude-code']}") == 1  # bo's install left it alone
+    for name in ("ada", "bo"):
+        launcher = where["root"] / f"home-{name}" / ".ctxlake" / "bin" / "ctxlake-mcp-acme"
+        assert _launcher_env(launcher)["CTXLAKE_AGENT_ID"] == name
+    for text in after_first.values():
+        assert b"ada" not in text and str(install.PROJECT_ROOT).encode() not in text
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
+                            cwd=project, capture_output=True, text=True, check=True).stdout
+    assert sorted(line[3:] for line in status.splitlines()) == [
+        ".claude/settings.json", ".cursor/mcp.json", ".mcp.json"]
+    backups = list((where["root"] / "ctxlake-ada" / "backups").iterdir())
+    assert len(backups) == 3 and not list((where["root"] / "ctxlake-bo").glob("backups/*"))
+    assert {b.stat().st_mode & 0o777 for b in backups} == {0o600}
+
+
+def test_backups_of_private_configs_stay_private(
+    where: dict[str, Path], capsys: pytest.CaptureFixture[str],
+) -> None:
+    """~/.claude.json and ~/.codex/config.toml are 0600 (they can hold tokens): so are
+    their backups, under $CTXLAKE_HOME/backups, whatever the umask."""
+    claude = where["home"] / ".claude.json"
+    claude.write_text('{"mcpServers": {"other": {"command": "x", "env": {"TOKEN": "t0k"}}}}\n')
+    for path in (claude, where["codex"]):
+        path.chmod(0o600)
+    old = os.umask(0o022)
+    try:
+        assert _run(where, "install", "claude-code", "--scope", "user") == 0
+        assert _run(where, "install", "codex") == 0
+    finally:
+        os.umask(old)
+    backups = _backups(where)
+    assert len(backups) == 2  # .claude.json, config.toml (~/.claude/settings.json is new)
+    assert all(b.stat().st_mode & 0o777 == 0o600 for b in backups)
+    assert (where["root"] / "ctxlake" / "backups").stat().st_mode & 0o777 == 0o700
+    assert any("t0k" in b.read_text() for b in backups)
+    assert claude.stat().st_mode & 0o777 == 0o600 and where["codex"].stat().st_mode & 0o777 == 0o600
+
+
+def test_hermes_keeps_the_users_yaml_comments_and_quoting(
+    where: dict[str, Path], capsys: pytest.CaptureFixture[str],
+) -> None:
+    original = where["hermes"].read_text()
+    assert _run(where, "install", "hermes", "--dry-run") == 0
+    assert where["hermes"].read_text() == original and "dry run" in capsys.readouterr().out
+    assert _run(where, "install", "hermes") == 0
+    text = where["hermes"].read_text()
+    for kept in ("# Hermes Agent configuration", "# quoted on purpose", "# local files, "
+                 "read-only", "# Memory and skills come last.", "# keep",
+                 'default: "anthropic/claude-sonnet-4"', '"@modelcontextprotocol/server-github"'):
+        assert kept in text
+    added = [line for line in difflib.ndiff(original.splitlines(), text.splitlines())
+             if line.startswith(("- ", "+ "))]
+    assert all(line.startswith("+ ") for line in added)  # only lines added, none changed
+    entry = _servers(where["hermes"])["ctxlake"]
+    assert entry["command"] == sys.executable and entry["env"]["CTXLAKE_AGENT_ID"] == "ada"
+    assert _run(where, "install", "hermes", "--agent", "ada-2") == 0
+    assert _servers(where["hermes"])["ctxlake"]["env"]["CTXLAKE_AGENT_ID"] == "ada-2"
+    assert _run(where, "uninstall", "hermes") == 0
+    assert where["hermes"].read_text() == original
+
+
+def test_hermes_refuses_a_config_it_cannot_edit_safely(
+    where: dict[str, Path], capsys: pytest.CaptureFixture[str],
+) -> None:
+    for bad in ("model: [unclosed\n", "- a list\n- not a mapping\n", "mcp_servers: [1, 2]\n"):
+        where["hermes"].write_text(bad)
+        assert _run(where, "install", "hermes") == 1
+        assert where["hermes"].read_text() == bad
+    assert "not valid YAML" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("original", [
+    "",
+    "model:\n  default: x   # mine\n",
+    "model: x\nmcp_servers:\n# nothing yet\nmemory: {}\n",
+    "mcp_servers:\n    other:\n        command: a   # four-space style\n\n# next\nmodel: x\n",
+])
+def test_hermes_round_trips_every_shape_of_mcp_servers(where: dict[str, Path],
+                                                        original: str) -> None:
+    where["hermes"].write_text(original)
+    assert _run(where, "install", "hermes") == 0
+    data = _parse(where["hermes"])
+    assert data["mcp_servers"]["ctxlake"]["args"] == ["-m", "mcp_bridge"]
+    assert {k: v for k, v in data.items() if k != "mcp_servers"} == {
+        k: v for k, v in (yaml.safe_load(original) or {}).items() if k != "mcp_servers"}
+    for line in original.splitlines():
+        assert line in where["hermes"].read_text().splitlines()  # every user line kept
+    assert _run(where, "install", "hermes", "--agent", "ada-2") == 0  # replaced in place
+    assert where["hermes"].read_text().count("ctxlake:") == 1
+    assert _run(where, "uninstall", "hermes") == 0
+    after = _parse(where["hermes"])
+    assert "ctxlake" not in (after.get("mcp_servers") or {})
+    if "other" in original or not original:
+        assert where["hermes"].read_text() == original
+
+
+#: Codex's hook output schemas (openai/codex codex-rs/hooks/schema/generated/*.output):
+#: additionalProperties false at both levels, so a key outside these is a broken hook.
+CODEX_TOP = {"continue", "decision", "hookSpecificOutput", "reason", "stopReason",
+             "suppressOutput", "systemMessage"}
+CODEX_SPECIFIC = {"additionalContext", "hookEventName", "permissionDecision",
+                  "permissionDecisionReason", "updatedInput", "env"}
+
+
+def test_codex_gets_session_start_and_a_bash_pre_tool_use_hook(
+    where: dict[str, Path], tmp_path: Path,
+) -> None:
+    from mcp_bridge import testing
+    from tests.mcp_bridge.data import ahead
+
+    assert _run(where, "install", "codex") == 0
+    codex = where["home"] / ".codex"
+    assert tomllib.loads(where["codex"].read_text())["features"]["codex_hooks"] is True
+    hooks = json.loads((codex / "hooks.json").read_text())["hooks"]
+    launcher = where["home"] / ".ctxlake" / "bin" / "ctxlake-mcp-acme"
+    assert hooks["SessionStart"][0]["hooks"][0]["command"] == f"{launcher} hook session-start"
+    (pre,) = hooks["PreToolUse"]
+    assert pre["matcher"] == "Bash" and pre["hooks"][0]["command"].endswith("pre-tool-use")
+
+    repo = tmp_path / "repo"
+    (repo / "src" / "payments").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    (repo / "src" / "payments" / "api.py").write_text("x\n")
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    testing.build_cache(where["root"] / "ctxlake" / "cache", "acme", snapshot=False, agents=[
+        {"agent_id": "bo", "leases": [{"path": "src/payments/**", "reason": "refunds",
+                                       "expires_at": ahead(hours=1)}]}])
+    codex_input = {"cwd": str(repo), "hook_event_name": "PreToolUse", "model": "gpt-5",
+                   "permission_mode": "default", "session_id": "cx-1", "tool_use_id": "t1",
+                   "tool_name": "Bash", "tool_input": {"command": "git commit -m x"},
+                   "transcript_path": None}
+    done = subprocess.run(pre["hooks"][0]["command"].split(), input=json.dumps(codex_input),
+                          capture_output=True, text=True, timeout=30,
+                          env={"PATH": os.environ["PATH"], "HOME": str(where["home"])})
+    answer = json.loads(done.stdout)
+    assert set(answer) <= CODEX_TOP and set(answer["hookSpecificOutput"]) <= CODEX_SPECIFIC
+    assert "leased by bo" in answer["hookSpecificOutput"]["additionalContext"]
+
+    assert _run(where, "uninstall", "codex") == 0
+    assert not (codex / "hooks.json").exists()
+
+
+def test_codex_keeps_the_users_own_features_table_and_flag(
+    where: dict[str, Path], capsys: pytest.CaptureFixture[str],
+) -> None:
+    original = where["codex"].read_text() + "\n[features]\nweb_search = true\n"
+    where["codex"].write_text(original)
+    _run(where, "install", "codex")
+    assert tomllib.loads(where["codex"].read_text())["features"] == {
+        "web_search": True, "codex_hooks": True}
+    _run(where, "uninstall", "codex")
+    assert where["codex"].read_text() == original
+    where["codex"].write_text(original.replace("web_search = true", "codex_hooks = false"))
+    _run(where, "install", "codex")
+    assert "codex_hooks = false" in where["codex"].read_text()  # theirs: said, not changed
+    assert "Codex will not run ctxlake's hooks" in capsys.readouterr().err

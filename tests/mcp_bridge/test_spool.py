@@ -35,7 +35,7 @@ def test_it_appends_one_complete_json_line_per_event(tmp_path: Path) -> None:
 
 def test_it_rotates_to_timestamped_files_that_sort_in_write_order(tmp_path: Path) -> None:
     s = spool(tmp_path, file_max_bytes=600)
-    ids = [s.append("handoff.create", {"summary": f"n{i}" * 20}).event_id for i in range(12)]
+    ids = [s.append("handoff.create", {"summary": f"n{i}" * 20, "status": "done"}).event_id for i in range(12)]
     rotated = sorted(p.name for p in s.dir.glob("fleet-a.*.ndjson"))
     assert rotated and all(n.startswith("fleet-a.2") and n.endswith("Z.ndjson") or "-" in n
                            for n in rotated)
@@ -45,16 +45,20 @@ def test_it_rotates_to_timestamped_files_that_sort_in_write_order(tmp_path: Path
 
 def test_it_refuses_past_the_cap_and_writes_nothing(tmp_path: Path) -> None:
     s = spool(tmp_path, max_bytes=1000)
-    s.append("handoff.create", {"summary": "x" * 500})
+    s.append("handoff.create", {"summary": "x" * 500, "status": "done"})
     before = s.path.read_bytes()
     with pytest.raises(SpoolFull, match="spool is full"):
-        s.append("handoff.create", {"summary": "y" * 500})
+        s.append("handoff.create", {"summary": "y" * 500, "status": "done"})
     assert s.path.read_bytes() == before
 
 
 def test_it_refuses_a_single_line_over_the_line_limit(tmp_path: Path) -> None:
+    """Within every field limit, yet over the line limit once escaped as ASCII JSON (an
+    emoji is 12 bytes there): refused whole, with what to do."""
+    cite = {"session_id": "s", "message_id": "m", "excerpt": "\U0001F600" * 2000}
+    payload = {"claim": "c", "type": "fact", "subject": "s", "evidence": [cite] * 20}
     with pytest.raises(SpoolFull, match="Shorten"):
-        spool(tmp_path).append("handoff.create", {"summary": "x" * 300_000})
+        spool(tmp_path).append("claim.proposed", payload)
 
 
 def test_it_never_glues_a_new_line_onto_a_torn_one(tmp_path: Path) -> None:
@@ -74,7 +78,8 @@ from pathlib import Path
 from mcp_bridge.contract.spool import Spool
 s = Spool(Path(sys.argv[1]), fleet="fleet-a", agent="w" + sys.argv[2], file_max_bytes=40_000)
 for i in range(200):
-    s.append("handoff.create", {"summary": f"writer {sys.argv[2]} event {i} " + "x" * 64})
+    s.append("handoff.create", {"summary": f"writer {sys.argv[2]} event {i} " + "x" * 64,
+                                "status": "done"})
 """
 
 

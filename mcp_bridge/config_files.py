@@ -1,0 +1,308 @@
+"""Editing a runtime's own config file, one format each, touching only ctxlake's part.
+
+JSON (Claude Code, Cursor; Codex's hooks.json): parsed and rewritten with every other key
+in order. TOML (Codex): line-level edits, so comments and layout survive. YAML (Hermes):
+located by a round-trip parser, spliced line by line. Each editor returns the new text
+(the same object when nothing changes) and raises InstallError rather than guess.
+Used by mcp_bridge.install, which decides what goes where.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+SERVER_NAME = "ctxlake"
+#: A hook command is ours when it runs one of these; uninstall removes exactly these.
+HOOK_MARK = "-m mcp_bridge hook "
+LAUNCHER_DIR = ".ctxlake/bin"  # under the user's home: a fixed place a shared file can name
+LAUNCHER_MARK = f"/{LAUNCHER_DIR}/ctxlake-mcp-"
+
+
+class InstallError(Exception):
+    """A config we must not touch (unparseable, or ctxlake in a shape we did not write)."""
+
+
+# -- JSON configs (Claude Code, Cursor) ----------------------------------------------------
+
+def _load_json(text: str, path: Path) -> dict[str, Any]:
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise InstallError(f"{path} is not valid JSON ({e}); fix or move it, then retry") from e
+    if not isinstance(value, dict):
+        raise InstallError(f"{path} is not a JSON object; not touching it")
+    return value
+
+
+def _dump_json(value: dict[str, Any]) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False) + "\n" if value else ""
+
+
+def json_server(text: str, path: Path, entry: dict[str, Any] | None) -> str:
+    """Set (entry) or remove (None) mcpServers.ctxlake, keeping every other key in order."""
+    data = _load_json(text, path)
+    servers = data.get("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise InstallError(f"{path}: mcpServers is not an object; not touching it")
+    if entry is None:
+        if SERVER_NAME not in servers:
+            return text
+        servers = {k: v for k, v in servers.items() if k != SERVER_NAME}
+    else:
+        if servers.get(SERVER_NAME) == entry:
+            return text
+        servers = {**servers, SERVER_NAME: entry}
+    data = {**data, "mcpServers": servers}
+    if not servers:
+        data.pop("mcpServers")
+    return _dump_json(data)
+
+
+def json_hooks(text: str, path: Path, commands: dict[str, tuple[str | None, str]] | None,
+               ) -> str:
+    """Set (event → (matcher, command)) or remove (None) ctxlake's Claude Code hooks."""
+    data = _load_json(text, path)
+    hooks = data.get("hooks", {})
+    if not isinstance(hooks, dict):
+        raise InstallError(f"{path}: hooks is not an object; not touching it")
+    new = {event: _without_ours(groups) for event, groups in hooks.items()}
+    for event, (matcher, command) in (commands or {}).items():
+        group: dict[str, Any] = {"matcher": matcher} if matcher else {}
+        group["hooks"] = [{"type": "command", "command": command, "timeout": 10}]
+        new[event] = [*new.get(event, []), group]
+    new = {event: groups for event, groups in new.items() if groups}
+    if new == hooks:
+        return text
+    data = {**data, "hooks": new}
+    if not new:
+        data.pop("hooks")
+    return _dump_json(data)
+
+
+def _our_hook(hook: Any) -> bool:
+    command = str(hook.get("command")) if isinstance(hook, dict) else ""
+    return HOOK_MARK in command or (LAUNCHER_MARK in command and " hook " in command)
+
+
+def _without_ours(groups: Any) -> Any:
+    if not isinstance(groups, list):
+        return groups
+    out = []
+    for group in groups:
+        inner = group.get("hooks") if isinstance(group, dict) else None
+        if not isinstance(inner, list):
+            out.append(group)
+            continue
+        kept = [h for h in inner if not _our_hook(h)]
+        if kept:
+            out.append({**group, "hooks": kept} if len(kept) != len(inner) else group)
+    return out
+
+
+# -- TOML (Codex): line-level edits, so comments and layout survive --------------------------
+
+_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+
+
+def _is_ours(table: str) -> bool:
+    name = table.replace('"', "").replace("'", "").replace(" ", "")
+    return name == f"mcp_servers.{SERVER_NAME}" or name.startswith(f"mcp_servers.{SERVER_NAME}.")
+
+
+def toml_server(text: str, path: Path, block: str | None) -> str:
+    """Replace or remove the [mcp_servers.ctxlake] table (and its sub-tables), line by line.
+
+    Comments and blank lines that trail our table but precede the next table stay with
+    the next table: they are someone else's.
+    """
+    try:
+        before = tomllib.loads(text).get("mcp_servers", {})
+    except tomllib.TOMLDecodeError as e:
+        raise InstallError(f"{path} is not valid TOML ({e}); fix or move it, then retry") from e
+    kept, pending, ours, found = [], [], False, False
+    for line in text.splitlines(keepends=True):
+        header = _HEADER.match(line)
+        if header:
+            ours = _is_ours(header.group(1))
+            found = found or ours
+            if not ours:
+                kept += pending
+            pending = []
+        if not ours:
+            kept.append(line)
+        elif not header and (not line.strip() or line.lstrip().startswith("#")):
+            pending.append(line)
+        else:
+            pending = []
+    if SERVER_NAME in before and not found:
+        raise InstallError(f"{path} defines mcp_servers.{SERVER_NAME} inline or with dotted "
+                           "keys; remove it by hand and retry")
+    if block is None and not found:
+        return text
+    body = "".join(kept).rstrip("\n")
+    if block is not None:
+        body = (body + "\n\n" if body else "") + block
+    result = body + "\n" if body else ""
+    after = tomllib.loads(result).get("mcp_servers", {})  # never write what Codex can't read
+    if block is not None and after.get(SERVER_NAME) == before.get(SERVER_NAME):
+        return text  # already what we would write: idempotent, byte for byte
+    return result
+
+
+FEATURE_MARK = "# ctxlake: Codex runs hooks.json only with this flag"
+FEATURE_TABLE_MARK = "# ctxlake: added for codex_hooks"
+
+
+def toml_hooks_flag(text: str, path: Path, on: bool) -> str:
+    """Turn Codex's `[features] codex_hooks` on (marked lines), or take our lines out.
+
+    A flag the user set themselves is theirs: left as it is, said when it is false.
+    """
+    lines = text.splitlines(keepends=True)
+    ours = [i for i, line in enumerate(lines) if line.rstrip().endswith(
+        (FEATURE_MARK, FEATURE_TABLE_MARK))]
+    if not on:
+        if not ours:
+            return text
+        drop = set(ours)
+        first = min(ours)
+        if lines[first].rstrip().endswith(FEATURE_TABLE_MARK) and first and \
+                not lines[first - 1].strip():
+            drop.add(first - 1)  # the blank line we put before our table
+        return "".join(line for i, line in enumerate(lines) if i not in drop)
+    features = tomllib.loads(text).get("features", {})
+    if ours or "codex_hooks" in features:
+        if features.get("codex_hooks") is False:
+            sys.stderr.write(f"ctxlake install: {path} sets [features] codex_hooks = false; "
+                             "Codex will not run ctxlake's hooks until it is true\n")
+        return text
+    flag = f"codex_hooks = true  {FEATURE_MARK}\n"
+    for i, line in enumerate(lines):
+        header = _HEADER.match(line)
+        if header and header.group(1).replace(" ", "") == "features":
+            return "".join(lines[:i + 1]) + flag + "".join(lines[i + 1:])
+    if features:
+        raise InstallError(f"{path} sets features with dotted keys; add codex_hooks = true "
+                           "there by hand and retry")
+    body = text.rstrip("\n")
+    return (body + "\n\n" if body else "") + f"[features]  {FEATURE_TABLE_MARK}\n" + flag
+
+
+def _toml_str(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)  # a JSON string is a valid TOML basic string
+
+
+def toml_block(entry: dict[str, Any]) -> str:
+    env = ", ".join(f"{k} = {_toml_str(v)}" for k, v in entry["env"].items())
+    args = ", ".join(_toml_str(a) for a in entry["args"])
+    return (f"[mcp_servers.{SERVER_NAME}]\n"
+            "# Written by `python -m mcp_bridge install`; `uninstall` removes this table.\n"
+            f"command = {_toml_str(entry['command'])}\n"
+            f"args = [{args}]\n"
+            f"env = {{ {env} }}\n")
+
+
+# -- YAML (Hermes Agent): located by a round-trip parser, spliced line by line ---------------
+
+def yaml_server(text: str, path: Path, entry: dict[str, Any] | None) -> str:
+    """Set (entry) or remove (None) mcp_servers.ctxlake in a Hermes config.yaml.
+
+    ruamel.yaml (imported here only: no other command pays for it) parses the file and
+    says on which lines our entry and its neighbours sit; the edit then replaces just
+    those lines, so every other line — comments, quoting, the user's own indentation —
+    stays byte for byte. The result is parsed again before it may be written.
+    """
+    data = _yaml_load(text, path)
+    servers = data.get("mcp_servers") if data is not None else None
+    if servers is not None and not isinstance(servers, dict):
+        raise InstallError(f"{path}: mcp_servers is not a mapping; not touching it")
+    current = _plain(servers.get(SERVER_NAME)) if servers else None
+    if (entry is None and current is None) or (entry is not None and current == entry):
+        return text
+    if servers is not None and servers.fa.flow_style():
+        raise InstallError(f"{path}: mcp_servers is written in flow style ({{...}}); add "
+                           "ctxlake by hand or rewrite it as a block mapping, then retry")
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    result = _yaml_splice(lines, data, servers, entry)
+    after = _yaml_load(result, path)
+    got = _plain((after or {}).get("mcp_servers") or {}).get(SERVER_NAME)
+    if got != entry:  # never write what Hermes cannot read back as exactly our entry
+        raise InstallError(f"{path}: could not place the ctxlake entry safely; add it by hand")
+    return result
+
+
+def _yaml_load(text: str, path: Path) -> Any:
+    from ruamel.yaml import YAML, YAMLError
+
+    try:
+        data = YAML().load(text) if text.strip() else None
+    except YAMLError as e:
+        raise InstallError(f"{path} is not valid YAML ({e}); fix or move it, then retry") from e
+    if data is not None and not isinstance(data, dict):
+        raise InstallError(f"{path} is not a YAML mapping; not touching it")
+    return data
+
+
+def _yaml_splice(lines: list[str], data: Any, servers: Any,
+                 entry: dict[str, Any] | None) -> str:
+    if servers is None and entry is not None and (data is None or "mcp_servers" not in data):
+        body = "".join(lines).rstrip("\n")
+        block = _yaml_block({"mcp_servers": {SERVER_NAME: entry}}, 0)
+        return (body + "\n\n" if body else "") + block
+    top = list(data)
+    key_line = data.lc.key("mcp_servers")[0]
+    after_servers = [data.lc.key(k)[0] for k in top[top.index("mcp_servers") + 1:]]
+    servers_end = _trim(lines, after_servers[0] if after_servers else len(lines))
+    children = list(servers or {})
+    indent = servers.lc.key(children[0])[1] if children else 2
+    if SERVER_NAME in children:
+        i = children.index(SERVER_NAME)
+        first = servers.lc.key(SERVER_NAME)[0]
+        last = (_trim(lines, servers.lc.key(children[i + 1])[0]) if i + 1 < len(children)
+                else servers_end)
+        if entry is None and children == [SERVER_NAME]:  # ours was the only server
+            first, last = key_line, servers_end
+            if first and not lines[first - 1].strip():
+                first -= 1  # the blank line an install put before `mcp_servers:`
+    else:
+        first = last = servers_end
+    new = _yaml_block({SERVER_NAME: entry}, indent) if entry is not None else ""
+    return "".join(lines[:first]) + new + "".join(lines[last:])
+
+
+def _trim(lines: list[str], end: int) -> int:
+    """Back off trailing blank and comment lines: they belong to what follows."""
+    while end > 0 and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
+        end -= 1
+    return end
+
+
+def _yaml_block(value: dict[str, Any], indent: int) -> str:
+    import io
+
+    from ruamel.yaml import YAML
+
+    yaml = YAML()
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    out = io.StringIO()
+    yaml.dump(value, out)
+    pad = " " * indent
+    return "".join(pad + line if line.strip() else line
+                   for line in out.getvalue().splitlines(keepends=True))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value

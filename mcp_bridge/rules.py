@@ -1,0 +1,303 @@
+"""`write-rules`: the fleet's promoted claims, in the files runtimes already read at start.
+
+Claude Code reads `CLAUDE.md`, Codex (and others) `AGENTS.md`, Cursor `.cursor/rules/*.mdc`.
+This writes the fleet's top promoted claims relevant to a repository into a managed block
+of the first two and into `.cursor/rules/ctxlake.mdc`, so an agent meets them without a
+tool call. Every claim goes out in the one shape a peer's claim ever takes
+(mcp_bridge.contract.render: attributed, CONTESTED / POSSIBLY STALE inline, under the
+"verify before relying" heading), sanitised by the snapshot reader, and bounded.
+
+Rules of the road:
+- opt-in per repository: `--enable` puts the markers in; afterwards only files holding
+  them are updated (`--disable` takes the block out again);
+- nothing outside `<!-- ctxlake:begin -->` … `<!-- ctxlake:end -->` is ever changed, and a
+  file whose markers are broken (one without the other, twice) is refused, not guessed at;
+- idempotent: an unchanged block is not rewritten; a claim no longer promoted leaves it;
+- `--dry-run` prints the unified diff and writes nothing.
+
+`.cursor/rules/ctxlake.mdc` is wholly managed (its front matter must come first): its
+`globs` are the claims' cited paths, so path-anchored claims load only where they apply;
+claims citing no path go to `.cursor/rules/ctxlake-fleet.mdc` (`alwaysApply: true`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from mcp_bridge.contract import atomic, ranking, render
+
+BEGIN = "<!-- ctxlake:begin -->"
+END = "<!-- ctxlake:end -->"
+NOTE = ("<!-- Managed by `python -m mcp_bridge write-rules`: edits inside this block are "
+        "replaced; `write-rules --disable` removes it. -->")
+MARKDOWN_FILES = ("CLAUDE.md", "AGENTS.md")
+CURSOR_DIR = Path(".cursor") / "rules"
+CURSOR_ANCHORED = CURSOR_DIR / "ctxlake.mdc"
+CURSOR_FLEET = CURSOR_DIR / "ctxlake-fleet.mdc"
+MAX_CLAIMS = 20
+MAX_CLAIM_CHARS = 600  # per claim text, after the snapshot's own sanitising
+MAX_BLOCK_CHARS = 8000  # the whole block: the files are read on every session start
+MAX_GLOBS = 50
+
+
+class RulesError(Exception):
+    """A file this must not edit (broken markers, or a Cursor rule that is not ours)."""
+
+
+# -- which claims ---------------------------------------------------------------------------
+
+def relevant(claims: list[dict[str, Any]], repo: Path) -> list[dict[str, Any]]:
+    """Claims that apply here: those citing no path (fleet-wide), and those citing a path
+    whose literal part exists in this repository (or a pure glob such as `**/*.py`)."""
+    out = []
+    for claim in claims:
+        paths = claim.get("evidence_paths") or []
+        if not paths or any(_present(repo, p) for p in paths):
+            out.append(claim)
+    return out
+
+
+def _present(repo: Path, pattern: str) -> bool:
+    literal = ranking.literal_segments(pattern)
+    if ".." in literal or any(seg.startswith("/") for seg in literal):
+        return False
+    return not literal or (repo / Path(*literal)).exists()
+
+
+def cited_globs(claims: list[dict[str, Any]], repo: Path) -> list[str]:
+    """Cursor globs for the claims' cited paths: a directory covers its subtree."""
+    globs: list[str] = []
+    for claim in claims:
+        for path in claim.get("evidence_paths") or []:
+            segs = ranking.segments(path)
+            if not segs or ".." in segs or "," in path:
+                continue
+            glob = "/".join(segs)
+            if not ({"*", "?", "["} & set(glob)) and (repo / glob).is_dir():
+                glob += "/**"
+            if glob not in globs:
+                globs.append(glob)
+    return globs[:MAX_GLOBS]
+
+
+# -- rendering ------------------------------------------------------------------------------
+
+def _defuse(text: str) -> str:
+    """A claim's text cannot open or close a block, or a front matter."""
+    return text.replace("<!--", "<!- -").replace("-->", "- ->").replace("\n---", "\n- --")
+
+
+def claim_lines(claims: list[dict[str, Any]]) -> list[str]:
+    """One attributed entry per claim, bounded; stops before the block would overflow."""
+    lines: list[str] = [render.HEADING, ""]
+    used = len(render.HEADING)
+    for claim in claims[:MAX_CLAIMS]:
+        text = str(claim.get("text") or "")
+        if len(text) > MAX_CLAIM_CHARS:
+            text = text[:MAX_CLAIM_CHARS - 1] + "…"
+        entry = [f"- {render.attribution(claim)}", "  " + _defuse(text).replace("\n", "\n  ")]
+        cited = [p for p in claim.get("evidence_paths") or [] if isinstance(p, str)][:5]
+        if cited:
+            entry.append("  cited: " + _defuse(", ".join(cited)))
+        size = sum(len(e) + 1 for e in entry)
+        if used + size > MAX_BLOCK_CHARS:
+            break
+        lines += entry
+        used += size
+    return lines
+
+
+def block(fleet: str, claims: list[dict[str, Any]], nl: str = "\n") -> str:
+    body = [BEGIN, NOTE, f"## ctxlake: what fleet {fleet} has learned", ""]
+    body += claim_lines(claims) if claims else ["(no promoted claims for this repository yet)"]
+    text = "\n".join([*body, END]).replace("\r\n", "\n").replace("\r", "\n")
+    return text.replace("\n", nl)
+
+
+def replace_block(text: str, new_block: str | None, *, path: Path) -> str:
+    """`text` with its managed block replaced (or removed: None); all else byte for byte."""
+    begins, ends = text.count(BEGIN), text.count(END)
+    if (begins, ends) == (0, 0):
+        return text
+    start, end = text.find(BEGIN), text.find(END)
+    if begins != 1 or ends != 1 or end < start:
+        raise RulesError(f"{path}: the ctxlake markers are broken ({begins} begin, {ends} end);"
+                         " fix them by hand (or delete both), then retry")
+    stop = end + len(END)
+    if new_block is not None:
+        return text[:start] + new_block + text[stop:]
+    nl = _nl(text)
+    before, after = text[:start], text[stop:]
+    after = after[len(nl):] if after.startswith(nl) else after  # the block's own line end
+    if before.endswith(nl + nl) and (not after or after.startswith(nl)):
+        before = before[:-len(nl)]  # the blank line append_block put before it
+    return before + after
+
+
+def append_block(text: str, new_block: str, nl: str) -> str:
+    """`--enable` on a file without markers: the block goes at the end, after a blank line."""
+    if not text:
+        return new_block + nl
+    sep = "" if text.endswith(nl + nl) else (nl if text.endswith(nl) else nl + nl)
+    return text + sep + new_block + nl
+
+
+def mdc(fleet: str, claims: list[dict[str, Any]], globs: list[str] | None) -> str:
+    """A whole Cursor rule file: front matter, then the same managed block."""
+    if globs is None:
+        head = ["---", f"description: What fleet {fleet} has learned (ctxlake, fleet-wide)",
+                "globs:", "alwaysApply: true", "---"]
+    else:
+        head = ["---", f"description: What fleet {fleet} has learned about these paths "
+                "(ctxlake)", "globs: " + ",".join(globs), "alwaysApply: false", "---"]
+    return "\n".join([*head, "", block(fleet, claims)]) + "\n"
+
+
+# -- planning and writing -------------------------------------------------------------------
+
+class Change:
+    def __init__(self, path: Path, before: str, after: str | None) -> None:
+        self.path, self.before, self.after = path, before, after  # after None: delete
+
+    @property
+    def changed(self) -> bool:
+        return self.before != (self.after or "") or (self.after is None and self.path.exists())
+
+    def diff(self, repo: Path) -> str:
+        name = self.path.relative_to(repo).as_posix()
+        return "".join(difflib.unified_diff(
+            self.before.splitlines(keepends=True), (self.after or "").splitlines(keepends=True),
+            fromfile=f"a/{name}", tofile=f"b/{name}" if self.after is not None else "/dev/null"))
+
+
+def _read(path: Path) -> str:
+    try:
+        with open(path, encoding="utf-8", newline="") as f:  # keep CRLF as CRLF
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+def _nl(text: str) -> str:
+    return "\r\n" if "\r\n" in text else "\n"
+
+
+def enabled(repo: Path) -> bool:
+    return any(BEGIN in _read(repo / name) for name in MARKDOWN_FILES) or (
+        BEGIN in _read(repo / CURSOR_ANCHORED))
+
+
+def plan(repo: Path, fleet: str, claims: list[dict[str, Any]], *, enable: bool = False,
+         disable: bool = False) -> list[Change]:
+    """Every file change: the Markdown files that hold our markers (all of them when
+    enabling), and the Cursor rule files (the caller has checked the repository opted in)."""
+    changes = []
+    for name in MARKDOWN_FILES:
+        path = repo / name
+        text = _read(path)
+        if disable:
+            after: str | None = replace_block(text, None, path=path)
+        elif BEGIN in text or END in text:
+            after = replace_block(text, block(fleet, claims, _nl(text)), path=path)
+        elif enable:
+            after = append_block(text, block(fleet, claims, _nl(text)), _nl(text))
+        else:
+            continue
+        changes.append(Change(path, text, after))
+    anchored = [c for c in claims if c.get("evidence_paths")]
+    fleetwide = [c for c in claims if not c.get("evidence_paths")]
+    for rel, subset, globs in ((CURSOR_ANCHORED, anchored, cited_globs(anchored, repo)),
+                               (CURSOR_FLEET, fleetwide, None)):
+        path = repo / rel
+        text = _read(path)
+        if text and BEGIN not in text:
+            raise RulesError(f"{path} exists and is not ctxlake's; not touching it")
+        # Wholly ours: present while the repository is opted in and it has claims to carry.
+        keep = subset and not disable
+        changes.append(Change(path, text, mdc(fleet, subset, globs) if keep else None))
+    return [c for c in changes if c.changed]
+
+
+def apply(change: Change) -> None:
+    if change.after is None:
+        change.path.unlink(missing_ok=True)
+        return
+    change.path.parent.mkdir(parents=True, exist_ok=True)
+    mode = change.path.stat().st_mode & 0o777 if change.path.exists() else 0o644
+    atomic.write_atomic(change.path, change.after.encode("utf-8"), mode=mode)
+
+
+def load_claims(cfg: Any, repo: Path) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """(relevant claims, None) or (None, why there are none to read)."""
+    from mcp_bridge.cache import Cache
+
+    if cfg.problems:
+        return None, "; ".join(cfg.problems)
+    cache = Cache(cfg.fleet_cache, fleet=cfg.fleet, max_chars=cfg.max_field_chars)
+    manifest = cache.manifest()
+    if manifest.value is None:
+        return None, manifest.note
+    if manifest.value.get("memory_mode") != "live":
+        return [], None  # memory off or in shadow: nothing goes to agents, so the block empties
+    read = cache.snapshot()
+    if read.value is None:
+        return None, read.note
+    return relevant(read.value.promoted(), repo), None
+
+
+def main(argv: list[str], *, command: str = "write-rules") -> int:
+    import argparse
+
+    from mcp_bridge.config import Config
+
+    p = argparse.ArgumentParser(
+        prog="python -m mcp_bridge write-rules",
+        description="Write the fleet's promoted claims into this repository's CLAUDE.md, "
+                    "AGENTS.md and .cursor/rules/ctxlake*.mdc (a managed block; opt-in).")
+    p.add_argument("--repo", type=Path, default=Path.cwd(), help="repository root (default: .)")
+    p.add_argument("--fleet", default=None, help="default: CTXLAKE_FLEET_ID")
+    p.add_argument("--agent", default=None, help="default: CTXLAKE_AGENT_ID")
+    p.add_argument("--enable", action="store_true", help="opt this repository in: add blocks")
+    p.add_argument("--disable", action="store_true", help="remove every block and rule file")
+    p.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
+    a = p.parse_args(argv)
+    if a.enable and a.disable:
+        p.error("--enable and --disable contradict each other")
+    env = dict(os.environ)
+    env.update({k: v for k, v in (("CTXLAKE_FLEET_ID", a.fleet), ("CTXLAKE_AGENT_ID", a.agent))
+                if v})
+    if not env.get("CTXLAKE_AGENT_ID", "").strip():  # reading needs no agent; don't demand one
+        env["CTXLAKE_AGENT_ID"] = "write-rules"
+    repo = a.repo.resolve()
+    out = sys.stdout
+    if not (a.enable or a.disable or enabled(repo)):
+        out.write(f"ctxlake write-rules: not enabled for {repo} (no ctxlake markers); run "
+                  "`write-rules --enable` to opt this repository in\n")
+        return 0
+    cfg = Config.from_env(env)
+    claims: list[dict[str, Any]] | None = []
+    if not a.disable:
+        claims, note = load_claims(cfg, repo)
+        if claims is None:  # unreadable: say so and leave every file as it is
+            sys.stderr.write(f"ctxlake write-rules: nothing written ({note})\n")
+            return 1
+    try:
+        changes = plan(repo, cfg.fleet, claims, enable=a.enable, disable=a.disable)
+    except (RulesError, OSError) as e:
+        sys.stderr.write(f"ctxlake write-rules: {e}\n")
+        return 1
+    if not changes:
+        out.write("ctxlake write-rules: no changes\n")
+        return 0
+    for change in changes:
+        out.write(change.diff(repo))
+        if not a.dry_run:
+            apply(change)
+            out.write(f"{'removed' if change.after is None else 'wrote'} {change.path}\n")
+    if a.dry_run:
+        out.write(f"dry run: nothing written ({len(changes)} file(s) would change)\n")
+    return 0

@@ -1,0 +1,118 @@
+"""`hook pre-tool-use`: Claude Code's PreToolUse answer for an edit inside another's lease.
+
+The real hook process, in a real temp git repository, against a cached roster.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_bridge import testing
+from tests.mcp_bridge.data import ago, ahead
+from tests.mcp_bridge.stdio import ROOT
+
+FLEET = "acme"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / "src" / "payments").mkdir(parents=True)
+    for args in (["init", "-q"], ["config", "user.email", "t@example.com"],
+                 ["config", "user.name", "t"]):
+        subprocess.run(["git", *args], cwd=root, check=True)
+    testing.build_cache(tmp_path / "cache", FLEET, snapshot=False, agents=[
+        {"agent_id": "bo", "leases": [
+            {"path": "src/payments/**", "reason": "refund rework", "expires_at": ahead(hours=1)},
+            {"path": "old.py", "reason": "gone", "expires_at": ago(minutes=5)}]},
+        {"agent_id": "ada", "leases": [{"path": "docs", "expires_at": ahead(hours=1)}]},
+    ])
+    return root
+
+
+def _hook(repo: Path, body: Any, *args: str, cache: bool = True,
+          ) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "CTXLAKE_FLEET_ID": FLEET,
+           "CTXLAKE_AGENT_ID": "ada", "CTXLAKE_HOME": str(repo.parent / "home"),
+           "CTXLAKE_CACHE_DIR": str(repo.parent / ("cache" if cache else "nothing"))}
+    stdin = body if isinstance(body, str) else json.dumps(body)
+    return subprocess.run([sys.executable, "-m", "mcp_bridge", "hook", "pre-tool-use", *args],
+                          input=stdin, capture_output=True, text=True, env=env, cwd=repo,
+                          timeout=30)
+
+
+def _edit(repo: Path, path: str, tool: str = "Edit") -> dict[str, Any]:
+    key = "notebook_path" if tool == "NotebookEdit" else "file_path"
+    return {"session_id": "s", "hook_event_name": "PreToolUse", "cwd": str(repo),
+            "tool_name": tool, "tool_input": {key: str(repo / path), "old_string": "a"}}
+
+
+@pytest.mark.parametrize("tool", ["Edit", "Write", "MultiEdit", "NotebookEdit"])
+def test_an_edit_in_another_agents_lease_tells_the_model_who_why_and_until(
+    repo: Path, tool: str,
+) -> None:
+    done = _hook(repo, _edit(repo, "src/payments/api.py", tool))
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    specific = answer["hookSpecificOutput"]
+    assert specific["hookEventName"] == "PreToolUse" and "permissionDecision" not in specific
+    text = specific["additionalContext"]
+    assert "src/payments/api.py is leased by bo (src/payments/**) until " in text
+    assert "refund rework" in text and "advisory" in text
+    assert answer["systemMessage"] == text
+
+
+def test_strict_denies_with_the_reason(repo: Path) -> None:
+    done = _hook(repo, _edit(repo, "src/payments/api.py"), "--strict")
+    specific = json.loads(done.stdout)["hookSpecificOutput"]
+    assert done.returncode == 0
+    assert specific["permissionDecision"] == "deny"
+    assert "leased by bo" in specific["permissionDecisionReason"]
+
+
+@pytest.mark.parametrize("path", ["src/other.py", "docs/readme.md", "old.py"])
+def test_free_own_and_expired_paths_say_nothing(repo: Path, path: str) -> None:
+    done = _hook(repo, _edit(repo, path), "--strict")
+    assert (done.returncode, done.stdout) == (0, "")
+
+
+def test_a_relative_path_is_taken_from_the_cwd(repo: Path) -> None:
+    body = {**_edit(repo, "x"), "tool_input": {"file_path": "src/payments/new.py"}}
+    assert "leased by bo" in _hook(repo, body).stdout
+
+
+def test_a_git_commit_in_bash_checks_the_staged_paths(repo: Path) -> None:
+    (repo / "src" / "payments" / "api.py").write_text("x\n")
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "base"], cwd=repo, check=True)
+    (repo / "src" / "payments" / "api.py").write_text("changed\n")  # tracked, not staged
+    (repo / "src" / "free.py").write_text("x\n")
+    subprocess.run(["git", "add", "src/free.py"], cwd=repo, check=True)
+
+    def bash(command: str) -> str:
+        return _hook(repo, {"cwd": str(repo), "tool_name": "Bash",
+                            "tool_input": {"command": command}}).stdout
+
+    assert bash("git commit -m 'free only'") == ""
+    assert "src/payments/api.py is leased by bo" in bash("git commit -am 'all of it'")
+    subprocess.run(["git", "add", "src/payments/api.py"], cwd=repo, check=True)
+    assert "leased by bo" in bash("cd . && git commit -m x")
+    assert "leased by bo" in bash("FOO=1 git -C . commit -m x")
+    assert bash("git status") == "" and bash("echo git commit") == ""
+
+
+def test_it_never_fails_the_turn(repo: Path, tmp_path: Path) -> None:
+    for body in ("\xff not json", "[]", {"tool_name": "Edit", "tool_input": "x"},
+                 {"tool_name": "Edit", "tool_input": {"file_path": "/elsewhere/x.py"}},
+                 {"tool_name": "Read", "tool_input": {"file_path": str(repo / "src/payments/a")}}):
+        done = _hook(repo, body)
+        assert (done.returncode, done.stdout) == (0, ""), body
+    no_cache = _hook(repo, _edit(repo, "src/payments/api.py"), cache=False)
+    assert (no_cache.returncode, no_cache.stdout) == (0, "")
+    assert "not checking leases" in no_cache.stderr
