@@ -35,7 +35,8 @@ def test_it_appends_one_complete_json_line_per_event(tmp_path: Path) -> None:
 
 def test_it_rotates_to_timestamped_files_that_sort_in_write_order(tmp_path: Path) -> None:
     s = spool(tmp_path, file_max_bytes=600)
-    ids = [s.append("handoff.create", {"summary": f"n{i}" * 20, "status": "done"}).event_id for i in range(12)]
+    ids = [s.append("handoff.create", {"summary": f"n{i}" * 20, "status": "done"}).event_id
+           for i in range(12)]
     rotated = sorted(p.name for p in s.dir.glob("fleet-a.*.ndjson"))
     assert rotated and all(n.startswith("fleet-a.2") and n.endswith("Z.ndjson") or "-" in n
                            for n in rotated)
