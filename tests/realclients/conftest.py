@@ -34,9 +34,10 @@ LEASED_GLOB, LEASE_REASON = "src/payments/**", "rewriting webhook retries"
 #: Inherited variables that would point a client elsewhere than this test's stand-ins.
 FOREIGN_ENV = ("CTXLAKE_", "ANTHROPIC_", "CLAUDE", "OPENAI_", "CODEX_", "MCP_")
 
-#: client → (binary, its version flag); what the closing summary reports.
-CLIENTS = {"claude-code": "claude", "mcp-inspector": "mcp-inspector", "codex": "codex",
-           "node": "node"}
+#: client → (its binary, its npm package); the closing summary reports their versions.
+CLIENTS = {"claude-code": ("claude", "@anthropic-ai/claude-code"),
+           "mcp-inspector": ("mcp-inspector", "@modelcontextprotocol/inspector"),
+           "codex": ("codex", "@openai/codex"), "node": ("node", "node")}
 #: test module → the client it drives, for the closing matrix.
 CLIENT_OF_MODULE = {"test_claude_code": "claude-code", "test_inspector": "mcp-inspector",
                     "test_codex": "codex"}
@@ -68,7 +69,7 @@ def clients() -> Clients:
             pytest.skip(f"real clients not installed: {status.reason}")
         pytest.fail(f"real clients not installed: {status.reason}")
     found = Clients(npm_clients.bin_dir())
-    for client, binary in CLIENTS.items():
+    for client, (binary, _package) in CLIENTS.items():
         try:
             done = subprocess.run([found.path(binary), "--version"], capture_output=True,
                                   text=True, timeout=60, env=found.env(Path.home()))
@@ -102,10 +103,10 @@ class Fleet:
         base = {k: v for k, v in os.environ.items() if not k.startswith(FOREIGN_ENV)}
         return {**base, "HOME": str(self.home), "CTXLAKE_HOME": str(self.ctx_home)}
 
-    def install(self, runtime: str) -> str:
+    def install(self, runtime: str, *options: str) -> str:
         done = subprocess.run(
             [sys.executable, "-m", "mcp_bridge", "install", "--runtime", runtime,
-             "--fleet", FLEET, "--agent", AGENT, "--project", str(self.project)],
+             "--fleet", FLEET, "--agent", AGENT, "--project", str(self.project), *options],
             capture_output=True, text=True, env=self.env(), cwd=ROOT, timeout=60)
         assert done.returncode == 0, done.stderr
         return done.stdout
@@ -146,8 +147,10 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if not MATRIX:
         return
     write = terminalreporter.write_line
-    terminalreporter.write_sep("-", "real clients")
-    for client, version in VERSIONS.items():
-        write(f"{client:14} {version}")
+    terminalreporter.write_sep("-", "real clients: client, version, outcome, test")
+    pins = npm_clients.pinned()
+    for client, (_binary, package) in CLIENTS.items():
+        write(f"{client:14} {VERSIONS.get(client) or f'{pins[package]} (pinned; not run)'}")
     for client, test, outcome, why in MATRIX:
-        write(f"{client:14} {outcome:8} {test}" + (f"  ({why})" if why else ""))
+        version = VERSIONS.get(client) or f"{pins[CLIENTS[client][1]]} (pinned)"
+        write(f"{client:14} {version[:24]:24} {outcome:8} {test}" + (f"  ({why})" if why else ""))

@@ -10,8 +10,11 @@ fleet's cache, and the SessionEnd hook spools `session.end` for the session.
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -89,32 +92,77 @@ def run_session(clients: Clients, fleet: Fleet, script: list[Step], *allowed: st
 def test_session_briefing_memory_search_and_session_end(clients: Clients, fleet: Fleet) -> None:
     fleet.install("claude-code")
     session = run_session(clients, fleet, MEMORY_SCRIPT)
-    first, last = session.agent_requests()[0], session.agent_requests()[-1]
+    first = session.agent_requests()[0]
     pinned = npm_clients.pinned()["@anthropic-ai/claude-code"]
     assert f"claude-cli/{pinned} " in first.headers["user-agent"]
     assert first.headers["x-claude-code-session-id"] == session.result["session_id"]
 
     # SessionStart: the fleet briefing is in what the CLI sends to the model.
     assert BRIEFING_MARK in first.dump()
-    # The bridge's tools are offered; Claude Code defers MCP tools behind ToolSearch, and
-    # once loaded the model gets memory_search with the bridge's own input schema.
-    assert SEARCH in first.dump()
-    assert not session.step_result(0)[1]
-    [offered] = [t for t in last.body["tools"] if t.get("name") == SEARCH]
-    assert offered["input_schema"] == TOOLS["memory_search"]["inputSchema"]
+    assert_memory_search_answered(session)
+    assert session.result["permission_denials"] == []
 
-    # memory_search was called through Claude Code and answered by the real bridge.
+    # SessionEnd: one session.end for this session, by this agent.
+    ends = [e for e in fleet.events() if e["kind"] == "session.end"]
+    assert [(e["session"], e["agent"]) for e in ends] == [(session.result["session_id"], AGENT)]
+
+
+def assert_memory_search_answered(session: Session) -> None:
+    """Steps 0-1 of MEMORY_SCRIPT went through Claude Code to the real bridge and back.
+
+    Claude Code connects MCP servers without blocking the first request and defers their
+    tools behind ToolSearch, so the bridge's tools are checked where the model gets them:
+    after the ToolSearch step, with the bridge's own input schema.
+    """
+    last = session.agent_requests()[-1]
+    assert last.tool_results().keys() == {tool_id(0), tool_id(1)}
+    assert not session.step_result(0)[1]
+    offered = [t.get("input_schema") for t in last.body["tools"] if t.get("name") == SEARCH]
+    assert offered == [TOOLS["memory_search"]["inputSchema"]], "memory_search is not offered"
     text, failed = session.step_result(1)
     assert not failed, text
     answer = json.loads(text)
     assert [hit["id"] for hit in answer["results"]] == [CLAIM_ID]
     assert answer["results"][0]["text"] == CLAIM_TEXT
-    assert session.result["permission_denials"] == []
-    assert last.tool_results().keys() == {tool_id(0), tool_id(1)}
 
-    # SessionEnd: one session.end for this session, by this agent.
-    ends = [e for e in fleet.events() if e["kind"] == "session.end"]
-    assert [(e["session"], e["agent"]) for e in ends] == [(session.result["session_id"], AGENT)]
+
+#: Loaded by the bridge's interpreter (PYTHONPATH): the MCP SDK's import takes this long,
+#: as it does on a loaded machine. The fast `initialize` path does not import it.
+SLOW_SDK_IMPORT = """\
+import sys, time
+
+
+class SlowSdk:
+    def find_spec(self, name, path=None, target=None):
+        if name == "mcp":
+            sys.meta_path.remove(self)
+            time.sleep({delay})
+        return None
+
+
+sys.meta_path.insert(0, SlowSdk())
+"""
+#: Longer than Claude Code waits for `server/discover` before it falls back to `initialize`.
+SLOW_IMPORT_SECS = 5
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "issue 15 item 1: when the SDK import outlasts Claude Code's 3 s server/discover wait, "
+    "the bridge answers the fallback `initialize` at once, then the late server/discover "
+    "switches the connection; Claude Code drops it, tools/list is refused with -32602 "
+    "(params._meta ...), and memory_search is an unknown tool"))
+def test_session_with_a_slow_sdk_import(clients: Clients, fleet: Fleet, tmp_path: Path,
+                                         ) -> None:
+    """The start-up race, made certain: the same session with the SDK import held 5 s."""
+    slow = tmp_path / "slow-sdk"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text(SLOW_SDK_IMPORT.format(delay=SLOW_IMPORT_SECS))
+    python = slow / "python"
+    python.write_text(f'#!/bin/sh\nPYTHONPATH="{slow}${{PYTHONPATH:+:$PYTHONPATH}}" '
+                      f'exec {shlex.quote(sys.executable)} "$@"\n')
+    python.chmod(0o755)
+    fleet.install("claude-code", "--python", str(python))
+    assert_memory_search_answered(run_session(clients, fleet, MEMORY_SCRIPT))
 
 
 def test_pretooluse_warns_before_editing_a_leased_path(clients: Clients, fleet: Fleet) -> None:
