@@ -55,10 +55,15 @@ MEMORY_SCRIPT: list[Step] = [
 ]
 
 
+#: What Claude Code's debug log says when the start-up race (issue 15 item 1) hits.
+RACE_SIGN = "answered the server/discover probe after it had connected legacy"
+
+
 @dataclass(frozen=True)
 class Session:
     result: dict[str, Any]
     standin: Standin
+    debug_log: str
 
     def agent_requests(self) -> list[Recorded]:
         requests = self.standin.agent_requests()
@@ -73,6 +78,7 @@ class Session:
 
 
 def run_session(clients: Clients, fleet: Fleet, script: list[Step], *allowed: str) -> Session:
+    debug = fleet.root / "claude-debug.log"
     with Standin(script) as standin:
         env = clients.env(fleet.home, ANTHROPIC_BASE_URL=standin.url,
                           ANTHROPIC_API_KEY="sk-ant-standin-not-a-key", DISABLE_TELEMETRY="1",
@@ -80,13 +86,13 @@ def run_session(clients: Clients, fleet: Fleet, script: list[Step], *allowed: st
                           CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
         done = subprocess.run(
             [clients.path("claude"), "-p", PROMPT, "--output-format", "json",
-             "--allowedTools", ",".join(("mcp__ctxlake", *allowed))],
+             "--allowedTools", ",".join(("mcp__ctxlake", *allowed)), "--debug-file", str(debug)],
             cwd=fleet.project, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
     result = json.loads(done.stdout)
     assert result["is_error"] is False, result
     assert result["result"] == DONE, result
-    return Session(result, standin)
+    return Session(result, standin, debug.read_text(errors="replace") if debug.exists() else "")
 
 
 def test_session_briefing_memory_search_and_session_end(clients: Clients, fleet: Fleet) -> None:
@@ -99,12 +105,18 @@ def test_session_briefing_memory_search_and_session_end(clients: Clients, fleet:
 
     # SessionStart: the fleet briefing is in what the CLI sends to the model.
     assert BRIEFING_MARK in first.dump()
-    assert_memory_search_answered(session)
     assert session.result["permission_denials"] == []
-
     # SessionEnd: one session.end for this session, by this agent.
     ends = [e for e in fleet.events() if e["kind"] == "session.end"]
     assert [(e["session"], e["agent"]) for e in ends] == [(session.result["session_id"], AGENT)]
+
+    try:
+        assert_memory_search_answered(session)
+    except AssertionError:
+        if RACE_SIGN in session.debug_log:  # a known bug, seen on a loaded machine: say so
+            pytest.xfail("the start-up race hit (issue 15 item 1; made certain by "
+                         "test_session_with_a_slow_sdk_import)")
+        raise
 
 
 def assert_memory_search_answered(session: Session) -> None:
