@@ -136,9 +136,10 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if module not in CLIENT_OF_MODULE:
         return
     if report.when == "call" or (report.when == "setup" and not report.passed):
-        outcome = "xfail" if hasattr(report, "wasxfail") else report.outcome
-        why = ""
-        if report.skipped and isinstance(report.longrepr, tuple):
+        outcome, why = report.outcome, ""
+        if hasattr(report, "wasxfail"):
+            outcome, why = "xfail", str(report.wasxfail).removeprefix("reason: ")[:90]
+        elif report.skipped and isinstance(report.longrepr, tuple):
             why = str(report.longrepr[2]).removeprefix("Skipped: ")
         MATRIX.append((CLIENT_OF_MODULE[module], report.nodeid.split("::", 1)[-1], outcome, why))
 

@@ -62,7 +62,7 @@ class Recorded:
 
     @property
     def is_agent_loop(self) -> bool:
-        return self.path.startswith("/v1/messages") and bool(self._tools())
+        return self.path.split("?", 1)[0] == "/v1/messages" and bool(self._tools())
 
     def _tools(self) -> list[Any]:
         tools = self.body.get("tools") if isinstance(self.body, dict) else None
