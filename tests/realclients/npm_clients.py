@@ -5,7 +5,8 @@ Codex and the Node they run on (the Inspector needs Node ≥ 22.19; Debian's is 
 itself comes from the npm registry as the `node` package). `npm ci` installs exactly the
 lockfile into `<cache>/<digest of the two files>/`: once per pinned set, never inside the
 checkout. The cache is $CTXLAKE_NPM_DIR, else ~/.cache/ctxlake-npm (XDG_CACHE_HOME
-honoured); an install of a new pinned set removes the older sets (each is ~1 GB).
+honoured); an install of a new pinned set removes the sets no run has used for a week (each
+is ~1 GB; a set another checkout still uses stays).
 
 Stdlib only: `./ctxlake test` runs this file with the system Python before pytest (so the
 download shows up front, once), and the tests' fixture calls `ensure()` too, for a plain
@@ -22,6 +23,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +31,7 @@ HERE = Path(__file__).resolve().parent
 PINS = (HERE / "package.json", HERE / "package-lock.json")
 STAMP = ".ctxlake-installed"
 INSTALL_TIMEOUT_SECS = 1200
+UNUSED_SECS = 7 * 24 * 3600
 
 
 def cache_root() -> Path:
@@ -79,6 +82,7 @@ def ensure(say: object = None) -> Status:
     log = say if callable(say) else (lambda _text: None)
     target = prefix()
     if (target / STAMP).exists():
+        os.utime(target / STAMP)  # in use: not pruned by another checkout's install
         return Status(True)
     npm = shutil.which("npm")
     if npm is None:
@@ -106,7 +110,9 @@ def ensure(say: object = None) -> Status:
             return _failed(npm, target, (done.stderr or done.stdout)[-2000:])
         (target / STAMP).write_text(json.dumps(pinned()) + "\n")
         for old in root.iterdir():
-            if old.is_dir() and old != target and (old / STAMP).exists():
+            stamp = old / STAMP
+            if old != target and stamp.exists() and (
+                    time.time() - stamp.stat().st_mtime > UNUSED_SECS):
                 shutil.rmtree(old, ignore_errors=True)
     return Status(True)
 
