@@ -1,0 +1,157 @@
+"""Fixtures for driving real MCP clients against the real bridge.
+
+- `clients`: the pinned npm install (see npm_clients.py); the tests skip, visibly, only when
+  the npm registry cannot be reached; their versions are printed at the end of the run.
+- `fleet`: a throwaway HOME, CTXLAKE_HOME and project, with a fleet cache written by
+  mcp_bridge.testing (a promoted claim, a briefing, another agent's live lease), and
+  `fleet.install(runtime)` running the real `python -m mcp_bridge install` into them.
+
+Nothing here is stubbed but the model behind Claude Code (messages_standin.py).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_bridge import testing
+from mcp_bridge.contract import spool
+from tests.realclients import npm_clients
+
+ROOT = Path(__file__).resolve().parents[2]
+FLEET, AGENT, HOLDER = "fleet-rc", "ada", "bo"
+CLAIM_ID = "cc-rc-1"
+CLAIM_TEXT = "Stripe webhooks are retried for three days, so handlers must be idempotent."
+#: A string only the SessionStart hook can have put into what Claude Code sends.
+BRIEFING_MARK = "briefing-mark-4c1e: deploy freeze until Friday"
+LEASED_GLOB, LEASE_REASON = "src/payments/**", "rewriting webhook retries"
+#: Inherited variables that would point a client elsewhere than this test's stand-ins.
+FOREIGN_ENV = ("CTXLAKE_", "ANTHROPIC_", "CLAUDE", "OPENAI_", "CODEX_", "MCP_")
+
+#: client → (its binary, its npm package); the closing summary reports their versions.
+CLIENTS = {"claude-code": ("claude", "@anthropic-ai/claude-code"),
+           "mcp-inspector": ("mcp-inspector", "@modelcontextprotocol/inspector"),
+           "codex": ("codex", "@openai/codex"), "node": ("node", "node")}
+#: test module → the client it drives, for the closing matrix.
+CLIENT_OF_MODULE = {"test_claude_code": "claude-code", "test_inspector": "mcp-inspector",
+                    "test_codex": "codex"}
+VERSIONS: dict[str, str] = {}
+MATRIX: list[tuple[str, str, str, str]] = []
+
+
+@dataclass(frozen=True)
+class Clients:
+    """Where the pinned clients are, and a clean environment to run them in."""
+
+    bin_dir: Path
+    #: client → why its binary does not run on this machine (absent when it runs)
+    cannot_run: dict[str, str] = field(default_factory=dict)
+
+    def path(self, name: str) -> str:
+        return str(self.bin_dir / name)
+
+    def env(self, home: Path, **extra: str) -> dict[str, str]:
+        base = {k: v for k, v in os.environ.items() if not k.startswith(FOREIGN_ENV)}
+        return npm_clients.run_env({**base, "HOME": str(home), **extra})
+
+
+@pytest.fixture(scope="session")
+def clients() -> Clients:
+    status = npm_clients.ensure(lambda text: sys.stderr.write(f"ctxlake: {text}\n"))
+    if not status.ready:
+        if status.unreachable:
+            pytest.skip(f"real clients not installed: {status.reason}")
+        pytest.fail(f"real clients not installed: {status.reason}")
+    found = Clients(npm_clients.bin_dir())
+    for client, (binary, _package) in CLIENTS.items():
+        try:
+            done = subprocess.run([found.path(binary), "--version"], capture_output=True,
+                                  text=True, timeout=60, env=found.env(Path.home()))
+            said = (done.stdout or done.stderr).strip()
+            if done.returncode != 0:
+                found.cannot_run[client] = f"`{binary} --version` exited {done.returncode}: "
+                found.cannot_run[client] += said[:300]
+        except OSError as e:
+            said, found.cannot_run[client] = "", f"`{binary}` does not start: {e}"
+        VERSIONS[client] = found.cannot_run.get(client) or (said.splitlines() or ["?"])[0]
+    return found
+
+
+@dataclass
+class Fleet:
+    """One test's world: HOME, CTXLAKE_HOME, a project, and the fleet's cache."""
+
+    root: Path
+    home: Path = field(init=False)
+    ctx_home: Path = field(init=False)
+    project: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.home, self.ctx_home = self.root / "home", self.root / "ctxlake"
+        self.project = self.root / "project"
+        for path in (self.home, self.ctx_home, self.project):
+            path.mkdir(parents=True)
+
+    def env(self) -> dict[str, str]:
+        """What `install` runs with: this HOME and CTXLAKE_HOME (passed through to entries)."""
+        base = {k: v for k, v in os.environ.items() if not k.startswith(FOREIGN_ENV)}
+        return {**base, "HOME": str(self.home), "CTXLAKE_HOME": str(self.ctx_home)}
+
+    def install(self, runtime: str, *options: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "mcp_bridge", "install", "--runtime", runtime,
+             "--fleet", FLEET, "--agent", AGENT, "--project", str(self.project), *options],
+            capture_output=True, text=True, env=self.env(), cwd=ROOT, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def events(self) -> list[dict[str, Any]]:
+        """Every line the bridge and its hooks spooled for this fleet."""
+        return spool.read_events(self.ctx_home / "spool", FLEET)
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Fleet:
+    world = Fleet(tmp_path)
+    testing.build_cache(
+        world.ctx_home / "cache", FLEET, vectors=None,
+        claims=[testing.claim(CLAIM_ID, CLAIM_TEXT, type="gotcha", subject="payments")],
+        agents=[{"agent_id": HOLDER, "last_seen_at": testing.iso(testing.NOW),
+                 "leases": [{"path": LEASED_GLOB, "reason": LEASE_REASON,
+                             "expires_at": testing.iso(testing.NOW.replace(year=2099))}]}],
+        briefing=f"# Fleet briefing\n{HOLDER} holds {LEASED_GLOB}\n{BRIEFING_MARK}\n")
+    return world
+
+
+# -- the closing matrix: client, version, test, outcome --------------------------------------
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    module = Path(report.fspath).stem
+    if module not in CLIENT_OF_MODULE:
+        return
+    if report.when == "call" or (report.when == "setup" and not report.passed):
+        outcome, why = report.outcome, ""
+        if hasattr(report, "wasxfail"):
+            outcome, why = "xfail", str(report.wasxfail).removeprefix("reason: ")[:90]
+        elif report.skipped and isinstance(report.longrepr, tuple):
+            why = str(report.longrepr[2]).removeprefix("Skipped: ")
+        MATRIX.append((CLIENT_OF_MODULE[module], report.nodeid.split("::", 1)[-1], outcome, why))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not MATRIX:
+        return
+    write = terminalreporter.write_line
+    terminalreporter.write_sep("-", "real clients: client, version, outcome, test")
+    pins = npm_clients.pinned()
+    for client, (_binary, package) in CLIENTS.items():
+        write(f"{client:14} {VERSIONS.get(client) or f'{pins[package]} (pinned; not run)'}")
+    for client, test, outcome, why in MATRIX:
+        version = VERSIONS.get(client) or f"{pins[CLIENTS[client][1]]} (pinned)"
+        write(f"{client:14} {version[:24]:24} {outcome:8} {test}" + (f"  ({why})" if why else ""))

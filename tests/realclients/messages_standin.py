@@ -1,0 +1,261 @@
+"""A scripted stand-in for the Anthropic Messages API on 127.0.0.1, for driving real clients.
+
+The model behind Claude Code is the one external service a test may replace: everything
+else in a real-client test (the CLI, its MCP client, its hooks, the bridge) runs for real.
+The stand-in plays a fixed script instead of a model, so a test decides which tools the
+"model" asks for and can then check what the real client did with them.
+
+How a reply is chosen: Claude Code sends two kinds of requests, the agent loop (it offers
+`tools`) and side queries (titles, summaries, quota probes: no tools). Side queries get a
+short text. In the agent loop, the next step is the number of this script's tool calls that
+already carry a `tool_result` in the conversation, so a retried request gets the same
+answer and each step is answered once the client has run the previous one. Adding a step
+to a test (say, an Edit that a PreToolUse hook should warn about) is one more `ToolUse`
+in its script.
+
+Both response shapes are spoken: a JSON message, or, when the request says
+`"stream": true`, server-sent events in the documented order (message_start; per content
+block content_block_start, content_block_delta, content_block_stop; message_delta with the
+stop reason; message_stop). Every request is recorded for the test to inspect.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+#: Tool-use ids the stand-in writes start with this; it counts its own steps by them.
+TOOL_ID_PREFIX = "toolu_standin_"
+SIDE_REPLY = "ok"
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    """The model asks the client to run one tool with this input."""
+
+    name: str
+    input: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Say:
+    """The model answers with text and ends its turn."""
+
+    text: str
+
+
+Step = ToolUse | Say
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One HTTP request the client made."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+    @property
+    def is_agent_loop(self) -> bool:
+        return self.path.split("?", 1)[0] == "/v1/messages" and bool(self._tools())
+
+    def _tools(self) -> list[Any]:
+        tools = self.body.get("tools") if isinstance(self.body, dict) else None
+        return tools if isinstance(tools, list) else []
+
+    def tool_names(self) -> list[str]:
+        return [str(t.get("name")) for t in self._tools() if isinstance(t, dict)]
+
+    def dump(self) -> str:
+        """The whole body as text, for "does the client send X anywhere" checks."""
+        return json.dumps(self.body, ensure_ascii=False)
+
+    def tool_results(self) -> dict[str, Any]:
+        """tool_use_id → the tool_result block, over the whole conversation sent."""
+        out: dict[str, Any] = {}
+        for message in self.body.get("messages", []) if isinstance(self.body, dict) else []:
+            content = message.get("content") if isinstance(message, dict) else None
+            for block in content if isinstance(content, list) else []:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    out[str(block.get("tool_use_id"))] = block
+        return out
+
+
+def tool_id(step: int) -> str:
+    return f"{TOOL_ID_PREFIX}{step}"
+
+
+def result_text(block: dict[str, Any]) -> str:
+    """The text of a tool_result block (a string, or a list of text blocks)."""
+    content = block.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+    return ""
+
+
+@dataclass
+class Standin:
+    """The server; use as a context manager. `url` goes into ANTHROPIC_BASE_URL."""
+
+    script: Sequence[Step]
+    requests: list[Recorded] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _server: ThreadingHTTPServer | None = None
+
+    def __post_init__(self) -> None:
+        if not self.script or not isinstance(self.script[-1], Say):
+            raise ValueError("a script ends with a Say: the turn must end")
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "not started"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def __enter__(self) -> Standin:
+        standin = self
+
+        class Handler(_Handler):
+            owner = standin
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, name="messages-standin",
+                         daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def record(self, request: Recorded) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+    def agent_requests(self) -> list[Recorded]:
+        with self._lock:
+            return [r for r in self.requests if r.is_agent_loop]
+
+    def next_step(self, request: Recorded) -> tuple[int, Step]:
+        """The step this request is answered with (see the module docstring)."""
+        if not request.is_agent_loop:
+            return -1, Say(SIDE_REPLY)
+        answered = request.tool_results()
+        done = sum(1 for i, s in enumerate(self.script)
+                   if isinstance(s, ToolUse) and tool_id(i) in answered)
+        steps = [i for i, s in enumerate(self.script) if isinstance(s, ToolUse)]
+        index = steps[done] if done < len(steps) else len(self.script) - 1
+        return index, self.script[index]
+
+
+def message(model: str, index: int, step: Step) -> dict[str, Any]:
+    """The complete Message for one step (the non-streaming answer)."""
+    if isinstance(step, ToolUse):
+        block: dict[str, Any] = {"type": "tool_use", "id": tool_id(index), "name": step.name,
+                                 "input": step.input}
+        stop = "tool_use"
+    else:
+        block, stop = {"type": "text", "text": step.text}, "end_turn"
+    return {"id": f"msg_standin_{index}", "type": "message", "role": "assistant",
+            "model": model, "content": [block], "stop_reason": stop, "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": 5}}
+
+
+def sse_events(whole: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The same Message as the event stream a streaming request receives."""
+    start = {**whole, "content": [], "stop_reason": None,
+             "usage": {"input_tokens": whole["usage"]["input_tokens"], "output_tokens": 1}}
+    yield "message_start", {"type": "message_start", "message": start}
+    for i, block in enumerate(whole["content"]):
+        if block["type"] == "tool_use":
+            empty = {**block, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        else:
+            empty, delta = {"type": "text", "text": ""}, {"type": "text_delta",
+                                                          "text": block["text"]}
+        yield "content_block_start", {"type": "content_block_start", "index": i,
+                                      "content_block": empty}
+        yield "content_block_delta", {"type": "content_block_delta", "index": i,
+                                      "delta": delta}
+        yield "content_block_stop", {"type": "content_block_stop", "index": i}
+    yield "message_delta", {"type": "message_delta",
+                            "delta": {"stop_reason": whole["stop_reason"],
+                                      "stop_sequence": None},
+                            "usage": {"output_tokens": whole["usage"]["output_tokens"]}}
+    yield "message_stop", {"type": "message_stop"}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: Standin
+    server_version = "messages-standin/1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib's name
+        pass  # the test inspects `requests`; stderr stays quiet
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib's name
+        self._record(None)
+        self._json(404, _error("not_found_error", f"no {self.path} in the stand-in"))
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self._record(None)
+        self.send_response(200)
+        self.end_headers()
+
+    def do_POST(self) -> None:  # noqa: N802
+        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            body = json.loads(self.rfile.read(length) or b"{}")
+        except ValueError:
+            self._record(None)
+            self._json(400, _error("invalid_request_error", "body is not JSON"))
+            return
+        request = self._record(body)
+        path = self.path.split("?", 1)[0]
+        if path == "/v1/messages/count_tokens":
+            self._json(200, {"input_tokens": 100})
+        elif path == "/v1/messages":
+            index, step = self.owner.next_step(request)
+            whole = message(str(body.get("model", "standin")), index, step)
+            if body.get("stream"):
+                self._stream(whole)
+            else:
+                self._json(200, whole)
+        else:
+            self._json(404, _error("not_found_error", f"no {path} in the stand-in"))
+
+    def _record(self, body: Any) -> Recorded:
+        request = Recorded(self.command, self.path, {k.lower(): v for k, v in self.headers.items()},
+                           body)
+        self.owner.record(request)
+        return request
+
+    def _json(self, status: int, value: dict[str, Any]) -> None:
+        data = json.dumps(value).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("request-id", "req_standin")
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _stream(self, whole: dict[str, Any]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("request-id", "req_standin")
+        self.end_headers()
+        for event, data in sse_events(whole):
+            self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
+            self.wfile.flush()
+
+
+def _error(kind: str, text: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": kind, "message": text}}

@@ -1,0 +1,244 @@
+"""The real Claude Code CLI, set up by `install --runtime claude-code`, in headless sessions.
+
+Only the model is replaced (messages_standin.py, on 127.0.0.1 via ANTHROPIC_BASE_URL); the
+CLI, its MCP client and hooks, and the bridge all run for real. One session checks the
+whole path a user meets: the SessionStart hook's briefing reaches the model, the scripted
+model loads and calls `mcp__ctxlake__memory_search`, the real bridge answers it from the
+fleet's cache, and the SessionEnd hook spools `session.end` for the session.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_bridge.install import HOOK_MARK
+from mcp_bridge.toolspec import TOOLS
+from tests.realclients import npm_clients
+from tests.realclients.conftest import (
+    AGENT,
+    BRIEFING_MARK,
+    CLAIM_ID,
+    CLAIM_TEXT,
+    HOLDER,
+    LEASE_REASON,
+    Clients,
+    Fleet,
+)
+from tests.realclients.messages_standin import (
+    Recorded,
+    Say,
+    Standin,
+    Step,
+    ToolUse,
+    result_text,
+    tool_id,
+)
+
+pytestmark = pytest.mark.slow
+
+PROMPT = "What does this fleet know about Stripe webhooks?"
+DONE = "standin: done"
+SEARCH = "mcp__ctxlake__memory_search"
+#: The model a real session would be: load the deferred MCP tool's schema, then call it.
+MEMORY_SCRIPT: list[Step] = [
+    ToolUse("ToolSearch", {"query": f"select:{SEARCH}"}),
+    ToolUse(SEARCH, {"query": "stripe webhooks retried"}),
+    Say(DONE),
+]
+
+
+#: What Claude Code's debug log says when the start-up race (issue 15 item 1) hits.
+RACE_SIGN = "answered the server/discover probe after it had connected legacy"
+
+
+@dataclass(frozen=True)
+class Session:
+    result: dict[str, Any]
+    standin: Standin
+    debug_log: str
+
+    def agent_requests(self) -> list[Recorded]:
+        requests = self.standin.agent_requests()
+        assert requests, f"Claude Code never reached the stand-in: {self.standin.requests}"
+        return requests
+
+    def step_result(self, index: int) -> tuple[str, bool]:
+        """(text, is_error) of the tool_result Claude Code sent back for script step `index`."""
+        block = self.agent_requests()[-1].tool_results().get(tool_id(index))
+        assert block is not None, f"step {index} never got a tool_result"
+        return result_text(block), block.get("is_error") is True
+
+
+def run_session(clients: Clients, fleet: Fleet, script: list[Step], *allowed: str) -> Session:
+    debug = fleet.root / "claude-debug.log"
+    with Standin(script) as standin:
+        env = clients.env(fleet.home, ANTHROPIC_BASE_URL=standin.url,
+                          ANTHROPIC_API_KEY="sk-ant-standin-not-a-key", DISABLE_TELEMETRY="1",
+                          DISABLE_ERROR_REPORTING="1", DISABLE_AUTOUPDATER="1",
+                          CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+        done = subprocess.run(
+            [clients.path("claude"), "-p", PROMPT, "--output-format", "json",
+             "--allowedTools", ",".join(("mcp__ctxlake", *allowed)), "--debug-file", str(debug)],
+            cwd=fleet.project, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    result = json.loads(done.stdout)
+    assert result["is_error"] is False, result
+    assert result["result"] == DONE, result
+    return Session(result, standin, debug.read_text(errors="replace") if debug.exists() else "")
+
+
+def test_session_briefing_memory_search_and_session_end(clients: Clients, fleet: Fleet) -> None:
+    fleet.install("claude-code")
+    session = run_session(clients, fleet, MEMORY_SCRIPT)
+    first = session.agent_requests()[0]
+    pinned = npm_clients.pinned()["@anthropic-ai/claude-code"]
+    assert f"claude-cli/{pinned} " in first.headers["user-agent"]
+    assert first.headers["x-claude-code-session-id"] == session.result["session_id"]
+
+    # SessionStart: the fleet briefing is in what the CLI sends to the model.
+    assert BRIEFING_MARK in first.dump()
+    assert session.result["permission_denials"] == []
+    # SessionEnd: one session.end for this session, by this agent.
+    ends = [e for e in fleet.events() if e["kind"] == "session.end"]
+    assert [(e["session"], e["agent"]) for e in ends] == [(session.result["session_id"], AGENT)]
+
+    try:
+        assert_memory_search_answered(session)
+    except AssertionError:
+        if RACE_SIGN in session.debug_log:  # a known bug, seen on a loaded machine: say so
+            pytest.xfail("the start-up race hit (issue 15 item 1; made certain by "
+                         "test_session_with_a_slow_sdk_import)")
+        raise
+
+
+def assert_memory_search_answered(session: Session) -> None:
+    """Steps 0-1 of MEMORY_SCRIPT went through Claude Code to the real bridge and back.
+
+    Claude Code connects MCP servers without blocking the first request and defers their
+    tools behind ToolSearch, so the bridge's tools are checked where the model gets them:
+    after the ToolSearch step, with the bridge's own input schema.
+    """
+    last = session.agent_requests()[-1]
+    assert last.tool_results().keys() == {tool_id(0), tool_id(1)}
+    assert not session.step_result(0)[1]
+    offered = [t.get("input_schema") for t in last.body["tools"] if t.get("name") == SEARCH]
+    assert offered == [TOOLS["memory_search"]["inputSchema"]], "memory_search is not offered"
+    text, failed = session.step_result(1)
+    assert not failed, text
+    answer = json.loads(text)
+    assert [hit["id"] for hit in answer["results"]] == [CLAIM_ID]
+    assert answer["results"][0]["text"] == CLAIM_TEXT
+
+
+#: Loaded by the bridge's interpreter (PYTHONPATH): the MCP SDK's import takes this long,
+#: as it does on a loaded machine. The fast `initialize` path does not import it.
+SLOW_SDK_IMPORT = """\
+import sys, time
+
+
+class SlowSdk:
+    def find_spec(self, name, path=None, target=None):
+        if name == "mcp":
+            sys.meta_path.remove(self)
+            time.sleep({delay})
+        return None
+
+
+sys.meta_path.insert(0, SlowSdk())
+"""
+#: Longer than Claude Code waits for `server/discover` before it falls back to `initialize`.
+SLOW_IMPORT_SECS = 5
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "issue 15 item 1: when the SDK import outlasts Claude Code's 3 s server/discover wait, "
+    "the bridge answers the fallback `initialize` at once, then the late server/discover "
+    "switches the connection; Claude Code drops it, tools/list is refused with -32602 "
+    "(params._meta ...), and memory_search is an unknown tool"))
+def test_session_with_a_slow_sdk_import(clients: Clients, fleet: Fleet, tmp_path: Path,
+                                         ) -> None:
+    """The start-up race, made certain: the same session with the SDK import held 5 s."""
+    slow = tmp_path / "slow-sdk"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text(SLOW_SDK_IMPORT.format(delay=SLOW_IMPORT_SECS))
+    python = slow / "python"
+    python.write_text(f'#!/bin/sh\nPYTHONPATH="{slow}${{PYTHONPATH:+:$PYTHONPATH}}" '
+                      f'exec {shlex.quote(sys.executable)} "$@"\n')
+    python.chmod(0o755)
+    fleet.install("claude-code", "--python", str(python))
+    assert_memory_search_answered(run_session(clients, fleet, MEMORY_SCRIPT))
+
+
+def test_pretooluse_warns_before_editing_a_leased_path(clients: Clients, fleet: Fleet) -> None:
+    """Another agent's live lease on the edited path reaches the model before the edit."""
+    fleet.install("claude-code")
+    settings = json.loads((fleet.project / ".claude" / "settings.json").read_text())
+    if HOOK_MARK not in json.dumps(settings.get("hooks", {}).get("PreToolUse", [])):
+        pytest.skip("follow-up: `install` in this checkout writes no PreToolUse hook (issue 15 "
+                    "item 5); this test's scripted Write on a leased path runs once it does")
+    target = fleet.project / "src" / "payments" / "webhook.py"
+    script: list[Step] = [
+        ToolUse("Write", {"file_path": str(target), "content": "RETRIES = 3\n"}),
+        Say(DONE),
+    ]
+    session = run_session(clients, fleet, script, "Write")
+    last = session.agent_requests()[-1]
+    after = json.dumps(_messages_after(last, tool_id(0)))
+    assert HOLDER in after and LEASE_REASON in after, after
+    assert target.read_text() == "RETRIES = 3\n"  # a warning by default, not a block
+
+
+def _messages_after(request: Recorded, use_id: str) -> list[Any]:
+    """The conversation after the assistant message holding tool_use `use_id`."""
+    messages = request.body["messages"]
+    for i, message in enumerate(messages):
+        content = message.get("content")
+        if isinstance(content, list) and any(
+                isinstance(b, dict) and b.get("id") == use_id for b in content):
+            return list(messages[i + 1:])
+    raise AssertionError(f"no tool_use {use_id} in the conversation")
+
+
+def approve_project(fleet: Fleet) -> None:
+    """What a user does once in an interactive session: trust the folder, approve the server."""
+    state = fleet.home / ".claude.json"
+    data = json.loads(state.read_text()) if state.exists() else {}
+    data.setdefault("projects", {})[str(fleet.project)] = {"hasTrustDialogAccepted": True}
+    state.write_text(json.dumps(data))
+    local = fleet.project / ".claude" / "settings.local.json"
+    local.write_text(json.dumps({"enabledMcpjsonServers": ["ctxlake"]}))
+
+
+def mcp_list(clients: Clients, fleet: Fleet) -> str:
+    done = subprocess.run([clients.path("claude"), "mcp", "list"], cwd=fleet.project,
+                          env=clients.env(fleet.home, DISABLE_TELEMETRY="1",
+                                          CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1"),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_mcp_list_connected_once_approved(clients: Clients, fleet: Fleet) -> None:
+    fleet.install("claude-code")
+    [pending] = [ln for ln in mcp_list(clients, fleet).splitlines() if ln.startswith("ctxlake:")]
+    assert "Pending approval" in pending
+    approve_project(fleet)
+    [row] = [ln for ln in mcp_list(clients, fleet).splitlines() if ln.startswith("ctxlake:")]
+    assert "Connected" in row, row
+
+
+@pytest.mark.xfail(strict=True, reason="issue 15 item 4: `claude mcp list` runs the SessionEnd "
+                   "hook, which spools session.end for a session that never happened")
+def test_mcp_list_leaves_no_session(clients: Clients, fleet: Fleet) -> None:
+    fleet.install("claude-code")
+    approve_project(fleet)
+    assert "Connected" in mcp_list(clients, fleet)
+    assert [e["kind"] for e in fleet.events()] == []
