@@ -19,9 +19,11 @@ from rest_framework.response import Response
 from claims import moderation, search
 from claims import serializers as s
 from claims.models import Claim, ClaimEvent
+from fleet.idempotency import idempotent
 from fleet.models import ApiToken, Fleet
 from fleet.permissions import MODERATE, PROPOSE, READ
 from fleet.views import FLEET_PARAM, FleetViewSet
+from mcp_bridge import contract
 
 CLAIM_PARAM = OpenApiParameter("claim_id", str, OpenApiParameter.PATH, description="cc-NN")
 NOTES = {
@@ -146,6 +148,7 @@ class ClaimViewSet(FleetViewSet):
             )
         ],
     )
+    @idempotent(contract.KIND_CLAIM_PROPOSED)
     def propose(self, request: Request, fleet: str) -> Response:
         params = s.ProposeRequest(data=request.data)
         params.is_valid(raise_exception=True)

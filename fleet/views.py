@@ -21,8 +21,10 @@ from rest_framework.response import Response
 from fleet import actions, api_presence, api_roster, handoffs, leases
 from fleet import serializers as s
 from fleet.globs import BadPath
+from fleet.idempotency import idempotent
 from fleet.models import Agent, ApiToken, Handoff, Lease, Session
 from fleet.permissions import COORDINATE, READ, SESSIONS, FleetScoped
+from mcp_bridge import contract
 
 FLEET_PARAM = OpenApiParameter("fleet", str, OpenApiParameter.PATH, description="Fleet slug.")
 
@@ -166,6 +168,7 @@ class SessionViewSet(FleetViewSet):
             )
         ],
     )
+    @idempotent(contract.KIND_SESSION_END)
     def end(self, request: Request, fleet: str, session_id: str) -> Response:
         session = self.get_object()
         data = self.valid(s.SessionEndRequest)
@@ -209,6 +212,7 @@ class LeaseViewSet(FleetViewSet):
             )
         ],
     )
+    @idempotent(contract.KIND_LEASE_CLAIM)
     def claim(self, request: Request, fleet: str) -> Response:
         data = self.valid(s.LeaseClaimRequest)
         agent = self.acting_agent(data.get("agent_id"))
@@ -243,6 +247,7 @@ class LeaseViewSet(FleetViewSet):
             )
         ],
     )
+    @idempotent(contract.KIND_LEASE_RELEASE)
     def release(self, request: Request, fleet: str) -> Response:
         data = self.valid(s.LeaseReleaseRequest)
         agent = self.acting_agent(data.get("agent_id"))
@@ -308,6 +313,7 @@ class HandoffViewSet(FleetViewSet):
             )
         ],
     )
+    @idempotent(contract.KIND_HANDOFF_CREATE)
     def create(self, request: Request, fleet: str) -> Response:
         data = self.valid(s.HandoffCreateRequest)
         agent = self.acting_agent(data.get("agent_id"))
