@@ -23,9 +23,10 @@ from pgvector.django import HnswIndex, VectorField
 
 from fleet.constraints import in_choices
 from fleet.models import Agent, ApiToken, Fleet
+from mcp_bridge.contract import events as ev
 
 EMBEDDING_DIMS = 384
-MAX_EXCERPT = 2000
+MAX_EXCERPT = ev.EXCERPT_MAX_CHARS
 _SPACE = re.compile(r"\s+")
 
 
@@ -84,7 +85,7 @@ class Claim(models.Model):
     number = models.PositiveIntegerField(editable=False, help_text="Per-fleet; shown as cc-NN.")
     text = models.TextField()
     type = models.CharField(max_length=16, choices=Type.choices)
-    subject = models.CharField(max_length=200)
+    subject = models.CharField(max_length=ev.SUBJECT_MAX_CHARS)
     scope = models.CharField(max_length=8, choices=Scope.choices, default=Scope.AGENT)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PROPOSED)
     contested = models.BooleanField(default=False)
@@ -207,12 +208,12 @@ class Evidence(models.Model):
     """One citation: the session and message where the fleet observed what the claim says."""
 
     claim = models.ForeignKey(Claim, on_delete=models.CASCADE, related_name="evidence")
-    session_id = models.CharField(max_length=128)
-    message_id = models.CharField(max_length=128)
+    session_id = models.CharField(max_length=ev.ID_MAX_CHARS)
+    message_id = models.CharField(max_length=ev.ID_MAX_CHARS)
     agent = models.ForeignKey(Agent, on_delete=models.SET_NULL, null=True, blank=True)
-    repo = models.CharField(max_length=500, blank=True)
-    path = models.CharField(max_length=1024, blank=True)
-    commit = models.CharField(max_length=64, blank=True)
+    repo = models.CharField(max_length=ev.REPO_MAX_CHARS, blank=True)
+    path = models.CharField(max_length=ev.PATH_MAX_CHARS, blank=True)
+    commit = models.CharField(max_length=ev.COMMIT_MAX_CHARS, blank=True)
     excerpt = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 

@@ -18,7 +18,6 @@ from django.utils import timezone
 
 from claims import tasks
 from claims.models import (
-    MAX_EXCERPT,
     Claim,
     ClaimEvent,
     ClaimStatus,
@@ -28,18 +27,12 @@ from claims.models import (
 )
 from fleet import lineage, rendering
 from fleet.models import Agent, ApiToken, Fleet, FleetModerator
+from mcp_bridge.contract import events as ev
 from mcp_bridge.contract import redact
 
-MAX_CITATIONS = 20
-CITATION_FIELDS = ("session_id", "message_id", "repo", "path", "commit", "excerpt")
-FIELD_LIMITS = {
-    "session_id": 128,
-    "message_id": 128,
-    "repo": 500,
-    "path": 1024,
-    "commit": 64,
-    "excerpt": MAX_EXCERPT,
-}
+MAX_CITATIONS = ev.CITATIONS_MAX
+CITATION_FIELDS = tuple(ev.CITATION_LIMITS)
+FIELD_LIMITS = ev.CITATION_LIMITS
 
 
 class InvalidProposal(ValueError):

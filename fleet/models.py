@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from fleet.constraints import in_choices, not_blank
 from fleet.globs import BadPath, literal_prefix
+from mcp_bridge.contract import events as ev
 
 
 class MemoryMode(models.TextChoices):
@@ -62,7 +63,7 @@ class Agent(models.Model):
     """One agent identity in a fleet (what CTXLAKE_AGENT_ID names on the bridge)."""
 
     fleet = models.ForeignKey(Fleet, on_delete=models.CASCADE, related_name="agents")
-    agent_id = models.CharField(max_length=128)
+    agent_id = models.CharField(max_length=ev.ID_MAX_CHARS)
     runtime = models.CharField(max_length=64, blank=True, help_text="claude-code, cursor, codex…")
     host = models.CharField(max_length=255, blank=True)
     last_seen_at = models.DateTimeField(null=True, blank=True)
@@ -92,9 +93,9 @@ class Session(models.Model):
 
     fleet = models.ForeignKey(Fleet, on_delete=models.CASCADE, related_name="sessions")
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="sessions")
-    session_id = models.CharField(max_length=128)
-    repo = models.CharField(max_length=500, blank=True)
-    branch = models.CharField(max_length=255, blank=True)
+    session_id = models.CharField(max_length=ev.ID_MAX_CHARS)
+    repo = models.CharField(max_length=ev.REPO_MAX_CHARS, blank=True)
+    branch = models.CharField(max_length=ev.BRANCH_MAX_CHARS, blank=True)
     started_at = models.DateTimeField(default=timezone.now)
     ended_at = models.DateTimeField(null=True, blank=True)
     outcome = models.CharField(max_length=16, choices=Outcome.choices, blank=True, default="")
@@ -134,10 +135,10 @@ class Lease(models.Model):
     session = models.ForeignKey(
         Session, on_delete=models.SET_NULL, null=True, blank=True, related_name="leases"
     )
-    path = models.CharField(max_length=1024, help_text="A repo-relative path or glob.")
+    path = models.CharField(max_length=ev.PATH_MAX_CHARS, help_text="A repo-relative path or glob.")
     # fleet.globs.literal_prefix(path): lets contention checks skip leases that cannot overlap.
     prefix = models.CharField(max_length=1100, blank=True, default="", editable=False)
-    reason = models.CharField(max_length=500, blank=True)
+    reason = models.CharField(max_length=ev.REASON_MAX_CHARS, blank=True)
     acquired_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField()
     released_at = models.DateTimeField(null=True, blank=True)

@@ -18,6 +18,7 @@ from django.utils import timezone
 from fleet import actions, leases
 from fleet.globs import BadPath, normalise
 from fleet.models import Agent, Fleet, Handoff, Session
+from mcp_bridge.contract import events as ev
 
 T = TypeVar("T")  # a checked request
 R = TypeVar("R")  # its result
@@ -115,7 +116,7 @@ def _claim_request(event: Envelope) -> leases.ClaimRequest:
         event.agent,
         _str_list(event.payload, "paths"),
         ttl=timedelta(seconds=ttl_secs) if ttl_secs else None,
-        reason=_text(event.payload, "reason", limit=500),
+        reason=_text(event.payload, "reason", limit=ev.REASON_MAX_CHARS),
         session=event.session,
         now=min(event.at, timezone.now()),
     )
@@ -174,9 +175,9 @@ def _handoff(event: Envelope) -> tuple[Handoff, bool]:
         fleet=event.fleet,
         from_agent=event.agent,
         from_session=event.session,
-        summary=_text(event.payload, "summary", limit=4000, required=True),
+        summary=_text(event.payload, "summary", limit=ev.SUMMARY_MAX_CHARS, required=True),
         status=status,
-        next_steps=_text(event.payload, "next", limit=2000),
+        next_steps=_text(event.payload, "next", limit=ev.NEXT_MAX_CHARS),
         source_trust=Handoff.SourceTrust.AGENT,  # whatever the line claims: it came from an agent
     )
     return handoff, transfer
@@ -214,7 +215,7 @@ def apply_session_end(event: Envelope) -> dict[str, Any]:
         raise InvalidEvent("session.end needs the event's session id")
     if session.agent_id != event.agent.pk:
         raise InvalidEvent(f"session {session.session_id} belongs to another agent")
-    summary = _text(event.payload, "summary", limit=4000)
+    summary = _text(event.payload, "summary", limit=ev.SUMMARY_MAX_CHARS)
     try:
         changed = [normalise(p) for p in _str_list(event.payload, "changed_paths")][:200]
     except BadPath as exc:
