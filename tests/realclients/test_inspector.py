@@ -1,15 +1,26 @@
 """The MCP Inspector's CLI, a client nobody here wrote, against the real bridge.
 
-It reads the server entry from the `.mcp.json` that `install --runtime claude-code` wrote
+It is given the server entry from the `.mcp.json` that `install --runtime claude-code` wrote
 (`--config … --server ctxlake`), so what is checked is the installed entry as a user has it,
 under both protocol eras the Inspector speaks: legacy (`initialize` first) and modern
 (`server/discover`); its default, auto, picks modern with this bridge.
+
+That `.mcp.json` is committed, so it names the per-user launcher through Claude Code's own
+variable expansion (`${HOME}/.ctxlake/bin/ctxlake-mcp-<fleet>`). The Inspector does not read
+`.mcp.json` as a runtime does: it spawns `command` verbatim (`spawn ${HOME}/… ENOENT`). So it
+gets the entry expanded the way Claude Code expands it when it spawns the server (`${VAR}`
+and `${VAR:-default}` from the client's environment; an unset variable without a default is
+an error there, and here), in a file of its own beside the project; the launcher that path
+points to, written by `install` into this test's HOME, is what the Inspector then runs.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,12 +33,48 @@ pytestmark = pytest.mark.slow
 ERAS = ("legacy", "modern")
 
 
+#: Claude Code's expansion in `.mcp.json` (command, args, env): `${NAME}`, `${NAME:-default}`.
+CLAUDE_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand_like_claude_code(value: Any, env: dict[str, str]) -> Any:
+    """`value` with every `${VAR}` replaced as Claude Code does when it spawns the server."""
+    if isinstance(value, dict):
+        return {k: expand_like_claude_code(v, env) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand_like_claude_code(v, env) for v in value]
+    if not isinstance(value, str):
+        return value
+
+    def one(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in env:
+            return env[name]
+        assert default is not None, f"${{{name}}} is unset: Claude Code reports it missing"
+        return default
+
+    return CLAUDE_VAR.sub(one, value)
+
+
+def inspector_config(fleet: Fleet, env: dict[str, str]) -> Path:
+    """The installed `.mcp.json` entry, expanded for `env`, as the Inspector's --config."""
+    installed = json.loads((fleet.project / ".mcp.json").read_text())["mcpServers"]["ctxlake"]
+    assert installed == {"command": f"${{HOME}}/.ctxlake/bin/ctxlake-mcp-{FLEET}", "args": []}
+    entry = expand_like_claude_code(installed, env)
+    launcher = Path(entry["command"])
+    assert launcher == fleet.home / ".ctxlake" / "bin" / f"ctxlake-mcp-{FLEET}"
+    assert launcher.is_file() and os.access(launcher, os.X_OK), f"no launcher at {launcher}"
+    config = fleet.root / "inspector-mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"ctxlake": entry}}))
+    return config
+
+
 def inspect(clients: Clients, fleet: Fleet, era: str, *args: str) -> dict[str, Any]:
+    env = clients.env(fleet.home, MCP_INSPECTOR_SECRET_STORE="memory")
     done = subprocess.run(
-        [clients.path("mcp-inspector"), "--cli", "--config", str(fleet.project / ".mcp.json"),
+        [clients.path("mcp-inspector"), "--cli", "--config", str(inspector_config(fleet, env)),
          "--server", "ctxlake", "--protocol-era", era, "--format", "json", *args],
-        capture_output=True, text=True, timeout=90, cwd=fleet.project,
-        env=clients.env(fleet.home, MCP_INSPECTOR_SECRET_STORE="memory"))
+        capture_output=True, text=True, timeout=90, cwd=fleet.project, env=env)
     assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
     return dict(json.loads(done.stdout))
 
