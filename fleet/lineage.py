@@ -1,21 +1,42 @@
-"""Independent sessions: how many separate lines of reasoning back a set of sessions.
+"""Independent sessions: how many separate, *verified* lines of reasoning back a claim.
+
+A cited session counts only if this fleet has seen it from one of its own agents (a
+Session row of the fleet, see fleet.sessions): a session id an agent merely types, or one
+of another fleet, is kept with the citation and shown as unverified, never counted.
 
 Sessions joined by a handoff chain (S1 hands off, S2 picks up, S2 hands off, S3 picks up)
 are one line of reasoning continued, not independent witnesses: they count once. The
 chain may run through sessions that are not themselves in the set, so the whole fleet's
 handoff graph is considered.
+
+`independent_sessions` is the one count: the promotion gate, the stored
+`Claim.independent_sessions` agents are shown, the admin and REST all use it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from fleet.models import Fleet, Handoff
+from django.db.models import F
+
+from fleet.models import Fleet, Handoff, Session
+
+
+def verified_sessions(fleet: Fleet, session_ids: Iterable[str]) -> set[str]:
+    """Those of `session_ids` the fleet has seen, from one of its own agents."""
+    wanted = {sid for sid in session_ids if sid}
+    if not wanted:
+        return set()
+    return set(
+        Session.objects.filter(
+            fleet=fleet, session_id__in=wanted, agent__fleet_id=F("fleet_id")
+        ).values_list("session_id", flat=True)
+    )
 
 
 def independent_sessions(fleet: Fleet, session_ids: Iterable[str]) -> int:
-    """Count connected components of `session_ids` under the fleet's handoff links."""
-    wanted = {sid for sid in session_ids if sid}
+    """Count connected components of the verified `session_ids` under handoff links."""
+    wanted = verified_sessions(fleet, session_ids)
     if len(wanted) <= 1:
         return len(wanted)
     parent: dict[str, str] = {}
