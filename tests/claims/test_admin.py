@@ -17,6 +17,7 @@ from django.utils import timezone
 from claims import moderation
 from claims.models import EMBEDDING_DIMS, Claim, ClaimEvent
 from fleet.models import Agent, Fleet, FleetModerator
+from tests.claims.witness import seen_cited
 
 QUEUE = "/admin/claims/claim/review/"
 TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
@@ -30,6 +31,7 @@ def _propose(fleet: Fleet, agent: Agent | None = None, n: int = 1, **kw: Any) ->
         "evidence": [{"session_id": f"s{n}", "message_id": "m1", "path": "src/a.py"}],
         **kw,
     }
+    seen_cited(fleet, args["evidence"])
     return moderation.propose_claim(fleet, by_agent=agent, **args).claim
 
 

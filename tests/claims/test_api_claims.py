@@ -8,6 +8,7 @@ import pytest
 
 from claims.models import Claim, ClaimEvent, Evidence
 from fleet.models import Fleet
+from tests.claims.witness import seen
 from tests.fleet.conftest import ApiAs, World
 
 SECRET = "sk-ant-api03-" + "x7Y9" * 20
@@ -35,13 +36,25 @@ def test_a_secret_in_a_claim_or_its_evidence_never_reaches_the_database(
     assert Claim.objects.filter(subject="evals").count() == 1
 
 
-def test_a_duplicate_proposal_corroborates(api_as: ApiAs, world: World) -> None:
+def test_a_duplicate_proposal_corroborates_only_from_a_verified_session(
+    api_as: ApiAs, world: World
+) -> None:
+    """Issue 13: the same text from a session the fleet never saw is a new proposal in the
+    queue (labelled a duplicate), not a corroboration; from a seen session it corroborates."""
     body = {
         "text": world.promoted.text.upper(),
         "type": "fact",
         "subject": "pytest",
         "evidence": [{"session_id": "s-3", "message_id": "m-3"}],
     }
+    before = world.promoted.independent_sessions
+    response = api_as(world.ada).post(f"{_base(world)}/claims", body, format="json")
+    assert response.status_code == 201
+    assert response.json()["claim"]["status"] == "proposed"
+    world.promoted.refresh_from_db()
+    assert world.promoted.independent_sessions == before
+    seen(world.fleet, "s-4", agent=world.ada)
+    body["evidence"] = [{"session_id": "s-4", "message_id": "m-4"}]
     response = api_as(world.ada).post(f"{_base(world)}/claims", body, format="json")
     assert response.status_code == 200
     assert (response.json()["created"], response.json()["claim"]["id"]) == (

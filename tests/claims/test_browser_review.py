@@ -20,6 +20,7 @@ from django.contrib.auth.models import Permission, User
 from claims import moderation
 from claims.models import Claim
 from fleet.models import Agent, Fleet, FleetModerator
+from tests.claims.witness import seen_cited
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 CHROMIUM = os.environ.get("CTXLAKE_CHROMIUM", "/usr/bin/chromium")
@@ -87,6 +88,7 @@ def _propose(fleet: Fleet, agent: Agent, text: str, n: int) -> Claim:
             "excerpt": "FAILED tests/test_payments.py::test_refund - ConnectionRefused",
         }
     ]
+    seen_cited(fleet, evidence)
     return moderation.propose_claim(
         fleet, text=text, type="gotcha", subject="payments tests", evidence=evidence, by_agent=agent
     ).claim

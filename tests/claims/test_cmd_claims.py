@@ -12,12 +12,14 @@ from django.core.management import CommandError, call_command
 from claims import moderation
 from claims.models import Claim
 from fleet.models import Fleet, FleetModerator
+from tests.claims.witness import seen_cited
 
 TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 
 
 def _propose(fleet: Fleet, text: str = "pytest -x stops at the first failure", n: int = 1) -> Claim:
     evidence = [{"session_id": f"s{n}", "message_id": "m", "path": "src/a.py"}]
+    seen_cited(fleet, evidence)
     return moderation.propose_claim(
         fleet, text=text, type="fact", subject="pytest", evidence=evidence
     ).claim
