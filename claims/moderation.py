@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
@@ -27,8 +26,8 @@ from claims.models import (
     take_claim_numbers,
     text_hash,
 )
-from fleet import lineage, rendering
-from fleet.models import Agent, ApiToken, Fleet, FleetModerator
+from fleet import lineage, rendering, scope
+from fleet.models import Agent, ApiToken, Fleet, FleetModerator  # noqa: F401 - re-exported for tests
 from mcp_bridge.contract import redact
 
 MAX_CITATIONS = 20
@@ -378,22 +377,14 @@ def corroborate_claim(
 
 
 def can_moderate(actor: Any, fleet: Fleet) -> bool:
-    """A person holding claims.promote_claim and granted this fleet (superusers: every
-    fleet), or an unrevoked operator-role API token of this fleet."""
-    if isinstance(actor, ApiToken):
-        return (
-            actor.role == ApiToken.Role.OPERATOR
-            and actor.revoked_at is None
-            and actor.fleet_id == fleet.pk
-        )
-    if not isinstance(actor, AbstractBaseUser) or not actor.is_active:
+    """May `actor` decide this fleet's claims? The fleet must be theirs (fleet.scope: a
+    superuser, a FleetModerator grant, or an unrevoked operator token of the fleet) and a
+    person must also hold claims.promote_claim."""
+    if not scope.may_act_on_fleet(actor, fleet):
         return False
-    if getattr(actor, "is_superuser", False):
+    if isinstance(actor, ApiToken) or getattr(actor, "is_superuser", False):
         return True
-    return (
-        actor.has_perm("claims.promote_claim")
-        and FleetModerator.objects.filter(fleet=fleet, user=actor).exists()
-    )
+    return bool(actor.has_perm("claims.promote_claim"))
 
 
 def _actor(by: Any) -> dict[str, Any]:
@@ -535,11 +526,19 @@ def merge_claim(claim: Claim, *, into: Claim, by: Any) -> Claim:
     _event(
         closed,
         ClaimEvent.Kind.REJECTED,
-        user=by,
         note=f"merged into {into.public_id}",
         merged_into=into.public_id,
+        **_actor(by),
     )
-    corroborate_claim(into, citations=citations, user=by, note=f"merged from {claim.public_id}")
+    actor = _actor(by)
+    corroborate_claim(
+        into,
+        citations=citations,
+        user=actor.get("user"),
+        by_agent=actor.get("agent"),
+        note=f"merged from {claim.public_id}"
+        + (" by an operator token" if "token" in actor else ""),
+    )
     return into
 
 

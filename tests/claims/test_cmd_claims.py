@@ -66,7 +66,7 @@ def test_it_shows_hidden_characters_in_a_terminal(fleet_a: Fleet) -> None:
 def test_it_shows_one_claim_with_the_gates_verdict(fleet_a: Fleet) -> None:
     claim = _propose(fleet_a)
     out = _run("show", claim.public_id, "--fleet", "fleet-a")
-    assert "evidence s1/m" in out and "gate: open" in out
+    assert "evidence [verified] s1/m" in out and "gate: open" in out
     claim.evidence.update(excerpt=f"token {TOKEN}")
     assert "gate: it contains what looks like a secret" in _run(
         "show", "cc-01", "--fleet", "fleet-a"
@@ -148,3 +148,34 @@ def test_it_refuses_a_secret_and_a_second_promotion(fleet_a: Fleet, fleet_mod: U
     _run("promote", "cc-01", "--fleet", "fleet-a", "--as", "mod")
     with pytest.raises(CommandError, match="already promoted"):
         _run("promote", "cc-01", "--fleet", "fleet-a", "--as", "mod")
+
+
+def test_it_supersedes_sets_valid_until_and_merges(fleet_a: Fleet, fleet_mod: User) -> None:
+    old = _propose(fleet_a)
+    moderation.promote_claim(old, by=fleet_mod)
+    new = _propose(fleet_a, "pytest -x stops at the first error or failure", n=2)
+    args = ("--fleet", fleet_a.slug, "--as", "mod")
+    with pytest.raises(CommandError, match="No claim 'cc-99'"):
+        _run("supersede", old.public_id, *args, "--by", "cc-99")
+    out = _run("supersede", old.public_id, *args, "--by", new.public_id, "--note", "reworded")
+    assert f"superseded by {new.public_id}" in out
+    new.refresh_from_db()
+    assert new.status == "promoted"
+    out = _run("valid-until", new.public_id, "2030-01-01T00:00:00Z", *args)
+    assert "valid until 2030-01-01" in out
+    out = _run("valid-until", new.public_id, "none", *args)
+    assert "valid until" not in out
+    dup = _propose(fleet_a, "Run pytest with -x to stop at the first failure", n=3)
+    _run("merge", dup.public_id, *args, "--into", new.public_id)
+    dup.refresh_from_db()
+    new.refresh_from_db()
+    assert dup.status == "rejected" and new.independent_sessions == 2
+
+
+@pytest.mark.parametrize("until", ["tomorrow", "2027-01-01T00:00:00"])
+def test_valid_until_refuses_a_time_without_a_zone(
+    fleet_a: Fleet, fleet_mod: User, until: str
+) -> None:
+    claim = _propose(fleet_a)
+    with pytest.raises(CommandError, match="ISO 8601"):
+        _run("valid-until", claim.public_id, until, "--fleet", fleet_a.slug, "--as", "mod")
