@@ -17,26 +17,33 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from django.db.models import F
+from django.db.models import F, QuerySet
 
 from fleet.models import Fleet, Handoff, Session
 
 
+def _seen(fleet: Fleet, session_ids: Iterable[str]) -> QuerySet[Session]:
+    wanted = {sid for sid in session_ids if sid}
+    return Session.objects.filter(fleet=fleet, session_id__in=wanted, agent__fleet_id=F("fleet_id"))
+
+
 def verified_sessions(fleet: Fleet, session_ids: Iterable[str]) -> set[str]:
     """Those of `session_ids` the fleet has seen, from one of its own agents."""
-    wanted = {sid for sid in session_ids if sid}
-    if not wanted:
-        return set()
-    return set(
-        Session.objects.filter(
-            fleet=fleet, session_id__in=wanted, agent__fleet_id=F("fleet_id")
-        ).values_list("session_id", flat=True)
-    )
+    return set(_seen(fleet, session_ids).values_list("session_id", flat=True))
+
+
+def verified_session_rows(fleet: Fleet, session_ids: Iterable[str]) -> dict[str, Session]:
+    """The Session rows (with their agents) of the verified ones among `session_ids`."""
+    return {s.session_id: s for s in _seen(fleet, session_ids).select_related("agent")}
 
 
 def independent_sessions(fleet: Fleet, session_ids: Iterable[str]) -> int:
     """Count connected components of the verified `session_ids` under handoff links."""
-    wanted = verified_sessions(fleet, session_ids)
+    return independent_among_verified(fleet, verified_sessions(fleet, session_ids))
+
+
+def independent_among_verified(fleet: Fleet, wanted: set[str]) -> int:
+    """`independent_sessions` for ids already known to be verified (saves the lookup)."""
     if len(wanted) <= 1:
         return len(wanted)
     parent: dict[str, str] = {}
