@@ -138,7 +138,7 @@ def _supersede(this_is_old: bool) -> Handler:
             return HttpResponseRedirect(claim_url(claim))
         admin.message_user(
             request,
-            f"{old.public_id} is superseded by {new.public_id}; agents stop seeing "
+            f"Superseded {old.public_id} by {new.public_id}; agents stop seeing "
             f"{old.public_id} at the next render.",
             messages.SUCCESS,
         )
