@@ -101,6 +101,39 @@ def session_count(claim: Claim) -> int:
     return lineage.independent_sessions(claim.fleet, ids)
 
 
+def recount_claims(
+    fleet: Fleet | None = None, *, commit: bool = False
+) -> list[tuple[Claim, int, int]]:
+    """Recount stored `independent_sessions` under the current rule (verified sessions
+    only), e.g. after upgrading from counting whatever ids were cited. Returns (claim,
+    before, after) for each claim whose count changes; writes them, with a `corroborated`
+    event noting the recount, only with `commit`."""
+    qs = Claim.objects.select_related("fleet").defer("embedding", "search_vector")
+    if fleet is not None:
+        qs = qs.filter(fleet=fleet)
+    changed = []
+    for claim in qs.order_by("fleet_id", "number").iterator():
+        after = session_count(claim)
+        if after != claim.independent_sessions:
+            changed.append((claim, claim.independent_sessions, after))
+    if commit:
+        with transaction.atomic():
+            for claim, before, after in changed:
+                Claim.objects.filter(pk=claim.pk).update(independent_sessions=after)
+                _event(
+                    claim,
+                    ClaimEvent.Kind.CORROBORATED,
+                    note="recounted: verified sessions only",
+                    added=0,
+                    sessions_before=before,
+                    sessions_after=after,
+                    recount=True,
+                )
+            for f in {claim.fleet for claim, _, _ in changed}:
+                rendering.request_render(f)
+    return changed
+
+
 def _recount_sessions(claim: Claim) -> None:
     claim.independent_sessions = session_count(claim)
     Claim.objects.filter(pk=claim.pk).update(independent_sessions=claim.independent_sessions)

@@ -179,3 +179,17 @@ def test_valid_until_refuses_a_time_without_a_zone(
     claim = _propose(fleet_a)
     with pytest.raises(CommandError, match="ISO 8601"):
         _run("valid-until", claim.public_id, until, "--fleet", fleet_a.slug, "--as", "mod")
+
+
+def test_recount_drops_sessions_the_fleet_never_saw(fleet_a: Fleet, fleet_mod: User) -> None:
+    claim = _propose(fleet_a)
+    Claim.objects.filter(pk=claim.pk).update(independent_sessions=3)  # counted the old way
+    out = _run("recount", "--fleet", fleet_a.slug)
+    assert f"{claim.public_id:<8} 3 -> 1" in out and "would change" in out
+    claim.refresh_from_db()
+    assert claim.independent_sessions == 3
+    _run("recount", "--commit")
+    claim.refresh_from_db()
+    assert claim.independent_sessions == 1
+    assert claim.events.latest("at").data["recount"] is True
+    assert "0 claim(s)" in _run("recount")

@@ -53,6 +53,13 @@ class Command(BaseCommand):
             noted = sub.add_parser(name, help=f"{name.capitalize()}, with a note.")
             self._claim_args(noted)
             noted.add_argument("--note", required=True)
+        recount = sub.add_parser(
+            "recount",
+            help="Recount every claim's independent sessions (verified sessions only); "
+            "prints what changes, writes only with --commit.",
+        )
+        recount.add_argument("--fleet", help="Fleet slug; all fleets when omitted.")
+        recount.add_argument("--commit", action="store_true")
         merge = sub.add_parser("merge", help="Merge a proposal into another claim (corroborate).")
         self._claim_args(merge)
         merge.add_argument("--into", required=True, help="The claim to corroborate (cc-NN).")
@@ -76,6 +83,16 @@ class Command(BaseCommand):
     def handle(self, *args: Any, action: str, **options: Any) -> None:
         if action == "list":
             self.list_claims(options["status"], options["fleet"], options["json"], options["limit"])
+            return
+        if action == "recount":
+            fleet = self.find_fleet(options["fleet"]) if options["fleet"] else None
+            changed = moderation.recount_claims(fleet, commit=options["commit"])
+            for claim, before, after in changed:
+                self.stdout.write(
+                    f"{claim.fleet.slug:<16} {claim.public_id:<8} {before} -> {after}"
+                )
+            verb = "recounted" if options["commit"] else "would change (use --commit)"
+            self.stdout.write(f"{len(changed)} claim(s) {verb}")
             return
         claim = self.find_claim(options["claim_id"], options["fleet"])
         if action == "show":
