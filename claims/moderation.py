@@ -244,8 +244,9 @@ def propose_many(
 
     1. Check every request (an invalid one gets its InvalidProposal in its place).
     2. One query for which texts the fleet already has as a live claim. The first request
-       for a text the fleet lacks creates a proposed claim: their numbers are taken in one
-       statement, and the claims, their evidence and `proposed` events inserted in one each.
+       for a text the fleet lacks creates a proposed claim: runs of them take their numbers
+       in one statement, and the claims, their evidence and `proposed` events are inserted
+       in one each.
     3. The rest repeat a live claim's exact (normalised) text; `_repeat` says what that
        does. Nothing here ever closes a proposal or promotes anything.
     """
@@ -259,23 +260,27 @@ def propose_many(
     if not valid:
         return list(checked)
     with transaction.atomic(savepoint=False):
-        known = _known_hashes(fleet, {c.hash for c in valid})
-        firsts: dict[str, _Checked] = {}
-        for c in valid:
-            if c.hash not in known:
-                firsts.setdefault(c.hash, c)
-        created = _create_claims(fleet, list(firsts.values()))
-        results: list[Proposal | InvalidProposal] = []
+        planned = _known_hashes(fleet, {c.hash for c in valid})
+        pending: list[_Checked] = []  # new texts, inserted set-wise at the next flush
+        created: dict[str, Proposal] = {}
+        slots: list[Proposal | InvalidProposal | _Checked] = []
         for c in checked:
             if isinstance(c, InvalidProposal):
-                results.append(c)
-            elif firsts.get(c.hash) is c:
-                results.append(created[c.hash])
+                slots.append(c)
+            elif c.hash not in planned:
+                planned.add(c.hash)
+                pending.append(c)
+                slots.append(c)
             else:
+                # A repeat may file a claim too: flush first, so claims are numbered in
+                # request order, exactly as one call per request would number them.
+                created.update(_create_claims(fleet, pending))
+                pending = []
                 existing = _same_text(fleet, c.hash)
                 assert existing is not None  # known, or created above in this transaction
-                results.append(_repeat(fleet, existing, c))
-    return results
+                slots.append(_repeat(fleet, existing, c))
+        created.update(_create_claims(fleet, pending))
+    return [created[s.hash] if isinstance(s, _Checked) else s for s in slots]
 
 
 def _repeat(fleet: Fleet, existing: Claim, c: _Checked) -> Proposal:
