@@ -169,11 +169,9 @@ class ClaimAdmin(ModeratorOnly, admin.ModelAdmin[Claim]):
     @admin.display(description="contested", ordering="contested")
     def contested_mark(self, claim: Claim) -> str:
         """A neutral flag when contested, nothing otherwise (not a red ✗ for "no")."""
-        return (
-            format_html('<span class="cl-flag" title="contested">⚑ contested</span>')
-            if (claim.contested)
-            else ""
-        )
+        if not claim.contested:
+            return ""
+        return format_html('<span class="cl-flag" title="{}">⚑ {}</span>', "contested", "contested")
 
     @admin.display(description="subject", ordering="subject")
     def subject_text(self, claim: Claim) -> str:
