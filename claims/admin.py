@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.timesince import timesince
 
 from claims import admin_filters, admin_forms, admin_scope, admin_views, review
@@ -35,6 +36,7 @@ QUEUE_FILTERS = (
 QUEUE_COLUMNS = (
     "public_id",
     "queue_text",
+    "near",
     "type",
     "subject_text",
     "fleet",
@@ -43,6 +45,12 @@ QUEUE_COLUMNS = (
     "waiting",
 )
 
+
+# The site is ctxlake's, not "Django administration"; the index opens with the review queue.
+admin.site.site_header = "ctxlake"
+admin.site.site_title = "ctxlake"
+admin.site.index_title = "Fleets, coordination and memory"
+admin.site.index_template = "admin/ctxlake_index.html"
 
 QUEUE_ORDERING = ("created_at", "pk")  # oldest first: nobody waits forever
 ALL_ORDERING = ("-created_at", "-pk")
@@ -88,7 +96,7 @@ class ClaimAdmin(ModeratorOnly, admin.ModelAdmin[Claim]):
         "public_id",
         "queue_text",
         "status",
-        "contested",
+        "contested_mark",
         "type",
         "subject",
         "fleet",
@@ -107,7 +115,9 @@ class ClaimAdmin(ModeratorOnly, admin.ModelAdmin[Claim]):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Claim]:
         qs = admin_scope.visible_claims(Claim.objects.all(), request.user)
-        qs = qs.select_related("fleet", "proposed_by").defer("embedding", "search_vector")
+        qs = qs.select_related("fleet", "proposed_by", "near_claim").defer(
+            "embedding", "search_vector", "near_claim__embedding", "near_claim__search_vector"
+        )
         return qs.proposed() if in_queue(request) else qs
 
     def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
@@ -140,6 +150,28 @@ class ClaimAdmin(ModeratorOnly, admin.ModelAdmin[Claim]):
     def queue_text(self, claim: Claim) -> str:
         text = claim.text if len(claim.text) <= 120 else claim.text[:119] + "…"
         return reveal(text)
+
+    @admin.display(description="near", ordering="-near_similarity")
+    def near(self, claim: Claim) -> str:
+        """The queue's label: "likely duplicate of cc-12 (0.97)", "possible conflict with…"."""
+        if not claim.near_relation or claim.near_claim is None:
+            return ""
+        said = (
+            "possible conflict with"
+            if claim.near_relation == "conflict"
+            else ("likely duplicate of")
+        )
+        text = f"{said} {claim.near_claim.public_id}"
+        if claim.near_similarity is not None:
+            text += f" ({claim.near_similarity:.2f})"
+        return format_html('<span class="cl-near {}">{}</span>', claim.near_relation, text)
+
+    @admin.display(description="contested", ordering="contested")
+    def contested_mark(self, claim: Claim) -> str:
+        """A neutral flag when contested, nothing otherwise (not a red ✗ for "no")."""
+        if not claim.contested:
+            return ""
+        return format_html('<span class="cl-flag" title="{}">⚑ {}</span>', "contested", "contested")
 
     @admin.display(description="subject", ordering="subject")
     def subject_text(self, claim: Claim) -> str:
@@ -192,7 +224,14 @@ class ClaimAdmin(ModeratorOnly, admin.ModelAdmin[Claim]):
         claim = self.get_object(request, unquote(object_id))
         if handler is None or claim is None or not self.has_view_permission(request, claim):
             raise Http404("No such claim here.")  # another fleet's claim looks absent
-        return handler(self, request, claim)
+        response = handler(self, request, claim)
+        if request.POST.get("triage") != "1":
+            return response
+        # The queue's keyboard triage posts in the background: the same handler, the same
+        # messages, answered as JSON instead of a redirect.
+        said = [(m.level_tag, str(m)) for m in messages.get_messages(request)]
+        ok = bool(said) and all(tag == "success" for tag, _ in said)
+        return JsonResponse({"ok": ok, "messages": [text for _, text in said]})
 
     def change_view(
         self,
@@ -216,7 +255,8 @@ class ClaimAdmin(ModeratorOnly, admin.ModelAdmin[Claim]):
             "text_html": reveal(claim.text),
             "agents_see": sanitize.clean_text(claim.text) if has_hidden(claim.text) else None,
             "can_decide": live,
-            "can_contest": claim.status in (Claim.Status.PROPOSED, Claim.Status.PROMOTED),
+            "can_contest": claim.status == Claim.Status.PROMOTED,
+            "is_live": claim.status in (Claim.Status.PROPOSED, Claim.Status.PROMOTED),
             "promote_form": admin_forms.PromoteForm(auto_id="promote_%s"),
             "reject_form": admin_forms.RejectForm(auto_id="reject_%s"),
             # The suggested wording is what agents would see: hidden code points removed.
@@ -227,6 +267,11 @@ class ClaimAdmin(ModeratorOnly, admin.ModelAdmin[Claim]):
             "merge_form": admin_forms.MergeForm(claim=claim, auto_id="merge_%s"),
             "contest_form": admin_forms.NoteForm(auto_id="contest_%s"),
             "retract_form": admin_forms.NoteForm(auto_id="retract_%s"),
+            "is_promoted": claim.status == Claim.Status.PROMOTED,
+            "supersede_form": admin_forms.OtherClaimForm(claim=claim, auto_id="supersede_%s"),
+            "valid_until_form": admin_forms.ValidUntilForm(
+                initial={"valid_until": claim.valid_until}, auto_id="valid_until_%s"
+            ),
         }
 
     # Bulk actions -----------------------------------------------------------------------

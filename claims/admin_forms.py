@@ -52,6 +52,33 @@ class MergeForm(forms.Form):
         return target
 
 
+class OtherClaimForm(forms.Form):
+    """Names another claim of the same fleet by public id (supersede either way round)."""
+
+    other = forms.CharField(max_length=20, label="Claim (cc-NN)")
+    note = forms.CharField(required=False, max_length=2000)
+
+    def __init__(self, *args: object, claim: Claim, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.claim = claim
+
+    def clean_other(self) -> Claim:
+        public_id = self.cleaned_data["other"]
+        target = Claim.objects.for_fleet(self.claim.fleet).by_public_id(public_id).first()
+        if target is None or target.pk == self.claim.pk:
+            raise forms.ValidationError(f"No other claim {public_id} in this fleet.")
+        return target
+
+
+class ValidUntilForm(forms.Form):
+    valid_until = forms.DateTimeField(
+        required=False,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        help_text="Blank: holds indefinitely. In the site's time zone.",
+    )
+    note = forms.CharField(required=False, max_length=2000)
+
+
 class BulkRejectForm(forms.Form):
     reason = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 2}), max_length=2000, label="Reason (for every one)"

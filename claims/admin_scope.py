@@ -1,8 +1,9 @@
 """Who may see which claims in the admin: moderators see the fleets they are granted.
 
-claims.moderation.can_moderate decides whether one person may act on one fleet; this
-module answers the admin's bulk question, "which rows may this person even see", as a
-queryset filter, so that lists, filters, counts and forged ids all start from it.
+Which fleets are a person's is fleet.scope's rule (the one rule for admin, REST and
+manage.py); this module adds the claims side's condition, the moderation permission, and
+answers the admin's bulk question, "which rows may this person even see", as a queryset
+filter, so that lists, filters, counts and forged ids all start from it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from typing import Any
 from django.db.models import QuerySet
 
 from claims.models import ClaimQuerySet
-from fleet.models import Fleet, FleetModerator
+from fleet import scope
+from fleet.models import Fleet
 
 PERMISSION = "claims.promote_claim"
 
@@ -28,19 +30,14 @@ def granted_fleets(user: Any) -> QuerySet[Fleet]:
     """The fleets `user` moderates: every fleet for a superuser, their grants otherwise."""
     if not is_moderator(user):
         return Fleet.objects.none()
-    if user.is_superuser:
-        return Fleet.objects.all()
-    return Fleet.objects.filter(pk__in=FleetModerator.objects.filter(user=user).values("fleet"))
+    return scope.granted_fleets(user)
 
 
 def visible(qs: QuerySet[Any], user: Any, fleet_field: str = "fleet") -> QuerySet[Any]:
     """Restrict `qs` (claims, or anything with a path to a fleet) to `user`'s fleets."""
     if not is_moderator(user):
         return qs.none()
-    if user.is_superuser:
-        return qs
-    grants = FleetModerator.objects.filter(user=user).values("fleet")
-    return qs.filter(**{f"{fleet_field}__in": grants})
+    return scope.scoped(qs, user, fleet_field)
 
 
 def visible_claims(qs: ClaimQuerySet, user: Any) -> ClaimQuerySet:

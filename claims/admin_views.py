@@ -119,6 +119,51 @@ def merge(admin: ClaimAdmin, request: HttpRequest, claim: Claim) -> HttpResponse
     return HttpResponseRedirect(queue_url())
 
 
+def _supersede(this_is_old: bool) -> Handler:
+    """ "supersede" (this claim is replaced by the one named) and "replace" (this claim
+    replaces the one named): both are moderation.supersede_claim."""
+
+    def handler(admin: ClaimAdmin, request: HttpRequest, claim: Claim) -> HttpResponse:
+        form = admin_forms.OtherClaimForm(request.POST, claim=claim)
+        if not form.is_valid():
+            return _invalid(admin, request, claim, form)
+        other: Claim = form.cleaned_data["other"]
+        old, new = (claim, other) if this_is_old else (other, claim)
+        try:
+            moderation.supersede_claim(
+                old, by=request.user, new=new, note=form.cleaned_data["note"]
+            )
+        except (moderation.GateRefused, moderation.AlreadyDecided) as exc:
+            _refused(admin, request, exc)
+            return HttpResponseRedirect(claim_url(claim))
+        admin.message_user(
+            request,
+            f"Superseded {old.public_id} by {new.public_id}; agents stop seeing "
+            f"{old.public_id} at the next render.",
+            messages.SUCCESS,
+        )
+        return HttpResponseRedirect(claim_url(claim))
+
+    return handler
+
+
+def valid_until(admin: ClaimAdmin, request: HttpRequest, claim: Claim) -> HttpResponse:
+    form = admin_forms.ValidUntilForm(request.POST)
+    if not form.is_valid():
+        return _invalid(admin, request, claim, form)
+    until = form.cleaned_data["valid_until"]
+    try:
+        moderation.set_valid_until(
+            claim, by=request.user, until=until, note=form.cleaned_data["note"]
+        )
+    except (moderation.GateRefused, moderation.AlreadyDecided) as exc:
+        _refused(admin, request, exc)
+    else:
+        said = f"valid until {until:%Y-%m-%d %H:%M %Z}" if until else "valid indefinitely"
+        admin.message_user(request, f"{claim.public_id} is {said}.", messages.SUCCESS)
+    return HttpResponseRedirect(claim_url(claim))
+
+
 def _noted(verb: str, fn: Callable[..., Claim]) -> Handler:
     def handler(admin: ClaimAdmin, request: HttpRequest, claim: Claim) -> HttpResponse:
         form = admin_forms.NoteForm(request.POST)
@@ -142,6 +187,9 @@ HANDLERS: dict[str, Handler] = {
     "merge": merge,
     "contest": _noted("Contested", moderation.contest_claim),
     "retract": _noted("Retracted", moderation.retract_claim),
+    "supersede": _supersede(this_is_old=True),
+    "replace": _supersede(this_is_old=False),
+    "valid_until": valid_until,
 }
 
 

@@ -74,8 +74,16 @@ class ClaimStatus(models.TextChoices):
     RETRACTED = "retracted", "retracted"
 
 
+class NearRelation(models.TextChoices):
+    NONE = "", "—"
+    DUPLICATE = "duplicate", "likely duplicate"
+    CONFLICT = "conflict", "possible conflict"
+
+
 class Claim(models.Model):
     Type = ClaimType
+
+    NearRelation = NearRelation
 
     Scope = ClaimScope
 
@@ -122,6 +130,15 @@ class Claim(models.Model):
     superseded_by = models.ForeignKey(
         "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="supersedes"
     )
+    # The closest other claim when this one was filed or embedded, and what the pair looks
+    # like (claims.conflicts): a label for the moderator, never a decision.
+    near_claim = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+", editable=False
+    )
+    near_similarity = models.FloatField(null=True, blank=True, editable=False)
+    near_relation = models.CharField(
+        max_length=10, blank=True, default="", choices=NearRelation.choices, editable=False
+    )
 
     objects = ClaimQuerySet.as_manager()
 
@@ -133,6 +150,7 @@ class Claim(models.Model):
             in_choices("type", ClaimType, "claims_claim_type_valid"),
             in_choices("scope", ClaimScope, "claims_claim_scope_valid"),
             in_choices("status", ClaimStatus, "claims_claim_status_valid"),
+            in_choices("near_relation", NearRelation, "claims_claim_near_relation_valid"),
             models.CheckConstraint(condition=~Q(text=""), name="claims_claim_text_not_blank"),
             models.CheckConstraint(condition=~Q(subject=""), name="claims_claim_subject_not_blank"),
             models.CheckConstraint(
@@ -258,6 +276,8 @@ class EventKind(models.TextChoices):
     CONTESTED = "contested", "contested"
     RETRACTED = "retracted", "retracted"
     EDITED = "edited", "edited"
+    SUPERSEDED = "superseded", "superseded"
+    VALID_UNTIL = "valid_until", "valid until set"
 
 
 class ClaimEvent(models.Model):

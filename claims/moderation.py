@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
@@ -25,8 +25,8 @@ from claims.models import (
     take_claim_numbers,
     text_hash,
 )
-from fleet import lineage, rendering
-from fleet.models import Agent, ApiToken, Fleet, FleetModerator
+from fleet import lineage, rendering, scope
+from fleet.models import Agent, ApiToken, Fleet, FleetModerator  # noqa: F401 - re-exported for tests
 from mcp_bridge.contract import events as ev
 from mcp_bridge.contract import redact
 
@@ -87,9 +87,48 @@ def _add_evidence(claim: Claim, citations: list[dict[str, str]], agent: Agent | 
     return claim.evidence.count() - before
 
 
-def _recount_sessions(claim: Claim) -> None:
+def session_count(claim: Claim) -> int:
+    """The claim's independent verified sessions (fleet.lineage): the one number the gate
+    checks, `Claim.independent_sessions` stores and agents, REST and the admin show."""
     ids = claim.evidence.values_list("session_id", flat=True)
-    claim.independent_sessions = lineage.independent_sessions(claim.fleet, ids)
+    return lineage.independent_sessions(claim.fleet, ids)
+
+
+def recount_claims(
+    fleet: Fleet | None = None, *, commit: bool = False
+) -> list[tuple[Claim, int, int]]:
+    """Recount stored `independent_sessions` under the current rule (verified sessions
+    only), e.g. after upgrading from counting whatever ids were cited. Returns (claim,
+    before, after) for each claim whose count changes; writes them, with a `corroborated`
+    event noting the recount, only with `commit`."""
+    qs = Claim.objects.select_related("fleet").defer("embedding", "search_vector")
+    if fleet is not None:
+        qs = qs.filter(fleet=fleet)
+    changed = []
+    for claim in qs.order_by("fleet_id", "number").iterator():
+        after = session_count(claim)
+        if after != claim.independent_sessions:
+            changed.append((claim, claim.independent_sessions, after))
+    if commit:
+        with transaction.atomic():
+            for claim, before, after in changed:
+                Claim.objects.filter(pk=claim.pk).update(independent_sessions=after)
+                _event(
+                    claim,
+                    ClaimEvent.Kind.CORROBORATED,
+                    note="recounted: verified sessions only",
+                    added=0,
+                    sessions_before=before,
+                    sessions_after=after,
+                    recount=True,
+                )
+            for f in {claim.fleet for claim, _, _ in changed}:
+                rendering.request_render(f)
+    return changed
+
+
+def _recount_sessions(claim: Claim) -> None:
+    claim.independent_sessions = session_count(claim)
     Claim.objects.filter(pk=claim.pk).update(independent_sessions=claim.independent_sessions)
 
 
@@ -114,8 +153,13 @@ def _event(
     )
 
 
-def _same_text(fleet: Fleet, text: str) -> Claim | None:
-    """The fleet's claim with the same normalised text, row-locked; None if there is none.
+LIVE = (ClaimStatus.PROPOSED, ClaimStatus.PROMOTED)
+
+
+def _same_text(fleet: Fleet, hash_: str) -> Claim | None:
+    """The fleet's live claim with this normalised-text hash, row-locked (a promoted one
+    first, then the oldest); None if there is none. Rejected, retracted and superseded
+    claims do not count: repeating one files a new proposal for a person to look at.
 
     Hand-written SQL: every proposal (a drain's most frequent write) asks, and almost
     always gets no; the ORM query cost more to build than the indexed lookup to run.
@@ -123,11 +167,12 @@ def _same_text(fleet: Fleet, text: str) -> Claim | None:
     with connection.cursor() as cur:
         cur.execute(
             "SELECT id FROM claims_claim WHERE fleet_id = %s AND text_hash = %s "
-            "ORDER BY number LIMIT 1 FOR UPDATE",
-            [fleet.pk, text_hash(text)],
+            "AND status = ANY(%s) AND superseded_by_id IS NULL "
+            "ORDER BY status = 'promoted' DESC, number LIMIT 1 FOR UPDATE",
+            [fleet.pk, hash_, list(LIVE)],
         )
         row = cur.fetchone()
-    return None if row is None else Claim.objects.get(pk=row[0])
+    return None if row is None else Claim.objects.select_related("fleet").get(pk=row[0])
 
 
 @dataclass(frozen=True)
@@ -152,11 +197,10 @@ def propose_claim(
     by_agent: Agent | None = None,
     confidence: float = 0.5,
 ) -> Proposal:
-    """File a claim for moderation, scrubbed; an exact duplicate corroborates instead.
+    """File a claim for moderation, scrubbed (see `propose_many` for repeats of a claim).
 
     The scope is always `agent` and the status always `proposed`: no argument can widen
-    either. Exact duplicates are found by the normalised-text hash within the fleet.
-    Everything the caller can get wrong is checked before the first write.
+    either. Everything the caller can get wrong is checked before the first write.
     """
     request = ProposalRequest(text, type, subject, evidence, by_agent, confidence)
     (result,) = propose_many(fleet, [request])
@@ -192,11 +236,12 @@ def propose_many(
     """`propose_claim` for each request in order; new claims are written set-wise.
 
     1. Check every request (an invalid one gets its InvalidProposal in its place).
-    2. One query for which texts the fleet already has. The first request for a text the
-       fleet lacks creates a claim: their numbers are taken in one statement, and the
-       claims, their evidence and their `proposed` events are inserted in one each.
-    3. The rest — duplicates of an existing claim, or of an earlier request here —
-       corroborate, one by one, as separate calls would have.
+    2. One query for which texts the fleet already has as a live claim. The first request
+       for a text the fleet lacks creates a proposed claim: runs of them take their numbers
+       in one statement, and the claims, their evidence and `proposed` events are inserted
+       in one each.
+    3. The rest repeat a live claim's exact (normalised) text; `_repeat` says what that
+       does. Nothing here ever closes a proposal or promotes anything.
     """
     checked: list[_Checked | InvalidProposal] = []
     for request in requests:
@@ -208,40 +253,76 @@ def propose_many(
     if not valid:
         return list(checked)
     with transaction.atomic(savepoint=False):
-        known = _known_hashes(fleet, {c.hash for c in valid})
-        firsts: dict[str, _Checked] = {}
-        for c in valid:
-            if c.hash not in known:
-                firsts.setdefault(c.hash, c)
-        created = _create_claims(fleet, list(firsts.values()))
-        results: list[Proposal | InvalidProposal] = []
+        planned = _known_hashes(fleet, {c.hash for c in valid})
+        pending: list[_Checked] = []  # new texts, inserted set-wise at the next flush
+        created: dict[str, Proposal] = {}
+        slots: list[Proposal | InvalidProposal | _Checked] = []
         for c in checked:
             if isinstance(c, InvalidProposal):
-                results.append(c)
-            elif firsts.get(c.hash) is c:
-                results.append(created[c.hash])
+                slots.append(c)
+            elif c.hash not in planned:
+                planned.add(c.hash)
+                pending.append(c)
+                slots.append(c)
             else:
-                existing = _same_text(fleet, c.text)
+                # A repeat may file a claim too: flush first, so claims are numbered in
+                # request order, exactly as one call per request would number them.
+                created.update(_create_claims(fleet, pending))
+                pending = []
+                existing = _same_text(fleet, c.hash)
                 assert existing is not None  # known, or created above in this transaction
-                added = corroborate_claim(
-                    existing, citations=c.citations, by_agent=c.request.by_agent, similarity=1.0
-                )
-                results.append(Proposal(existing, created=False, evidence_added=added))
-    return results
+                slots.append(_repeat(fleet, existing, c))
+        created.update(_create_claims(fleet, pending))
+    return [created[s.hash] if isinstance(s, _Checked) else s for s in slots]
+
+
+def _repeat(fleet: Fleet, existing: Claim, c: _Checked) -> Proposal:
+    """A proposal with the exact normalised text of live claim `existing`.
+
+    - Nothing new cited (every session/message pair already on the claim): a replay;
+      nothing changes.
+    - A verified session the claim does not cite yet (fleet.lineage): the one automatic
+      corroboration — the citations are added and a `corroborated` event marked
+      automatic records it in the claim's history.
+    - Otherwise (the same session again, or sessions the fleet never saw): a new proposal
+      in the queue, labelled a likely duplicate of `existing`, for a person to merge or
+      keep. The existing claim, and its count, are untouched.
+    """
+    cited = set(existing.evidence.values_list("session_id", "message_id"))
+    new = [e for e in c.citations if (e["session_id"], e["message_id"]) not in cited]
+    if not new:
+        return Proposal(existing, created=False, evidence_added=0)
+    known_sessions = {sid for sid, _ in cited}
+    fresh = lineage.verified_sessions(fleet, {e["session_id"] for e in new} - known_sessions)
+    if fresh:
+        added = corroborate_claim(
+            existing,
+            citations=new,
+            by_agent=c.request.by_agent,
+            similarity=1.0,
+            automatic=True,
+            note="same text from verified session(s) " + ", ".join(sorted(fresh)),
+        )
+        return Proposal(existing, created=False, evidence_added=added)
+    near = (existing, 1.0, Claim.NearRelation.DUPLICATE)
+    return _create_claims(fleet, [c], near=near)[c.hash]
 
 
 def _known_hashes(fleet: Fleet, hashes: set[str]) -> set[str]:
     with connection.cursor() as cur:
         cur.execute(
             "SELECT DISTINCT text_hash FROM claims_claim WHERE fleet_id = %s "
-            "AND text_hash = ANY(%s)",
-            [fleet.pk, sorted(hashes)],
+            "AND text_hash = ANY(%s) AND status = ANY(%s) AND superseded_by_id IS NULL",
+            [fleet.pk, sorted(hashes), list(LIVE)],
         )
         return {row[0] for row in cur.fetchall()}
 
 
-def _create_claims(fleet: Fleet, new: list[_Checked]) -> dict[str, Proposal]:
-    """Insert `new` claims (numbered in order) with their evidence and events."""
+def _create_claims(
+    fleet: Fleet, new: list[_Checked], *, near: tuple[Claim, float, str] | None = None
+) -> dict[str, Proposal]:
+    """Insert `new` claims (numbered in order) with their evidence and events; `near`
+    labels them (the claim they are close to, the similarity, the relation)."""
     if not new:
         return {}
     last = take_claim_numbers(fleet.pk, len(new))
@@ -263,16 +344,25 @@ def _create_claims(fleet: Fleet, new: list[_Checked]) -> dict[str, Proposal]:
                 fleet, [e["session_id"] for e in unique]
             ),
         )
+        if near is not None:
+            claim.near_claim, claim.near_similarity, claim.near_relation = near
         claims.append(claim)
         evidence.append((claim, unique))
     Claim.objects.bulk_create(claims)
     Evidence.objects.bulk_create(
-        [Evidence(claim=claim, agent=claim.proposed_by, **e) for claim, cited in evidence
-         for e in cited]
+        [
+            Evidence(claim=claim, agent=claim.proposed_by, **e)
+            for claim, cited in evidence
+            for e in cited
+        ]
     )
     ClaimEvent.objects.bulk_create(
-        [ClaimEvent(claim=claim, kind=ClaimEvent.Kind.PROPOSED, actor_agent=claim.proposed_by,
-                    data={}) for claim in claims]
+        [
+            ClaimEvent(
+                claim=claim, kind=ClaimEvent.Kind.PROPOSED, actor_agent=claim.proposed_by, data={}
+            )
+            for claim in claims
+        ]
     )
     tasks.request_embedding()
     return {
@@ -290,9 +380,15 @@ def corroborate_claim(
     user: Any = None,
     similarity: float | None = None,
     note: str = "",
+    automatic: bool = False,
 ) -> int:
-    """Add citations to an existing claim (already-cited ones are skipped); returns how many."""
+    """Add citations to an existing claim (already-cited ones are skipped); returns how many.
+
+    Called by a moderator's merge, and by `_repeat` for the one automatic case (same text,
+    a verified session not cited yet), which the event marks `automatic`.
+    """
     added = _add_evidence(claim, citations, by_agent)
+    before = claim.independent_sessions
     _recount_sessions(claim)
     _event(
         claim,
@@ -302,6 +398,9 @@ def corroborate_claim(
         note=note,
         added=added,
         similarity=similarity,
+        automatic=automatic,
+        sessions_before=before,
+        sessions_after=claim.independent_sessions,
     )
     if claim.status == Claim.Status.PROMOTED:
         rendering.request_render(claim.fleet)
@@ -309,22 +408,14 @@ def corroborate_claim(
 
 
 def can_moderate(actor: Any, fleet: Fleet) -> bool:
-    """A person holding claims.promote_claim and granted this fleet (superusers: every
-    fleet), or an unrevoked operator-role API token of this fleet."""
-    if isinstance(actor, ApiToken):
-        return (
-            actor.role == ApiToken.Role.OPERATOR
-            and actor.revoked_at is None
-            and actor.fleet_id == fleet.pk
-        )
-    if not isinstance(actor, AbstractBaseUser) or not actor.is_active:
+    """May `actor` decide this fleet's claims? The fleet must be theirs (fleet.scope: a
+    superuser, a FleetModerator grant, or an unrevoked operator token of the fleet) and a
+    person must also hold claims.promote_claim."""
+    if not scope.may_act_on_fleet(actor, fleet):
         return False
-    if getattr(actor, "is_superuser", False):
+    if isinstance(actor, ApiToken) or getattr(actor, "is_superuser", False):
         return True
-    return (
-        actor.has_perm("claims.promote_claim")
-        and FleetModerator.objects.filter(fleet=fleet, user=actor).exists()
-    )
+    return bool(actor.has_perm("claims.promote_claim"))
 
 
 def _actor(by: Any) -> dict[str, Any]:
@@ -375,6 +466,7 @@ def promote_claim(claim: Claim, *, by: Any, note: str = "") -> Claim:
         raise GateRefused(f"{locked.public_id} was retracted; it cannot be promoted.")
     if locked.status != ClaimStatus.PROPOSED:
         raise AlreadyDecided(f"{locked.public_id} is already {locked.status}")
+    _recount_sessions(locked)  # a cited session may have been seen since it was filed
     problems = gate_problems(locked)
     if problems:
         raise GateRefused(f"{locked.public_id} cannot be promoted: " + "; ".join(problems))
@@ -465,42 +557,96 @@ def merge_claim(claim: Claim, *, into: Claim, by: Any) -> Claim:
     _event(
         closed,
         ClaimEvent.Kind.REJECTED,
-        user=by,
         note=f"merged into {into.public_id}",
         merged_into=into.public_id,
+        **_actor(by),
     )
-    corroborate_claim(into, citations=citations, user=by, note=f"merged from {claim.public_id}")
+    actor = _actor(by)
+    corroborate_claim(
+        into,
+        citations=citations,
+        user=actor.get("user"),
+        by_agent=actor.get("agent"),
+        note=f"merged from {claim.public_id}"
+        + (" by an operator token" if "token" in actor else ""),
+    )
     return into
 
 
 @transaction.atomic
-def absorb_near_duplicate(claim: Claim, *, into: Claim, similarity: float) -> Claim:
-    """Fold a new proposal into an older claim it repeats (cosine ≥ the threshold).
+def supersede_claim(old: Claim, *, by: Any, new: Claim, note: str = "") -> Claim:
+    """Replace promoted claim `old` with `new`: `old.superseded_by = new`.
 
-    Not a moderation decision: no person is involved and nothing is promoted. The older
-    claim gains the evidence as corroboration, recorded with the similarity; the proposal
-    is closed with a note saying where it went.
+    The old claim stays in the record (and in the timeline, with a `superseded` event) but
+    leaves search and the briefing at the next render. A still-proposed `new` is promoted
+    through the gate in the same transaction; if the gate refuses, nothing changes.
     """
-    citations = list(claim.evidence.values(*CITATION_FIELDS))
-    won = Claim.objects.filter(pk=claim.pk, status=ClaimStatus.PROPOSED).update(
-        status=ClaimStatus.REJECTED
+    if not can_moderate(by, old.fleet):
+        raise GateRefused("You may not moderate claims in this fleet.")
+    if new.fleet_id != old.fleet_id or new.pk == old.pk:
+        raise GateRefused("A claim can only be superseded by another claim of the same fleet.")
+    locked = Claim.objects.select_for_update().select_related("fleet").get(pk=old.pk)
+    if locked.superseded_by_id is not None:
+        raise AlreadyDecided(f"{locked.public_id} is already superseded")
+    if locked.status != ClaimStatus.PROMOTED:
+        raise GateRefused(
+            f"{locked.public_id} is {locked.status}; only a promoted claim is superseded "
+            "(reject or retract the others)."
+        )
+    replacement = Claim.objects.select_for_update().get(pk=new.pk)
+    if replacement.superseded_by_id is not None:
+        raise GateRefused(f"{replacement.public_id} is itself superseded.")
+    if replacement.status == ClaimStatus.PROPOSED:
+        replacement = promote_claim(
+            replacement, by=by, note=note or f"promoted to supersede {locked.public_id}"
+        )
+    elif replacement.status != ClaimStatus.PROMOTED:
+        raise GateRefused(f"{replacement.public_id} is {replacement.status}.")
+    Claim.objects.filter(pk=locked.pk).update(superseded_by=replacement)
+    locked.refresh_from_db()
+    _event(
+        locked,
+        ClaimEvent.Kind.SUPERSEDED,
+        note=note or f"superseded by {replacement.public_id}",
+        superseded_by=replacement.public_id,
+        **_actor(by),
     )
-    if not won:
-        raise AlreadyDecided(f"{claim.public_id} was decided meanwhile")
-    note = f"near duplicate of {into.public_id} (cosine {similarity:.3f})"
+    rendering.request_render(locked.fleet)
+    return locked
+
+
+@transaction.atomic
+def set_valid_until(claim: Claim, *, by: Any, until: datetime | None, note: str = "") -> Claim:
+    """Say until when a claim holds (None: indefinitely). Once past, it leaves search and
+    the briefing (the bridge and REST filter on it); the claim itself is unchanged."""
+    if not can_moderate(by, claim.fleet):
+        raise GateRefused("You may not moderate claims in this fleet.")
+    if claim.status not in LIVE:
+        raise GateRefused(f"{claim.public_id} is {claim.status}.")
+    if until is not None and timezone.is_naive(until):
+        raise GateRefused("valid until needs a time zone.")
+    Claim.objects.filter(pk=claim.pk).update(valid_until=until)
+    claim.refresh_from_db()
     _event(
         claim,
-        ClaimEvent.Kind.REJECTED,
+        ClaimEvent.Kind.VALID_UNTIL,
         note=note,
-        merged_into=into.public_id,
-        similarity=round(similarity, 4),
+        valid_until=until.isoformat() if until else None,
+        **_actor(by),
     )
-    corroborate_claim(
-        into,
-        citations=citations,
-        by_agent=claim.proposed_by,
-        similarity=round(similarity, 4),
-        note=f"near duplicate {claim.public_id}",
-    )
-    claim.refresh_from_db()
+    if claim.status == ClaimStatus.PROMOTED:
+        rendering.request_render(claim.fleet)
     return claim
+
+
+@transaction.atomic
+def label_near_claim(
+    claim: Claim, *, near: Claim | None, similarity: float | None, relation: str
+) -> None:
+    """Record the queue's label for `claim` ("likely duplicate of cc-12 (0.97)", "possible
+    conflict with cc-12"). A label, not a decision: no status, evidence or count changes."""
+    Claim.objects.filter(pk=claim.pk).update(
+        near_claim=near,
+        near_similarity=None if similarity is None else round(similarity, 4),
+        near_relation=relation,
+    )

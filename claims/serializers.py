@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from claims import moderation, search
 from claims.models import Claim, ClaimEvent, Evidence
+from fleet import lineage
 from fleet.serializers import AgentIdField, ContractChecked, PlainText
 from mcp_bridge.contract import events as ev
 
@@ -51,9 +52,40 @@ class ReasonRequest(serializers.Serializer[Any]):
 
 
 class EvidenceSerializer(serializers.ModelSerializer[Evidence]):
+    verified = serializers.SerializerMethodField(
+        help_text="The fleet has seen this session from one of its agents; only verified "
+        "sessions count toward independent_sessions."
+    )
+
     class Meta:
         model = Evidence
-        fields = ("session_id", "message_id", "repo", "path", "commit", "excerpt", "created_at")
+        fields = (
+            "session_id",
+            "message_id",
+            "repo",
+            "path",
+            "commit",
+            "excerpt",
+            "created_at",
+            "verified",
+        )
+
+    def get_verified(self, evidence: Evidence) -> bool:
+        return evidence.session_id in self.context.get("verified", ())
+
+
+class SupersedeRequest(serializers.Serializer[Any]):
+    by = PlainText(max_length=20, help_text="The claim that replaces this one (cc-NN).")
+    note = PlainText(required=False, allow_blank=True, max_length=2000, default="")
+
+
+class ValidUntilRequest(serializers.Serializer[Any]):
+    valid_until = serializers.DateTimeField(allow_null=True, help_text="null: indefinitely")
+    note = PlainText(required=False, allow_blank=True, max_length=2000, default="")
+
+
+class MergeRequest(serializers.Serializer[Any]):
+    into = PlainText(max_length=20, help_text="The claim to corroborate (cc-NN).")
 
 
 class ClaimEventSerializer(serializers.ModelSerializer[ClaimEvent]):
@@ -75,6 +107,10 @@ class ClaimEventSerializer(serializers.ModelSerializer[ClaimEvent]):
 
 class ClaimSerializer(serializers.ModelSerializer[Claim]):
     id = serializers.CharField(source="public_id", read_only=True)
+    superseded_by = serializers.SerializerMethodField()
+
+    def get_superseded_by(self, claim: Claim) -> str | None:
+        return claim.superseded_by.public_id if claim.superseded_by_id else None
 
     class Meta:
         model = Claim
@@ -91,6 +127,7 @@ class ClaimSerializer(serializers.ModelSerializer[Claim]):
             "created_at",
             "promoted_at",
             "valid_until",
+            "superseded_by",
         )
 
 
@@ -105,11 +142,28 @@ class RankedClaimSerializer(ClaimSerializer):
 
 
 class ClaimDetailSerializer(ClaimSerializer):
-    evidence = EvidenceSerializer(many=True, read_only=True)
+    evidence = serializers.SerializerMethodField()
     events = ClaimEventSerializer(many=True, read_only=True)
+    near = serializers.SerializerMethodField(
+        help_text="The closest other claim and the label for the pair, if one was found."
+    )
 
     class Meta(ClaimSerializer.Meta):
-        fields = (*ClaimSerializer.Meta.fields, "evidence", "events")
+        fields = (*ClaimSerializer.Meta.fields, "evidence", "events", "near")
+
+    def get_evidence(self, claim: Claim) -> list[dict[str, Any]]:
+        cited = list(claim.evidence.all())
+        verified = lineage.verified_sessions(claim.fleet, [e.session_id for e in cited])
+        return EvidenceSerializer(cited, many=True, context={"verified": verified}).data
+
+    def get_near(self, claim: Claim) -> dict[str, Any] | None:
+        if not claim.near_relation or claim.near_claim_id is None:
+            return None
+        return {
+            "claim": claim.near_claim.public_id,
+            "relation": claim.near_relation,
+            "similarity": claim.near_similarity,
+        }
 
 
 class SearchRequest(serializers.Serializer[Any]):

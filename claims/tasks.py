@@ -1,17 +1,17 @@
-"""Background tasks for claims: embed new and edited claims, batched, and fold near
-duplicates into the claims they repeat."""
+"""Background tasks for claims: embed new and edited claims, batched, and label each new
+proposal with its nearest claim (likely duplicate / possible conflict) for the moderator."""
 
 from __future__ import annotations
 
 from django.core.cache import cache
+from django.db.models import QuerySet
 
-from claims import embeddings, moderation
+from claims import conflicts, embeddings, moderation
 from claims.models import Claim
 from fleet import rendering
 from fleet.models import Fleet
 
 PENDING_KEY = "ctxlake:embed-pending"
-NEAR_DUPLICATE = 0.95
 
 
 def request_embedding() -> None:
@@ -27,27 +27,34 @@ def request_embedding() -> None:
 
 
 def embed_pending() -> str:
-    """Embed every claim lacking a current vector; then fold in near duplicates."""
+    """Embed every claim lacking a current vector; then label new proposals' neighbours."""
     cache.delete(PENDING_KEY)
     todo = list(embeddings.needing_embedding().values_list("pk", flat=True))
     if not todo:
         return "nothing to embed"
     embeddings.embed_claims(Claim.objects.filter(pk__in=todo))
-    folded = fold_near_duplicates(Claim.objects.filter(pk__in=todo, status="proposed"))
+    labelled = label_neighbours(Claim.objects.filter(pk__in=todo, status="proposed"))
     for fleet in Fleet.objects.filter(claims__pk__in=todo, claims__status="promoted").distinct():
         rendering.request_render(fleet)
-    return f"embedded {len(todo)} claim(s), folded {folded} near duplicate(s)"
+    return f"embedded {len(todo)} claim(s), labelled {labelled} near neighbour(s)"
 
 
-def fold_near_duplicates(proposed: object) -> int:
-    """A new proposal whose nearest claim is ≥ 0.95 cosine corroborates that claim instead."""
-    folded = 0
-    for claim in proposed.order_by("number"):  # type: ignore[attr-defined]
-        claim.refresh_from_db()
-        if claim.status != Claim.Status.PROPOSED:
+def label_neighbours(proposed: QuerySet[Claim]) -> int:
+    """Label each proposal whose nearest live claim is close: a likely duplicate or a
+    possible conflict (claims.conflicts). Only a label: the proposal stays in the queue and
+    the neighbour is untouched; merging, superseding or keeping both is a person's call.
+    An exact-text label set when the proposal was filed is kept."""
+    labelled = 0
+    for claim in proposed.order_by("number"):
+        if claim.near_relation and claim.near_similarity == 1.0:
             continue
-        match = embeddings.nearest(claim, limit=1, statuses=("proposed", "promoted"))
-        if match and match[0][1] >= NEAR_DUPLICATE and match[0][0].number < claim.number:
-            moderation.absorb_near_duplicate(claim, into=match[0][0], similarity=match[0][1])
-            folded += 1
-    return folded
+        match = embeddings.nearest(claim, limit=1, statuses=moderation.LIVE)
+        if not match:
+            continue
+        near, similarity = match[0]
+        relation = conflicts.relation(near.text, claim.text, similarity)
+        if relation is None:
+            continue
+        moderation.label_near_claim(claim, near=near, similarity=similarity, relation=relation)
+        labelled += 1
+    return labelled

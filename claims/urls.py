@@ -25,5 +25,8 @@ urlpatterns = [
     path("claims/<str:claim_id>/reject", _action("reject"), name="claim-reject"),
     path("claims/<str:claim_id>/contest", _action("contest"), name="claim-contest"),
     path("claims/<str:claim_id>/retract", _action("retract"), name="claim-retract"),
+    path("claims/<str:claim_id>/supersede", _action("supersede"), name="claim-supersede"),
+    path("claims/<str:claim_id>/valid-until", _action("valid_until"), name="claim-valid-until"),
+    path("claims/<str:claim_id>/merge", _action("merge"), name="claim-merge"),
     path("timeline", views.TimelineViewSet.as_view({"get": "list"}), name="timeline"),
 ]

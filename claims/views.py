@@ -52,6 +52,9 @@ class ClaimViewSet(FleetViewSet):
         "reject": MODERATE,
         "contest": MODERATE,
         "retract": MODERATE,
+        "supersede": MODERATE,
+        "valid_until": MODERATE,
+        "merge": MODERATE,
     }
     serializer_class = s.ClaimSerializer
     lookup_url_kwarg = "claim_id"
@@ -222,6 +225,64 @@ class ClaimViewSet(FleetViewSet):
     )
     def retract(self, request: Request, fleet: str, claim_id: str) -> Response:
         return self._moderate(request, "retract", self._field(s.NoteRequest, "note"))
+
+    @extend_schema(
+        summary="Supersede a promoted claim by another (operator); a proposed replacement "
+        "is promoted through the gate in the same step",
+        parameters=[CLAIM_PARAM],
+        request=s.SupersedeRequest,
+        responses={200: s.ClaimSerializer, 409: s.ModerationConflict},
+    )
+    def supersede(self, request: Request, fleet: str, claim_id: str) -> Response:
+        data = self._params(s.SupersedeRequest)
+        new = self._other(data["by"])
+        return self._run(moderation.supersede_claim, new=new, note=data["note"])
+
+    @extend_schema(
+        summary="Set or clear until when a claim holds (operator)",
+        parameters=[CLAIM_PARAM],
+        request=s.ValidUntilRequest,
+        responses={200: s.ClaimSerializer, 409: s.ModerationConflict},
+    )
+    def valid_until(self, request: Request, fleet: str, claim_id: str) -> Response:
+        data = self._params(s.ValidUntilRequest)
+        return self._run(moderation.set_valid_until, until=data["valid_until"], note=data["note"])
+
+    @extend_schema(
+        summary="Merge a proposal into another claim as corroboration (operator)",
+        parameters=[CLAIM_PARAM],
+        request=s.MergeRequest,
+        responses={200: s.ClaimSerializer, 409: s.ModerationConflict},
+    )
+    def merge(self, request: Request, fleet: str, claim_id: str) -> Response:
+        into = self._other(self._params(s.MergeRequest)["into"])
+        return self._run(moderation.merge_claim, into=into)
+
+    def _params(self, serializer_class: Any) -> dict[str, Any]:
+        params = serializer_class(data=self.request.data)
+        params.is_valid(raise_exception=True)
+        return dict(params.validated_data)
+
+    def _other(self, public_id: str) -> Claim:
+        other = Claim.objects.for_fleet(self.request.fleet).by_public_id(public_id).first()
+        if other is None:
+            raise exceptions.ValidationError({"claim": [f"No claim {public_id} in this fleet."]})
+        return other
+
+    def _run(self, fn: Any, **kwargs: Any) -> Response:
+        claim = self.get_object()
+        actor = self.request.auth if isinstance(self.request.auth, ApiToken) else self.request.user
+        try:
+            done = fn(claim, by=actor, **kwargs)
+        except moderation.AlreadyDecided as exc:
+            return Response(
+                {"detail": str(exc), "code": "already_decided"}, status=status.HTTP_409_CONFLICT
+            )
+        except moderation.GateRefused as exc:
+            return Response(
+                {"detail": str(exc), "code": "gate_refused"}, status=status.HTTP_409_CONFLICT
+            )
+        return Response(s.ClaimSerializer(done).data)
 
     def _field(self, serializer_class: Any, name: str) -> str:
         params = serializer_class(data=self.request.data)

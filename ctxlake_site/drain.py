@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,7 +42,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, connecti
 from django.utils import timezone
 
 from ctxlake_site import drain_plan
-from fleet import activity, rendering
+from fleet import activity, rendering, sessions
 from fleet.models import Agent, AppliedEvent, DeadLetter, Fleet, Session, SpoolCursor
 from fleet.spool_apply import BatchApplier, Envelope, InvalidEvent, Outcome, filled
 from mcp_bridge import contract
@@ -277,7 +277,7 @@ class Drainer:
         parsed = [line.event for line in batch]
         new_ids = _record_ids(fleet, [e for e in parsed if isinstance(e, dict)])
         resolver = _Resolver(fleet)
-        fresh: dict[int, Envelope] = {}  # position in the batch → the event, to apply
+        new: dict[int, dict[str, Any]] = {}  # position in the batch → the event, to apply
         for position, event in enumerate(parsed):
             if not isinstance(event, dict):
                 continue
@@ -285,7 +285,9 @@ class Drainer:
                 counts.duplicates += 1
             else:
                 new_ids.discard(event["id"])  # the same id twice in one batch applies once
-                fresh[position] = resolver.envelope(event)
+                new[position] = event
+        resolver.note_sessions(new.values())
+        fresh = {position: resolver.envelope(event) for position, event in new.items()}
         outcomes = dict(zip(fresh, self._outcomes(list(fresh.values())), strict=True))
         results: dict[str, dict[str, Any]] = {}
         for position, line in enumerate(batch):  # dead letters in spool order
@@ -460,8 +462,25 @@ class _Resolver:
         self.sessions: dict[str, Session] = {}
         self.last_seen: dict[str, datetime] = {}
 
+    @staticmethod
+    def _at(event: dict[str, Any]) -> datetime:
+        return min(contract.parse_time(event["at"]) or timezone.now(), timezone.now())
+
+    def note_sessions(self, events: Iterable[dict[str, Any]]) -> None:
+        """Record every session the events name (first and last seen), in one go per batch:
+        a Session row is what makes a citation of that session verified."""
+        seen: dict[str, tuple[Agent, datetime, datetime]] = {}
+        for event in events:
+            if not event.get("session"):
+                continue
+            agent, at = self._agent(event["agent"]), self._at(event)
+            owner, first, last = seen.get(event["session"], (agent, at, at))
+            if owner is agent:
+                seen[event["session"]] = (agent, min(first, at), max(last, at))
+        self.sessions.update(sessions.note_sessions_seen(self.fleet, seen))
+
     def envelope(self, event: dict[str, Any]) -> Envelope:
-        at = min(contract.parse_time(event["at"]) or timezone.now(), timezone.now())
+        at = self._at(event)
         agent = self._agent(event["agent"])
         self.last_seen[agent.agent_id] = max(at, self.last_seen.get(agent.agent_id, at))
         session = self._session(event["session"], agent, at) if event.get("session") else None
@@ -484,11 +503,8 @@ class _Resolver:
 
     def _session(self, session_id: str, agent: Agent, at: datetime) -> Session:
         if session_id not in self.sessions:
-            self.sessions[session_id] = Session.objects.get_or_create(
-                fleet=self.fleet,
-                session_id=session_id,
-                defaults={"agent": agent, "started_at": at},
-            )[0]
+            seen = {session_id: (agent, at, at)}
+            self.sessions.update(sessions.note_sessions_seen(self.fleet, seen))
         return self.sessions[session_id]
 
     def forget(self, event: dict[str, Any]) -> None:

@@ -1,15 +1,29 @@
-"""Admin pages for coordination data: browse and correct; state changes go through domain code."""
+"""Admin pages for coordination data: browse and correct; state changes go through domain code.
+
+Every page is scoped to the fleets the person may act on (fleet.scope): lists, change and
+delete pages, add forms, the choices of every fleet-bound foreign key (so a forged id in
+a POST fails validation), raw-id lookups and autocomplete (both start from the related
+admin's scoped queryset). Another fleet's row looks exactly like a row that does not
+exist. Who moderates which fleet is a superuser's business only.
+"""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.contrib.postgres.aggregates import ArrayAgg
+from django.contrib.postgres.fields import ArrayField
+from django.db.models import Model, OuterRef, QuerySet, Subquery, TextField, Value
+from django.db.models.functions import Concat
 from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.html import format_html
 
-from fleet import tokens
+from fleet import scope, tokens
+from fleet.globs import overlaps
 from fleet.models import (
     Activity,
     Agent,
@@ -20,6 +34,63 @@ from fleet.models import (
     Lease,
     Session,
 )
+
+# How to reach the fleet from each fleet-bound model a form may point at.
+FLEET_PATH: dict[type[Model], str] = {
+    Fleet: "pk",
+    Agent: "fleet",
+    Session: "fleet",
+    Handoff: "fleet",
+    Lease: "fleet",
+    ApiToken: "fleet",
+}
+
+
+def _superuser(request: HttpRequest) -> bool:
+    user = request.user
+    return bool(user.is_active and user.is_staff and user.is_superuser)
+
+
+class FleetScopedAdmin(admin.ModelAdmin[Any]):
+    """A ModelAdmin whose every door is limited to the person's fleets (fleet.scope)."""
+
+    fleet_field = "fleet"  # the path from a row to its fleet
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return scope.scoped(super().get_queryset(request), request.user, self.fleet_field)
+
+    def fleet_of(self, obj: Any) -> int | None:
+        return obj.pk if self.fleet_field == "pk" else getattr(obj, f"{self.fleet_field}_id")
+
+    def _theirs(self, request: HttpRequest, obj: Any) -> bool:
+        return obj is None or scope.may_act_on_fleet(request.user, self.fleet_of(obj))
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return super().has_module_permission(request) and (
+            _superuser(request) or scope.granted_fleets(request.user).exists()
+        )
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return super().has_view_permission(request, obj) and self._theirs(request, obj)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return super().has_change_permission(request, obj) and self._theirs(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return super().has_delete_permission(request, obj) and self._theirs(request, obj)
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return super().has_add_permission(request, *args) and (
+            _superuser(request) or scope.granted_fleets(request.user).exists()
+        )
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        path = FLEET_PATH.get(db_field.related_model)
+        if path is not None:
+            kwargs["queryset"] = scope.scoped(
+                db_field.related_model._default_manager.all(), request.user, path
+            )
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
 class FleetModeratorInline(admin.TabularInline[FleetModerator, Fleet]):
@@ -32,65 +103,204 @@ class FleetModeratorInline(admin.TabularInline[FleetModerator, Fleet]):
     readonly_fields = ("granted_at",)
     raw_id_fields = ("user",)
 
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return _superuser(request)
+
+    has_change_permission = has_add_permission = has_delete_permission = has_view_permission
+
+
+class ScopedFilter(admin.RelatedFieldListFilter):
+    """A fleet/agent filter listing only the person's fleets' rows."""
+
+    def field_choices(self, field: Any, request: HttpRequest, model_admin: Any) -> Any:
+        path = FLEET_PATH.get(field.related_model, "fleet")
+        allowed = scope.scoped(field.related_model._default_manager.all(), request.user, path)
+        ids = set(allowed.values_list("pk", flat=True))
+        return [
+            (pk, label)
+            for pk, label in super().field_choices(field, request, model_admin)
+            if pk in ids
+        ]
+
 
 @admin.register(Fleet)
-class FleetAdmin(admin.ModelAdmin[Fleet]):
+class FleetAdmin(FleetScopedAdmin):
+    fleet_field = "pk"
     list_display = ("slug", "name", "memory_mode", "default_lease_ttl_secs", "created_at")
     list_filter = ("memory_mode",)
     search_fields = ("slug", "name")
     prepopulated_fields = {"slug": ("name",)}
     inlines = (FleetModeratorInline,)
 
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return _superuser(request)  # a new fleet belongs to nobody yet
+
 
 @admin.register(FleetModerator)
-class FleetModeratorAdmin(admin.ModelAdmin[FleetModerator]):
+class FleetModeratorAdmin(FleetScopedAdmin):
+    """Grants: a person granted a fleet must not grant themselves (or others) more."""
+
     list_display = ("user", "fleet", "granted_at")
-    list_filter = ("fleet",)
+    list_filter = (("fleet", ScopedFilter),)
     search_fields = ("user__username", "fleet__slug")
     list_select_related = ("user", "fleet")
     raw_id_fields = ("user",)
 
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return _superuser(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return _superuser(request)
+
+    has_change_permission = has_add_permission = has_delete_permission = has_view_permission
+
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin[Agent]):
+class AgentAdmin(FleetScopedAdmin):
     list_display = ("agent_id", "fleet", "runtime", "host", "last_seen_at")
-    list_filter = ("fleet", "runtime")
+    list_filter = (("fleet", ScopedFilter), "runtime")
     search_fields = ("agent_id", "host")
     list_select_related = ("fleet",)
 
 
 @admin.register(Session)
-class SessionAdmin(admin.ModelAdmin[Session]):
-    list_display = ("session_id", "fleet", "agent", "repo", "started_at", "ended_at", "outcome")
-    list_filter = ("fleet", "outcome")
+class SessionAdmin(FleetScopedAdmin):
+    list_display = (
+        "session_id",
+        "fleet",
+        "agent",
+        "repo",
+        "first_seen_at",
+        "last_seen_at",
+        "outcome",
+        "summary_text",
+    )
+    list_filter = (("fleet", ScopedFilter), "outcome")
     search_fields = ("session_id", "repo", "summary")
     list_select_related = ("fleet", "agent")
-    raw_id_fields = ("agent",)
+    autocomplete_fields = ("agent",)
+
+    @admin.display(description="summary")
+    def summary_text(self, session: Session) -> str:
+        return session.summary[:120]
+
+
+class LeaseLiveFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("live", "live"), ("expired", "expired, not released"), ("released", "released")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        match self.value():
+            case "live":
+                return queryset.active()  # type: ignore[attr-defined, no-any-return]
+            case "expired":
+                return queryset.expired()  # type: ignore[attr-defined, no-any-return]
+            case "released":
+                return queryset.filter(released_at__isnull=False)
+        return queryset
+
+
+def _now() -> datetime:
+    return timezone.now()
 
 
 @admin.register(Lease)
-class LeaseAdmin(admin.ModelAdmin[Lease]):
-    list_display = ("path", "fleet", "agent", "acquired_at", "expires_at", "released_at")
-    list_filter = ("fleet",)
+class LeaseAdmin(FleetScopedAdmin):
+    """Leases with what the demo exists to show: which live leases overlap another's."""
+
+    list_display = (
+        "path",
+        "fleet",
+        "agent",
+        "state",
+        "overlap",
+        "acquired_at",
+        "expires_at",
+        "released_at",
+    )
+    list_filter = (LeaseLiveFilter, ("fleet", ScopedFilter))
     search_fields = ("path", "reason")
     list_select_related = ("fleet", "agent")
-    raw_id_fields = ("agent", "session")
+    autocomplete_fields = ("agent", "session")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        """Each row carries the other agents' live leases of its fleet ("agent\tpath"), in
+        one subquery, so the overlap column costs no query per row."""
+        others = (
+            Lease.objects.active(at=_now())
+            .filter(fleet_id=OuterRef("fleet_id"))
+            .exclude(agent_id=OuterRef("agent_id"))
+            .order_by()
+            .values("fleet_id")
+            .annotate(items=ArrayAgg(Concat("agent__agent_id", Value("\t"), "path")))
+            .values("items")
+        )
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(live_others=Subquery(others, output_field=ArrayField(TextField())))
+        )
+
+    @admin.display(description="state")
+    def state(self, lease: Lease) -> str:
+        if lease.released_at:
+            return "released"
+        return "live" if lease.expires_at > _now() else "expired"
+
+    @admin.display(description="overlap")
+    def overlap(self, lease: Lease) -> str:
+        """Who else holds a live lease overlapping this live one (fleet.globs.overlaps)."""
+        if not lease.is_active():
+            return ""
+        holders = sorted(
+            {
+                agent
+                for agent, _, path in (
+                    item.partition("\t") for item in getattr(lease, "live_others", None) or []
+                )
+                if overlaps(path, lease.path)
+            }
+        )
+        if not holders:
+            return ""
+        return format_html('<span class="overlap">⚠ overlaps {}</span>', ", ".join(holders))
 
 
 @admin.register(Handoff)
-class HandoffAdmin(admin.ModelAdmin[Handoff]):
-    list_display = ("id", "fleet", "from_agent", "status", "source_trust", "state", "created_at")
-    list_filter = ("fleet", "state", "source_trust", "status")
+class HandoffAdmin(FleetScopedAdmin):
+    list_display = (
+        "id",
+        "fleet",
+        "from_agent",
+        "summary_text",
+        "next_steps_text",
+        "status",
+        "state",
+        "source_trust",
+        "created_at",
+    )
+    list_filter = (("fleet", ScopedFilter), "state", "source_trust", "status")
     search_fields = ("summary", "next_steps")
     list_select_related = ("fleet", "from_agent")
-    raw_id_fields = ("from_agent", "from_session", "picked_up_by", "picked_up_session")
+    autocomplete_fields = ("from_agent", "from_session", "picked_up_by", "picked_up_session")
     readonly_fields = ("version", "picked_up_at")
+
+    @admin.display(description="summary")
+    def summary_text(self, handoff: Handoff) -> str:
+        return handoff.summary[:160]
+
+    @admin.display(description="next steps")
+    def next_steps_text(self, handoff: Handoff) -> str:
+        return handoff.next_steps[:160]
 
 
 @admin.register(Activity)
-class ActivityAdmin(admin.ModelAdmin[Activity]):
+class ActivityAdmin(FleetScopedAdmin):
     list_display = ("at", "fleet", "verb", "agent", "user", "target_type", "target_id")
-    list_filter = ("fleet", "verb")
+    list_filter = (("fleet", ScopedFilter), "verb")
     list_select_related = ("fleet", "agent", "user")
 
     def has_add_permission(self, request: object) -> bool:
@@ -117,7 +327,7 @@ class ApiTokenForm(forms.ModelForm[ApiToken]):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
+class ApiTokenAdmin(FleetScopedAdmin):
     """Issue (the secret is shown once, in a message) and revoke; tokens are never edited."""
 
     form = ApiTokenForm
@@ -131,10 +341,10 @@ class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
         "last_used_at",
         "revoked_at",
     )
-    list_filter = ("fleet", "role")
+    list_filter = (("fleet", ScopedFilter), "role")
     search_fields = ("name", "prefix")
     list_select_related = ("fleet", "agent")
-    raw_id_fields = ("agent",)
+    autocomplete_fields = ("agent",)
     actions = ("revoke_selected",)
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> Any:
@@ -177,7 +387,7 @@ class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
             messages.WARNING,
         )
 
-    @admin.action(description="Revoke selected tokens")
+    @admin.action(description="Revoke selected tokens", permissions=["change"])
     def revoke_selected(self, request: HttpRequest, qs: QuerySet[ApiToken]) -> None:
         done = sum(tokens.revoke_token(t, by=request.user) for t in qs.select_related("fleet"))
         self.message_user(request, f"Revoked {done}; {qs.count() - done} already were.")

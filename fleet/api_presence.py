@@ -12,7 +12,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from fleet import activity
+from fleet import activity, sessions
 from fleet.models import Agent, Fleet, Session
 from mcp_bridge.contract import redact
 
@@ -56,6 +56,8 @@ def start_session(
     )
     if session.agent_id != agent.pk:
         raise SessionTaken(session_id)
+    now = timezone.now()
+    sessions.note_sessions_seen(agent.fleet, {session_id: (agent, now, now)})
     heartbeat(agent)
     if created:
         activity.record(agent.fleet, "session.started", target=session, agent=agent)

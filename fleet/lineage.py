@@ -1,21 +1,49 @@
-"""Independent sessions: how many separate lines of reasoning back a set of sessions.
+"""Independent sessions: how many separate, *verified* lines of reasoning back a claim.
+
+A cited session counts only if this fleet has seen it from one of its own agents (a
+Session row of the fleet, see fleet.sessions): a session id an agent merely types, or one
+of another fleet, is kept with the citation and shown as unverified, never counted.
 
 Sessions joined by a handoff chain (S1 hands off, S2 picks up, S2 hands off, S3 picks up)
 are one line of reasoning continued, not independent witnesses: they count once. The
 chain may run through sessions that are not themselves in the set, so the whole fleet's
 handoff graph is considered.
+
+`independent_sessions` is the one count: the promotion gate, the stored
+`Claim.independent_sessions` agents are shown, the admin and REST all use it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from fleet.models import Fleet, Handoff
+from django.db.models import F, QuerySet
+
+from fleet.models import Fleet, Handoff, Session
+
+
+def _seen(fleet: Fleet, session_ids: Iterable[str]) -> QuerySet[Session]:
+    wanted = {sid for sid in session_ids if sid}
+    return Session.objects.filter(fleet=fleet, session_id__in=wanted, agent__fleet_id=F("fleet_id"))
+
+
+def verified_sessions(fleet: Fleet, session_ids: Iterable[str]) -> set[str]:
+    """Those of `session_ids` the fleet has seen, from one of its own agents."""
+    return set(_seen(fleet, session_ids).values_list("session_id", flat=True))
+
+
+def verified_session_rows(fleet: Fleet, session_ids: Iterable[str]) -> dict[str, Session]:
+    """The Session rows (with their agents) of the verified ones among `session_ids`."""
+    return {s.session_id: s for s in _seen(fleet, session_ids).select_related("agent")}
 
 
 def independent_sessions(fleet: Fleet, session_ids: Iterable[str]) -> int:
-    """Count connected components of `session_ids` under the fleet's handoff links."""
-    wanted = {sid for sid in session_ids if sid}
+    """Count connected components of the verified `session_ids` under handoff links."""
+    return independent_among_verified(fleet, verified_sessions(fleet, session_ids))
+
+
+def independent_among_verified(fleet: Fleet, wanted: set[str]) -> int:
+    """`independent_sessions` for ids already known to be verified (saves the lookup)."""
     if len(wanted) <= 1:
         return len(wanted)
     parent: dict[str, str] = {}

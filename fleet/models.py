@@ -38,6 +38,14 @@ class Fleet(models.Model):
     min_independent_sessions = models.PositiveSmallIntegerField(
         default=1, help_text="Independent sessions a claim needs before it can be promoted."
     )
+    repo_url_template = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text=(
+            "Where a cited file can be read, e.g. https://github.com/acme/{repo}/blob/{commit}/"
+            "{path}; {repo}, {path} and {commit} are filled in. Blank: citations are not linked."
+        ),
+    )
     # Per-fleet counter behind claims' short public ids (cc-01, cc-02, …).
     claim_seq = models.PositiveIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
@@ -100,6 +108,9 @@ class Session(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True)
     outcome = models.CharField(max_length=16, choices=Outcome.choices, blank=True, default="")
     summary = models.TextField(blank=True)
+    # When the server first and last saw an event of this session (fleet.sessions).
+    first_seen_at = models.DateTimeField(null=True, blank=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ("-started_at",)

@@ -15,7 +15,8 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from fleet.models import ApiToken, Fleet, FleetModerator
+from fleet import scope
+from fleet.models import ApiToken, Fleet
 
 AGENT, INTEGRATION, OPERATOR = (
     ApiToken.Role.AGENT,
@@ -33,12 +34,10 @@ MODERATE = frozenset({OPERATOR})
 def _session_role(request: Request, fleet: Fleet) -> str | None:
     """A staff member in the browsable API: operator if they may moderate the fleet."""
     user = request.user
-    if not (user.is_active and user.is_staff):
+    if not scope.may_act_on_fleet(user, fleet):  # the one rule, shared with admin and manage.py
         return None
     if user.is_superuser:
         return OPERATOR
-    if not FleetModerator.objects.filter(fleet=fleet, user=user).exists():
-        return None
     return OPERATOR if user.has_perm("claims.promote_claim") else INTEGRATION
 
 

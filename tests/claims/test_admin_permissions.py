@@ -19,6 +19,7 @@ from django.urls import reverse
 from claims import moderation
 from claims.models import Claim
 from fleet.models import Fleet, FleetModerator
+from tests.claims.witness import seen_cited
 
 QUEUE = "/admin/claims/claim/review/"
 ACTIONS = {
@@ -33,6 +34,7 @@ ACTIONS = {
 
 def _propose(fleet: Fleet, text: str = "pytest -x stops at the first failure", n: int = 1) -> Claim:
     evidence = [{"session_id": f"s{n}", "message_id": "m"}]
+    seen_cited(fleet, evidence)
     return moderation.propose_claim(
         fleet, text=text, type="fact", subject="pytest", evidence=evidence
     ).claim

@@ -8,6 +8,7 @@ import pytest
 
 from claims.models import Claim, ClaimEvent, Evidence
 from fleet.models import Fleet
+from tests.claims.witness import seen
 from tests.fleet.conftest import ApiAs, World
 
 SECRET = "sk-ant-api03-" + "x7Y9" * 20
@@ -35,13 +36,25 @@ def test_a_secret_in_a_claim_or_its_evidence_never_reaches_the_database(
     assert Claim.objects.filter(subject="evals").count() == 1
 
 
-def test_a_duplicate_proposal_corroborates(api_as: ApiAs, world: World) -> None:
+def test_a_duplicate_proposal_corroborates_only_from_a_verified_session(
+    api_as: ApiAs, world: World
+) -> None:
+    """Issue 13: the same text from a session the fleet never saw is a new proposal in the
+    queue (labelled a duplicate), not a corroboration; from a seen session it corroborates."""
     body = {
         "text": world.promoted.text.upper(),
         "type": "fact",
         "subject": "pytest",
         "evidence": [{"session_id": "s-3", "message_id": "m-3"}],
     }
+    before = world.promoted.independent_sessions
+    response = api_as(world.ada).post(f"{_base(world)}/claims", body, format="json")
+    assert response.status_code == 201
+    assert response.json()["claim"]["status"] == "proposed"
+    world.promoted.refresh_from_db()
+    assert world.promoted.independent_sessions == before
+    seen(world.fleet, "s-4", agent=world.ada)
+    body["evidence"] = [{"session_id": "s-4", "message_id": "m-4"}]
     response = api_as(world.ada).post(f"{_base(world)}/claims", body, format="json")
     assert response.status_code == 200
     assert (response.json()["created"], response.json()["claim"]["id"]) == (
@@ -153,3 +166,65 @@ def test_search_results_say_when_a_claim_is_possibly_stale(api_as: ApiAs, world:
     found = client.get(f"{_base(world)}/claims/search", {"q": " ".join(words)}).json()["results"]
     row = next(r for r in found if r["id"] == world.promoted.public_id)
     assert row["stale"] is True
+
+
+def test_an_operator_supersedes_and_the_old_claim_leaves_search(
+    api_as: ApiAs, world: World
+) -> None:
+    from claims import moderation
+
+    new = moderation.propose_claim(
+        world.fleet,
+        text="pytest -x no longer stops at the first failure with --sw",
+        type="fact",
+        subject="pytest",
+        evidence=[{"session_id": "s-1", "message_id": "m-new"}],
+        by_agent=world.ada,
+    ).claim
+    url = f"{_base(world)}/claims/{world.promoted.public_id}/supersede"
+    body = {"by": new.public_id, "note": "changed in pytest 9"}
+    assert api_as(world.ada).post(url, body, format="json").status_code == 403
+    response = api_as(world.fleet, "operator").post(url, body, format="json")
+    assert response.status_code == 200, response.json()
+    assert response.json()["superseded_by"] == new.public_id
+    again = api_as(world.fleet, "operator").post(url, body, format="json")
+    assert (again.status_code, again.json()["code"]) == (409, "already_decided")
+    found = api_as(world.ada).get(f"{_base(world)}/claims/search", {"q": "pytest failure"})
+    ids = [c["id"] for c in found.json()["results"]]
+    assert new.public_id in ids and world.promoted.public_id not in ids
+    timeline = api_as(world.ada).get(f"{_base(world)}/timeline", {"subject": "pytest"}).json()
+    assert "superseded" in [e["kind"] for e in timeline["results"]]
+
+
+def test_an_operator_sets_and_clears_valid_until(api_as: ApiAs, world: World) -> None:
+    url = f"{_base(world)}/claims/{world.promoted.public_id}/valid-until"
+    operator = api_as(world.fleet, "operator")
+    past = "2020-01-01T00:00:00Z"
+    assert operator.post(url, {"valid_until": past}, format="json").status_code == 200
+    found = api_as(world.ada).get(f"{_base(world)}/claims/search", {"q": "pytest"}).json()
+    assert world.promoted.public_id not in [c["id"] for c in found["results"]]
+    assert operator.post(url, {"valid_until": "soon"}, format="json").status_code == 400
+    assert operator.post(url, {"valid_until": None}, format="json").status_code == 200
+    found = api_as(world.ada).get(f"{_base(world)}/claims/search", {"q": "pytest"}).json()
+    assert world.promoted.public_id in [c["id"] for c in found["results"]]
+
+
+def test_evidence_says_which_sessions_are_verified(api_as: ApiAs, world: World) -> None:
+    from claims import moderation
+
+    claim = moderation.propose_claim(
+        world.fleet,
+        text="the staging db resets on sundays",
+        type="fact",
+        subject="staging",
+        evidence=[
+            {"session_id": "s-1", "message_id": "m-1"},
+            {"session_id": "typed-by-agent", "message_id": "m-2"},
+        ],
+    ).claim
+    body = api_as(world.fleet, "operator").get(f"{_base(world)}/claims/{claim.public_id}").json()
+    assert {e["session_id"]: e["verified"] for e in body["evidence"]} == {
+        "s-1": True,
+        "typed-by-agent": False,
+    }
+    assert body["independent_sessions"] == 1

@@ -20,6 +20,7 @@ from django.contrib.auth.models import Permission, User
 from claims import moderation
 from claims.models import Claim
 from fleet.models import Agent, Fleet, FleetModerator
+from tests.claims.witness import seen_cited
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 CHROMIUM = os.environ.get("CTXLAKE_CHROMIUM", "/usr/bin/chromium")
@@ -87,6 +88,7 @@ def _propose(fleet: Fleet, agent: Agent, text: str, n: int) -> Claim:
             "excerpt": "FAILED tests/test_payments.py::test_refund - ConnectionRefused",
         }
     ]
+    seen_cited(fleet, evidence)
     return moderation.propose_claim(
         fleet, text=text, type="gotcha", subject="payments tests", evidence=evidence, by_agent=agent
     ).claim
@@ -127,3 +129,139 @@ def test_a_moderator_promotes_a_claim_and_it_leaves_the_queue(page: Any, live_se
     page.screenshot(path=str(ARTIFACTS / "review-queue-after.png"), full_page=True)
     claim.refresh_from_db()
     assert claim.status == "promoted"
+
+
+def _login(page: Any, live_server: Any, next_url: str) -> None:
+    page.goto(f"{live_server.url}/admin/login/?next={next_url}")
+    page.fill("#id_username", "mira")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+
+
+def _bridge(cache_dir: Path, fleet: Fleet) -> Any:
+    """The bridge's own tool layer over the rendered cache (what an agent's bridge runs)."""
+    from mcp_bridge import tools
+    from mcp_bridge.config import Config
+
+    config = Config(
+        cache_dir=cache_dir,
+        spool_dir=cache_dir.parent / "spool",
+        fleet=fleet.slug,
+        agent="ada",
+        session="s-bridge",
+    )
+    return tools.Bridge.from_config(config)
+
+
+def test_a_moderator_supersedes_a_conflicting_claim_and_agents_stop_finding_it(
+    page: Any, live_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from claims import tasks
+    from ctxlake_site import workers
+    from tests.claims.witness import seen
+
+    monkeypatch.setenv("CTXLAKE_CACHE_DIR", str(tmp_path / "cache"))
+    fleet = Fleet.objects.create(slug="shop", name="Shop", memory_mode="live")
+    agent = Agent.objects.create(fleet=fleet, agent_id="ada", runtime="claude-code")
+    mira = _moderator(fleet)
+    seen(fleet, "sess-1", "sess-2", agent=agent)
+    old = _propose(fleet, agent, "The payments tests need STRIPE_API_BASE set to the mock", 1)
+    tasks.embed_pending()
+    moderation.promote_claim(old, by=mira)
+    new = _propose(
+        fleet, agent, "The payments tests do not need STRIPE_API_BASE set to the mock", 2
+    )
+    tasks.embed_pending()
+    new.refresh_from_db()
+    assert (new.status, new.near_relation) == ("proposed", "conflict")
+    workers.render_fleet(fleet)
+    bridge = _bridge(tmp_path / "cache", fleet)
+    before = bridge.call("memory_search", {"query": "payments tests STRIPE_API_BASE mock"})
+    assert old.public_id in [r["id"] for r in before["results"]]
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    _login(page, live_server, "/admin/")
+    page.wait_for_selector("#review-queue-entry")
+    assert "Review queue (1 waiting)" in page.inner_text("#review-queue-entry")
+    assert page.inner_text("#site-name").strip() == "ctxlake"
+    page.screenshot(path=str(ARTIFACTS / "admin-index.png"), full_page=True)
+
+    page.click("#review-queue-entry a:has-text('Review queue')")
+    page.wait_for_selector("#result_list")
+    row = page.locator("#result_list tbody tr").first
+    assert f"possible conflict with {old.public_id}" in row.inner_text()
+    page.screenshot(path=str(ARTIFACTS / "conflict-queue.png"), full_page=True)
+
+    page.click(f"#result_list a:text-is('{new.public_id}')")
+    page.wait_for_selector("#neighbours tr.conflict")
+    pair = page.locator(f"#neighbours tr.conflict[data-claim='{old.public_id}']")
+    assert pair.locator("mark").first.inner_text() in ("not", "do")
+    assert "negation: not" in pair.inner_text()
+    assert "✓ verified" in page.inner_text("#evidence")
+    page.screenshot(path=str(ARTIFACTS / "conflict-pair.png"), full_page=True)
+
+    pair.locator(f"input[value='Promote this, supersede {old.public_id}']").click()
+    page.wait_for_selector("ul.messagelist")
+    said = page.text_content("ul.messagelist") or ""
+    assert f"Superseded {old.public_id} by {new.public_id}" in said
+    page.screenshot(path=str(ARTIFACTS / "conflict-superseded.png"), full_page=True)
+    old.refresh_from_db()
+    new.refresh_from_db()
+    assert (old.superseded_by_id, new.status) == (new.pk, "promoted")
+
+    workers.render_fleet(fleet)
+    after = bridge.call("memory_search", {"query": "payments tests STRIPE_API_BASE mock"})
+    ids = [r["id"] for r in after["results"]]
+    assert new.public_id in ids and old.public_id not in ids
+
+
+def test_keyboard_triage_of_five_proposals(page: Any, live_server: Any) -> None:
+    fleet = Fleet.objects.create(slug="shop", name="Shop", memory_mode="live")
+    agent = Agent.objects.create(fleet=fleet, agent_id="ada", runtime="claude-code")
+    _moderator(fleet)
+    texts = [
+        "Payments tests need the ledger mock on port 7070",
+        "Refunds are computed in minor units",
+        "The checkout service reads STRIPE_KEY from vault",
+        "Run make db-reset before the payments tests",
+        "Flaky: test_refund fails on Mondays",
+    ]
+    claims = [_propose(fleet, agent, text, n) for n, text in enumerate(texts, start=1)]
+    ARTIFACTS.mkdir(exist_ok=True)
+    _login(page, live_server, "/admin/claims/claim/review/")
+    page.wait_for_selector("#result_list tr.cl-current")
+    done = "#result_list tr.cl-done"
+
+    def wait_done(n: int) -> None:
+        page.wait_for_function(f"document.querySelectorAll('{done}').length === {n}")
+
+    page.keyboard.press("p")  # 1: promote
+    wait_done(1)
+    page.keyboard.press("r")  # 2: reject, with a reason typed inline
+    page.fill("#cl-reason", "same as cc-01, reworded")
+    page.keyboard.press("Enter")
+    wait_done(2)
+    page.keyboard.press("j")  # skip 3 for now…
+    page.keyboard.press("p")  # 4: promote
+    wait_done(3)
+    page.keyboard.press("k")  # …back over the decided 4 to 3
+    page.keyboard.press("k")
+    page.keyboard.press("p")  # 3: promote
+    wait_done(4)
+    page.keyboard.press("j")
+    page.keyboard.press("j")  # to 5 (4 is decided and skipped)
+    page.keyboard.press("r")
+    page.fill("#cl-reason", "not reproducible")
+    page.keyboard.press("Enter")
+    wait_done(5)
+    page.screenshot(path=str(ARTIFACTS / "keyboard-triage.png"), full_page=True)
+
+    statuses = []
+    for claim in claims:
+        claim.refresh_from_db()
+        statuses.append(claim.status)
+    assert statuses == ["promoted", "rejected", "promoted", "promoted", "rejected"]
+    reasons = [c.events.get(kind="rejected").note for c in claims if c.status == "rejected"]
+    assert reasons == ["same as cc-01, reworded", "not reproducible"]
+    page.reload()
+    assert page.locator("#result_list tbody tr").count() == 0

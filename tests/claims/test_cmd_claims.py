@@ -12,12 +12,14 @@ from django.core.management import CommandError, call_command
 from claims import moderation
 from claims.models import Claim
 from fleet.models import Fleet, FleetModerator
+from tests.claims.witness import seen_cited
 
 TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 
 
 def _propose(fleet: Fleet, text: str = "pytest -x stops at the first failure", n: int = 1) -> Claim:
     evidence = [{"session_id": f"s{n}", "message_id": "m", "path": "src/a.py"}]
+    seen_cited(fleet, evidence)
     return moderation.propose_claim(
         fleet, text=text, type="fact", subject="pytest", evidence=evidence
     ).claim
@@ -64,7 +66,7 @@ def test_it_shows_hidden_characters_in_a_terminal(fleet_a: Fleet) -> None:
 def test_it_shows_one_claim_with_the_gates_verdict(fleet_a: Fleet) -> None:
     claim = _propose(fleet_a)
     out = _run("show", claim.public_id, "--fleet", "fleet-a")
-    assert "evidence s1/m" in out and "gate: open" in out
+    assert "evidence [verified] s1/m" in out and "gate: open" in out
     claim.evidence.update(excerpt=f"token {TOKEN}")
     assert "gate: it contains what looks like a secret" in _run(
         "show", "cc-01", "--fleet", "fleet-a"
@@ -146,3 +148,48 @@ def test_it_refuses_a_secret_and_a_second_promotion(fleet_a: Fleet, fleet_mod: U
     _run("promote", "cc-01", "--fleet", "fleet-a", "--as", "mod")
     with pytest.raises(CommandError, match="already promoted"):
         _run("promote", "cc-01", "--fleet", "fleet-a", "--as", "mod")
+
+
+def test_it_supersedes_sets_valid_until_and_merges(fleet_a: Fleet, fleet_mod: User) -> None:
+    old = _propose(fleet_a)
+    moderation.promote_claim(old, by=fleet_mod)
+    new = _propose(fleet_a, "pytest -x stops at the first error or failure", n=2)
+    args = ("--fleet", fleet_a.slug, "--as", "mod")
+    with pytest.raises(CommandError, match="No claim 'cc-99'"):
+        _run("supersede", old.public_id, *args, "--by", "cc-99")
+    out = _run("supersede", old.public_id, *args, "--by", new.public_id, "--note", "reworded")
+    assert f"superseded by {new.public_id}" in out
+    new.refresh_from_db()
+    assert new.status == "promoted"
+    out = _run("valid-until", new.public_id, "2030-01-01T00:00:00Z", *args)
+    assert "valid until 2030-01-01" in out
+    out = _run("valid-until", new.public_id, "none", *args)
+    assert "valid until" not in out
+    dup = _propose(fleet_a, "Run pytest with -x to stop at the first failure", n=3)
+    _run("merge", dup.public_id, *args, "--into", new.public_id)
+    dup.refresh_from_db()
+    new.refresh_from_db()
+    assert dup.status == "rejected" and new.independent_sessions == 2
+
+
+@pytest.mark.parametrize("until", ["tomorrow", "2027-01-01T00:00:00"])
+def test_valid_until_refuses_a_time_without_a_zone(
+    fleet_a: Fleet, fleet_mod: User, until: str
+) -> None:
+    claim = _propose(fleet_a)
+    with pytest.raises(CommandError, match="ISO 8601"):
+        _run("valid-until", claim.public_id, until, "--fleet", fleet_a.slug, "--as", "mod")
+
+
+def test_recount_drops_sessions_the_fleet_never_saw(fleet_a: Fleet, fleet_mod: User) -> None:
+    claim = _propose(fleet_a)
+    Claim.objects.filter(pk=claim.pk).update(independent_sessions=3)  # counted the old way
+    out = _run("recount", "--fleet", fleet_a.slug)
+    assert f"{claim.public_id:<8} 3 -> 1" in out and "would change" in out
+    claim.refresh_from_db()
+    assert claim.independent_sessions == 3
+    _run("recount", "--commit")
+    claim.refresh_from_db()
+    assert claim.independent_sessions == 1
+    assert claim.events.latest("at").data["recount"] is True
+    assert "0 claim(s)" in _run("recount")

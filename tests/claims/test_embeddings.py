@@ -51,9 +51,11 @@ def test_a_model_change_marks_claims_for_reembedding(fleet_a: Fleet) -> None:
     assert claim.embedding_model == embeddings.embedder().NAME
 
 
-def test_a_near_duplicate_corroborates_the_older_claim_with_its_similarity(
+def test_a_near_duplicate_stays_in_the_queue_labelled_and_the_older_claim_is_untouched(
     fleet_a: Fleet,
 ) -> None:
+    """Behaviour changed by issue 13: near duplicates were folded in automatically; now a
+    person decides, and the queue says which claim it repeats and how closely."""
     first = _propose(fleet_a, "Run make lint before pushing or CI rejects the branch.", "s1")
     tasks.embed_pending()
     second = _propose(fleet_a, "Run make lint before pushing, or the CI rejects the branch!", "s2")
@@ -62,12 +64,12 @@ def test_a_near_duplicate_corroborates_the_older_claim_with_its_similarity(
     second.refresh_from_db()
     first.refresh_from_db()
     unrelated.refresh_from_db()
-    assert second.status == "rejected"
-    assert "near duplicate of cc-01" in second.events.get(kind="rejected").note
-    corroborated = first.events.get(kind="corroborated")
-    assert corroborated.data["similarity"] >= tasks.NEAR_DUPLICATE
-    assert first.independent_sessions == 2
-    assert unrelated.status == "proposed"
+    assert second.status == "proposed"
+    assert second.near_claim == first and second.near_relation == "duplicate"
+    assert second.near_similarity >= 0.95
+    assert not first.events.filter(kind="corroborated").exists()
+    assert first.evidence.count() == 1
+    assert unrelated.status == "proposed" and unrelated.near_relation == ""
 
 
 def test_nearest_finds_paraphrases_above_unrelated_claims(fleet_a: Fleet) -> None:

@@ -11,6 +11,7 @@ from claims import moderation
 from claims.models import Claim
 from fleet import handoffs
 from fleet.models import Agent, Fleet, FleetModerator, Session
+from tests.claims.witness import seen_cited
 
 CITE = [{"session_id": "s1", "message_id": "m1", "path": "src/a.py"}]
 
@@ -23,6 +24,7 @@ def _propose(fleet: Fleet, agent: Agent | None = None, **kw: Any) -> Claim:
         "evidence": CITE,
         **kw,
     }
+    seen_cited(fleet, args["evidence"])
     return moderation.propose_claim(fleet, by_agent=agent, **args).claim
 
 
@@ -41,10 +43,12 @@ def test_it_files_a_proposal_in_agent_scope_with_evidence_and_an_event(
     assert claim.evidence.get().agent == ada
 
 
-def test_an_exact_duplicate_corroborates_instead_of_creating_a_claim(
+def test_an_exact_duplicate_from_a_seen_session_corroborates_as_a_marked_event(
     fleet_a: Fleet, ada: Agent
 ) -> None:
+    """Issue 13: the one automatic corroboration (same text, a verified other session)."""
     first = _propose(fleet_a, ada)
+    seen_cited(fleet_a, [{"session_id": "s2"}], agent=ada)
     again = moderation.propose_claim(
         fleet_a,
         text="  PYTEST -x stops at the first   failure",
@@ -58,6 +62,8 @@ def test_an_exact_duplicate_corroborates_instead_of_creating_a_claim(
     first.refresh_from_db()
     assert first.independent_sessions == 2
     assert list(first.events.values_list("kind", flat=True)) == ["proposed", "corroborated"]
+    event = first.events.get(kind="corroborated")
+    assert event.data["automatic"] is True and "s2" in event.note
 
 
 @pytest.mark.parametrize(

@@ -71,7 +71,9 @@ def test_it_applies_each_kind_and_creates_agents_and_sessions(
     assert "scope must be 'agent'" in _dead(spool_dir, "fleet-a")[0]["reason"]
     ada = Agent.objects.get(fleet=fleet_a, agent_id="ada")
     assert ada.last_seen_at is not None
-    assert Session.objects.get(session_id="s1").agent == ada
+    s1 = Session.objects.get(session_id="s1")
+    assert s1.agent == ada  # the session is recorded as seen: its citations are verified
+    assert s1.first_seen_at is not None and s1.last_seen_at >= s1.first_seen_at
     handoff = Handoff.objects.get()
     assert (handoff.source_trust, handoff.status, handoff.from_session.session_id) == (
         "agent",

@@ -1,6 +1,7 @@
 """`manage.py claims …`: the review queue for operators without a browser.
 
-list / show / promote / reject / contest / retract, each calling the same
+list / show / promote / reject / contest / retract / merge / supersede / valid-until, each
+calling the same
 claims.moderation function the admin calls, so the promotion gate is the same gate. A
 claim is named by its public id (cc-NN) and its fleet, because public ids are per fleet.
 """
@@ -9,23 +10,29 @@ from __future__ import annotations
 
 import json
 from argparse import ArgumentParser
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from django.utils.timesince import timesince
 
 from claims import moderation
 from claims.models import Claim
 from claims.reveal import reveal_plain
+from fleet import lineage
 from fleet.models import Fleet
 
 STATUSES = [*Claim.Status.values, "all"]
 
 
 class Command(BaseCommand):
-    help = "List and moderate claims: list, show, promote, reject, contest, retract."
+    help = (
+        "List and moderate claims: list, show, promote, reject, contest, retract, merge, "
+        "supersede, valid-until."
+    )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
@@ -46,6 +53,26 @@ class Command(BaseCommand):
             noted = sub.add_parser(name, help=f"{name.capitalize()}, with a note.")
             self._claim_args(noted)
             noted.add_argument("--note", required=True)
+        recount = sub.add_parser(
+            "recount",
+            help="Recount every claim's independent sessions (verified sessions only); "
+            "prints what changes, writes only with --commit.",
+        )
+        recount.add_argument("--fleet", help="Fleet slug; all fleets when omitted.")
+        recount.add_argument("--commit", action="store_true")
+        merge = sub.add_parser("merge", help="Merge a proposal into another claim (corroborate).")
+        self._claim_args(merge)
+        merge.add_argument("--into", required=True, help="The claim to corroborate (cc-NN).")
+        supersede = sub.add_parser(
+            "supersede", help="Replace a promoted claim by another (promoting it if proposed)."
+        )
+        self._claim_args(supersede)
+        supersede.add_argument("--by", dest="by_claim", required=True, help="cc-NN")
+        supersede.add_argument("--note", default="")
+        until = sub.add_parser("valid-until", help="Set (ISO 8601 with zone) or clear (none).")
+        self._claim_args(until)
+        until.add_argument("until", help="e.g. 2027-01-31T00:00:00Z, or none")
+        until.add_argument("--note", default="")
 
     def _claim_args(self, parser: ArgumentParser, *, actor: bool = True) -> None:
         parser.add_argument("claim_id", metavar="ID", help="The public id, e.g. cc-12.")
@@ -56,6 +83,16 @@ class Command(BaseCommand):
     def handle(self, *args: Any, action: str, **options: Any) -> None:
         if action == "list":
             self.list_claims(options["status"], options["fleet"], options["json"], options["limit"])
+            return
+        if action == "recount":
+            fleet = self.find_fleet(options["fleet"]) if options["fleet"] else None
+            changed = moderation.recount_claims(fleet, commit=options["commit"])
+            for claim, before, after in changed:
+                self.stdout.write(
+                    f"{claim.fleet.slug:<16} {claim.public_id:<8} {before} -> {after}"
+                )
+            verb = "recounted" if options["commit"] else "would change (use --commit)"
+            self.stdout.write(f"{len(changed)} claim(s) {verb}")
             return
         claim = self.find_claim(options["claim_id"], options["fleet"])
         if action == "show":
@@ -75,7 +112,26 @@ class Command(BaseCommand):
             return moderation.reject_claim(claim, by=user, reason=options["reason"])
         if action == "contest":
             return moderation.contest_claim(claim, by=user, note=options["note"])
+        if action == "merge":
+            into = self.find_claim(options["into"], claim.fleet.slug)
+            moderation.merge_claim(claim, into=into, by=user)
+            claim.refresh_from_db()
+            return claim
+        if action == "supersede":
+            new = self.find_claim(options["by_claim"], claim.fleet.slug)
+            return moderation.supersede_claim(claim, by=user, new=new, note=options["note"])
+        if action == "valid-until":
+            until = self.parse_until(options["until"])
+            return moderation.set_valid_until(claim, by=user, until=until, note=options["note"])
         return moderation.retract_claim(claim, by=user, note=options["note"])
+
+    def parse_until(self, value: str) -> datetime | None:
+        if value.strip().lower() in ("none", "never", ""):
+            return None
+        moment = parse_datetime(value.strip())
+        if moment is None or timezone.is_naive(moment):
+            raise CommandError(f"{value!r} is not an ISO 8601 time with a zone (or 'none').")
+        return moment
 
     # Lookups ----------------------------------------------------------------------------
 
@@ -122,9 +178,21 @@ class Command(BaseCommand):
         row = self._row(claim)
         for key in ("id", "fleet", "status", "type", "subject", "independent_sessions", "text"):
             self.stdout.write(f"{key}: {reveal_plain(str(row[key]))}")
-        for e in claim.evidence.all():
+        if claim.near_relation and claim.near_claim_id:
+            label = (
+                "possible conflict with"
+                if claim.near_relation == "conflict"
+                else ("likely duplicate of")
+            )
+            self.stdout.write(
+                f"near: {label} {claim.near_claim.public_id} ({claim.near_similarity:.2f})"
+            )
+        cited = list(claim.evidence.all())
+        verified = lineage.verified_sessions(claim.fleet, [e.session_id for e in cited])
+        for e in cited:
             cite = f"{e.session_id}/{e.message_id} {e.repo} {e.path} {e.commit}".rstrip()
-            self.stdout.write(f"  evidence {reveal_plain(cite)}")
+            mark = "verified" if e.session_id in verified else "UNVERIFIED"
+            self.stdout.write(f"  evidence [{mark}] {reveal_plain(cite)}")
             if e.excerpt:
                 self.stdout.write(f"    {reveal_plain(e.excerpt)}")
         problems = moderation.gate_problems(claim)
@@ -146,4 +214,9 @@ class Command(BaseCommand):
         }
 
     def _state(self, claim: Claim) -> str:
-        return f"{claim.status}{' (contested)' if claim.contested else ''}"
+        extra = " (contested)" if claim.contested else ""
+        if claim.superseded_by_id:
+            extra += f" (superseded by {claim.superseded_by.public_id})"
+        if claim.valid_until:
+            extra += f" (valid until {claim.valid_until.isoformat()})"
+        return f"{claim.status}{extra}"

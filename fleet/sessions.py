@@ -1,0 +1,78 @@
+"""The sessions the server has seen: one row per (fleet, session id), with its agent and
+the first and last moment an event of it arrived.
+
+A Session row is what makes a citation *verified* (fleet.lineage): the fleet has seen that
+session, from one of its own agents. Rows are made here and by the REST session hooks
+(fleet.api_presence), never from what a citation merely names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Greatest, Least
+
+from fleet.models import Agent, Fleet, Session
+
+Seen = tuple[Agent, datetime, datetime]  # (agent, first event at, last event at)
+
+
+def note_sessions_seen(fleet: Fleet, seen: Mapping[str, Seen]) -> dict[str, Session]:
+    """Record that `fleet` saw events of each session in `seen`; returns its Session rows.
+
+    A new session is created with its agent and first/last-seen times; a known one has its
+    window widened (first moves back, last moves forward, never the other way). A session
+    id already held by another agent of the fleet keeps its owner: the event is not
+    counted for it, and the returned row says whose it is, so the caller can tell.
+    Agents of another fleet are refused (ValueError): a session is one fleet's.
+    Two statements plus one per known session, whatever the batch size.
+    """
+    wanted = {sid: s for sid, s in seen.items() if sid}
+    for agent, _, _ in wanted.values():
+        if agent.fleet_id != fleet.pk:
+            raise ValueError(f"agent {agent.agent_id} is not in fleet {fleet.slug}")
+    if not wanted:
+        return {}
+    with transaction.atomic(savepoint=False):
+        return _note(fleet, wanted)
+
+
+def _note(fleet: Fleet, wanted: Mapping[str, Seen]) -> dict[str, Session]:
+    Session.objects.bulk_create(
+        [
+            Session(
+                fleet=fleet,
+                agent=agent,
+                session_id=sid,
+                started_at=first,
+                first_seen_at=first,
+                last_seen_at=max(first, last),
+            )
+            for sid, (agent, first, last) in wanted.items()
+        ],
+        ignore_conflicts=True,  # (fleet, session_id) is unique: known sessions stay as they are
+    )
+    rows = {
+        s.session_id: s
+        for s in Session.objects.filter(fleet=fleet, session_id__in=list(wanted)).select_related(
+            "agent"
+        )
+    }
+    for sid, (agent, first, last) in wanted.items():
+        row = rows.get(sid)
+        if row is None or row.agent_id != agent.pk:
+            continue
+        if row.first_seen_at == first and row.last_seen_at == max(first, last):
+            continue  # just created by the insert above
+        Session.objects.filter(pk=row.pk).update(
+            first_seen_at=Least(F("first_seen_at"), first, output_field=Session.first_seen_at.field)
+            if row.first_seen_at
+            else first,
+            last_seen_at=Greatest(F("last_seen_at"), last, output_field=Session.last_seen_at.field)
+            if row.last_seen_at
+            else last,
+        )
+    return rows
