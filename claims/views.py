@@ -175,20 +175,7 @@ class ClaimViewSet(FleetViewSet):
         return Response(s.ProposalResponse(body).data, status=code)
 
     def _moderate(self, request: Request, verb: str, text: str) -> Response:
-        claim = self.get_object()
-        # An operator token acts as itself; staff on the browsable API act as themselves.
-        actor = request.auth if isinstance(request.auth, ApiToken) else request.user
-        try:
-            done = _DECIDE[verb](claim, by=actor, **{_ARG[verb]: text})
-        except moderation.AlreadyDecided as exc:
-            return Response(
-                {"detail": str(exc), "code": "already_decided"}, status=status.HTTP_409_CONFLICT
-            )
-        except moderation.GateRefused as exc:
-            return Response(
-                {"detail": str(exc), "code": "gate_refused"}, status=status.HTTP_409_CONFLICT
-            )
-        return Response(s.ClaimSerializer(done).data)
+        return self._run(_DECIDE[verb], **{_ARG[verb]: text})
 
     @extend_schema(
         summary="Promote through the gate (operator)",
@@ -270,6 +257,10 @@ class ClaimViewSet(FleetViewSet):
         return other
 
     def _run(self, fn: Any, **kwargs: Any) -> Response:
+        """One moderation function on this claim, by the caller; conflicts are 409.
+
+        An operator token acts as itself; staff on the browsable API act as themselves.
+        """
         claim = self.get_object()
         actor = self.request.auth if isinstance(self.request.auth, ApiToken) else self.request.user
         try:
