@@ -263,7 +263,9 @@ Q_CLUSTER = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # While the embedded database is stopped on purpose: one line a minute, no tracebacks.
+    "filters": {"stopped_db": {"()": "ctxlake_site.embedded_pg.quiet.StoppedDatabaseFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["stopped_db"]}},
     "root": {
         "handlers": ["console"],
         "level": env_choice(

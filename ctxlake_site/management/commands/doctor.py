@@ -27,8 +27,18 @@ class Check:
 
 
 def _database() -> Check:
+    """Reachable, and where. Never starts the embedded server: a doctor that revived a
+    stopped database would report OK for an installation that was down."""
     engine = settings.DATABASES["default"]["ENGINE"]
     where = "DATABASE_URL" if engine != "ctxlake_site.embedded_pg" else "embedded"
+    if where == "embedded":
+        why = embedded_db.stopped_on_purpose()
+        if why is not None:
+            return Check("database", "fail", embedded_db.stopped_message(why))
+        if not embedded_db.is_running():
+            return Check("database", "fail", f"embedded Postgres is not running (data "
+                         f"{paths.pg_data_dir()}); `manage.py embedded_db start` or "
+                         "`./ctxlake up` starts it")
     connection.ensure_connection()
     with connection.cursor() as cur:
         cur.execute("SHOW server_version")
@@ -116,7 +126,7 @@ class Command(BaseCommand):
                 results.append(check())
             except Exception as exc:  # a doctor reports every failure, it does not crash
                 results.append(Check(name, "fail", f"{type(exc).__name__}: {exc}".strip()))
-                db_down = db_down or name == "database"
+            db_down = db_down or (name == "database" and results[-1].status == "fail")
         return results
 
     def _print_table(self, results: list[Check]) -> None:
