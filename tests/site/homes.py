@@ -9,6 +9,7 @@ server and never stops anyone else's.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import subprocess
@@ -84,3 +85,23 @@ def private_home() -> Iterator[Path]:
         with contextlib.suppress(Exception):
             embedded_db.stop(root / "home" / "pg")
         shutil.rmtree(root, ignore_errors=True)
+
+
+def borrowed_venv(where: Path) -> Path:
+    """A venv for `./ctxlake` that is this test run's venv, already "installed".
+
+    `./ctxlake up` installs requirements.txt into $CTXLAKE_VENV unless its stamp matches;
+    the tests must neither reach PyPI nor write into the shared venv, so they point it at
+    a directory whose python and site-packages are this venv's, with a matching stamp.
+    """
+    real = Path(sys.prefix)
+    venv = where / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    (venv / "lib").symlink_to(real / "lib")
+    shutil.copy(real / "pyvenv.cfg", venv / "pyvenv.cfg")
+    digest = hashlib.sha256()
+    for name in ("requirements.txt", "requirements.txt"):
+        digest.update((ROOT / name).read_bytes())
+    (venv / ".installed-requirements").write_text(digest.hexdigest())
+    return venv
