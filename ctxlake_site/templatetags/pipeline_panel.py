@@ -6,6 +6,7 @@ fleet, so only superusers see those.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from django import template
@@ -43,8 +44,9 @@ def pipeline_panel(context: dict[str, Any]) -> dict[str, Any]:
         for f in reading.fleets
     ]
     stray = (
-        [{"kind": "quarantined", **vars(f)} for f in reading.quarantined]
-        + [{"kind": "waiting", **vars(f)} for f in reading.waiting]
+        [{"kind": "quarantined", "name": Path(f.path).name, **vars(f)}
+         for f in reading.quarantined]
+        + [{"kind": "waiting", "name": Path(f.path).name, **vars(f)} for f in reading.waiting]
         if user.is_superuser else []
     )
     return {"rows": rows, "stray": stray, "clusters": reading.clusters,
