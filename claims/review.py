@@ -16,7 +16,7 @@ from claims import moderation
 from claims.models import Claim, ClaimEvent, ClaimQuerySet, Evidence
 
 NEIGHBOURS = 5
-DUPLICATE_SIMILARITY = 0.95  # DESIGN.md: a near match at or above this is a duplicate
+DUPLICATE_SIMILARITY = 0.95  # a near match at or above this is a duplicate (docs/moderation.md)
 # HNSW's default ef_search (40) returns too few candidates once other fleets' rows are
 # filtered out; 100 plus an iterative scan finds the real nearest neighbours in the fleet.
 EF_SEARCH = 100

@@ -1,7 +1,8 @@
 """Request and response shapes for the coordination API. Shape and validation only.
 
-Free text is scrubbed by the views' domain calls or here with the bridge's redactor
-before anything is stored; these classes never write.
+These classes neither scrub nor write: free text is scrubbed before it is stored by the
+views (fleet/views.py) and fleet.api_presence, with the shared redactor
+(mcp_bridge.contract.redact).
 """
 
 from __future__ import annotations
