@@ -7,15 +7,19 @@ The bug: with CTXLAKE_FLEET_ID naming a fleet that does not exist, the bridge an
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from mcp_bridge import contract, testing, tools
 from mcp_bridge.config import Config
 from mcp_bridge.contract.atomic import write_json
 from mcp_bridge.contract.spool import Spool
 from tests.mcp_bridge.data import FLEET, ago, ahead
-from tests.mcp_bridge.stdio import INIT, call, frame, run_session
+from tests.mcp_bridge.stdio import INIT, ROOT, bridge_env, call, frame, run_session
 
 CITE = {"session_id": "s1", "message_id": "m1"}
 CALLS: list[tuple[str, dict[str, Any]]] = [
@@ -74,3 +78,26 @@ def test_fleet_status_shows_the_cache_age_and_what_this_host_queued_since(
 def _rendered_at(root: Path, when: str) -> None:
     roster = json.loads((root / contract.ROSTER).read_text())
     write_json(root / contract.ROSTER, {**roster, "generated_at": when})
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "said"),
+    [
+        ("CTXLAKE_SPOOL_MAX_BYTES", "lots", "CTXLAKE_SPOOL_MAX_BYTES='lots' is not a positive"),
+        ("CTXLAKE_MAX_FIELD_CHARS", "-3", "CTXLAKE_MAX_FIELD_CHARS='-3' is not a positive"),
+        ("CTXLAKE_LOG_LEVEL", "LOUD", "CTXLAKE_LOG_LEVEL='LOUD' is not allowed: one of DEBUG"),
+    ],
+)
+def test_a_bad_bridge_setting_is_one_stderr_line_and_no_traceback(
+        config: Config, name: str, raw: str, said: str) -> None:
+    """The bridge does not exit over its environment (the runtime would show the agent
+    nothing); it says so in one line on stderr, once, and keeps answering."""
+    done = subprocess.run(
+        [sys.executable, "-m", "mcp_bridge"], input=INIT + call(2, "fleet_status", {}),
+        capture_output=True, env=bridge_env(config, **{name: raw}), timeout=60, cwd=ROOT)
+    assert done.returncode == 0
+    about = [line for line in done.stderr.decode().splitlines() if name in line]
+    assert len(about) == 1 and about[0].startswith(f"ctxlake-mcp WARNING {said}"), about
+    assert "Traceback" not in done.stderr.decode()
+    answers = {r["id"]: r for r in map(json.loads, done.stdout.splitlines())}
+    assert 2 in answers

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from ctxlake_site import embedded_db
 from tests.site.homes import ROOT, borrowed_venv, private_env, private_home, processes_in_session
 
 pytestmark = pytest.mark.slow
@@ -187,9 +188,14 @@ def test_up_serves_refuses_a_second_up_and_ctrl_c_stops_everything(
 
 
 def test_stop_from_a_second_terminal(home: tuple[Path, Path]) -> None:
+    """Also: `up` lifts an operator's `embedded_db stop` (README says the next up does)."""
+    embedded_db.stop(home[0] / "pg")
+    assert embedded_db.stopped_on_purpose(home[0] / "pg")
     up = Up(home, _free_port())
     try:
         up.wait_for("admin at")
+        assert embedded_db.stopped_on_purpose(home[0] / "pg") is None
+        assert embedded_db.is_running(home[0] / "pg")
         stop = _ctxlake(home, "stop")
         assert stop.returncode == 0 and "stopped (pid" in stop.stdout, stop.stdout
         up.finish()
