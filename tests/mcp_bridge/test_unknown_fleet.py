@@ -6,6 +6,7 @@ The bug: with CTXLAKE_FLEET_ID naming a fleet that does not exist, the bridge an
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from mcp_bridge import contract, testing, tools
 from mcp_bridge.config import Config
 from mcp_bridge.contract.atomic import write_json
 from mcp_bridge.contract.spool import Spool
-from tests.mcp_bridge.data import FLEET, ago, ahead
+from tests.mcp_bridge.data import FLEET
 from tests.mcp_bridge.stdio import INIT, ROOT, bridge_env, call, frame, run_session
 
 CITE = {"session_id": "s1", "message_id": "m1"}
@@ -65,13 +66,14 @@ def test_fleet_status_shows_the_cache_age_and_what_this_host_queued_since(
     spool.append("lease.release", {"paths": [], "all": True})
     spool.append("lease.release", {"paths": [], "all": True})
     bridge = tools.Bridge.from_config(config)
-    _rendered_at(root, ago(minutes=5))  # both lines came after the render
+    now = dt.datetime.now(dt.UTC)
+    _rendered_at(root, testing.iso(now - dt.timedelta(minutes=5)))  # both lines came after
     status = bridge.call("fleet_status", {})
     assert 290 <= status["cache_age_secs"] <= 400
     assert status["spool"]["unsent_lines"] == 2 and status["spool"]["unsent_more"] is False
     assert 0 <= status["spool"]["oldest_unsent_secs"] < 60
     assert status["spool"]["rejected_lines"] == 0
-    _rendered_at(root, ahead(minutes=1))  # a render after both: they are in the cache
+    _rendered_at(root, testing.iso(now + dt.timedelta(minutes=1)))  # a render after both
     assert bridge.call("fleet_status", {})["spool"]["unsent_lines"] == 0
 
 

@@ -9,6 +9,7 @@ in a session of its own, and it is meant to outlive `up`.)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -224,3 +225,24 @@ def test_a_dying_child_stops_the_rest_with_status_1(home: tuple[Path, Path]) -> 
 
 def _parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def test_stop_cleans_up_after_an_up_that_was_killed(home: tuple[Path, Path]) -> None:
+    """SIGKILL leaves the supervisor no chance; the next `stop` (or `up`) stops what it left."""
+    up = Up(home, _free_port())
+    try:
+        up.wait_for("admin at")
+        os.kill(up.pid, signal.SIGKILL)
+        up.finish()
+        assert any("gunicorn" in cmd for _, cmd in processes_in_session(up.pid))
+        status = _ctxlake(home, "status")
+        assert status.returncode == 3  # the lock died with it
+        stop = _ctxlake(home, "stop")
+        assert stop.returncode == 0
+        assert "stopped 2 process group(s) left by an earlier `up`" in stop.stdout, stop.stdout
+    finally:
+        up.kill()
+        for pid, _ in processes_in_session(up.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    _no_orphans(up.pid)
