@@ -32,10 +32,10 @@ print(json.dumps({"pid": server.pid, "vector": vector, "backend": backend}))
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    path = tmp_path_factory.mktemp("embedded") / "pg"
-    yield path
-    embedded_db.stop(path)
+def data_dir() -> Iterator[Path]:
+    """Outside pytest's temp root (see homes.private_home: pgserver must reach it)."""
+    with private_home() as home:
+        yield home / "pg"
 
 
 def _attach_in_subprocesses(data_dir: Path, n: int) -> list[dict[str, object]]:
