@@ -9,6 +9,9 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxlake_site.settings")
     from django.core.management import execute_from_command_line
 
+    from ctxlake_site.env import load_settings_or_exit
+
+    load_settings_or_exit()  # a bad setting: one line and exit 2, not two tracebacks
     execute_from_command_line(sys.argv)
 
 

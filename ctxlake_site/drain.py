@@ -34,7 +34,7 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -121,20 +121,6 @@ def fleet_files(spool_dir: Path) -> dict[str, list[Path]]:
         active = root / f"{fleet_id}{contract.SPOOL_SUFFIX}"
         files[fleet_id] = [p for p in paths if p != active] + ([active] if active in paths else [])
     return files
-
-
-def quarantined_files(spool_dir: Path) -> list[dict[str, Any]]:
-    """Spool files set aside because their fleet does not exist (for doctor, admin, health)."""
-    root = spool_dir / QUARANTINE
-    if not root.is_dir():
-        return []
-    out = []
-    for path in sorted(root.glob(f"*{contract.SPOOL_SUFFIX}")):
-        stat = path.stat()
-        out.append({"fleet": path.name.split(".", 1)[0], "file": path.name,
-                    "bytes": stat.st_size,
-                    "since": datetime.fromtimestamp(stat.st_mtime, tz=UTC).isoformat()})
-    return out
 
 
 def requeue_quarantined(spool_dir: Path, fleet_slug: str) -> int:

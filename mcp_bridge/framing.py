@@ -1,10 +1,10 @@
 """classify(): what to do with one stdin line, before any SDK sees it.
 
 The SDK's stdio transport silently drops lines it cannot validate, so a client waiting on
-a malformed request hangs. Here every line gets exactly the JSON-RPC treatment of
-DESIGN.md's table: an error frame, silence (notifications, stray responses, blank lines),
-or a cleaned frame to forward. Batches (JSON arrays) were removed from MCP in 2025-06-18
-and are answered with one -32600 for the whole array. Stdlib only.
+a malformed request hangs. Here every line gets exactly the JSON-RPC treatment of the
+protocol error table in docs/bridge.md: an error frame, silence (notifications, stray
+responses, blank lines), or a cleaned frame to forward. Batches (JSON arrays) were removed
+from MCP in 2025-06-18 and are answered with one -32600 for the whole array. Stdlib only.
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ The bridge itself never touches the network; this separate process does, on its 
   Lines the server rejects move to `<spool>/rejected/<fleet>.ndjson` with the reason.
 
 Server down, 5xx, 503: `ServerDown` (the loop backs off; the spool is kept). 401/403/404:
-`AuthError` (a revoked token, a wrong fleet): a clear message and exit status 2.
+`AuthError` (a revoked token, a wrong fleet): a clear message and exit status 2. Lines the
+server refused (e.g. a second agent's writes on a host whose token speaks for one agent)
+are not delivered: `--once` says so and exits with status 3; the loop logs each time.
 Stdlib only (urllib); no Django.
 """
 
@@ -31,15 +33,17 @@ from pathlib import Path
 from typing import Any
 
 from mcp_bridge import contract
+from mcp_bridge.cache import SYNC_STATE_FILE
 from mcp_bridge.contract import atomic
 from mcp_bridge.contract.spool import Flock
 
 CACHE_FILES = (contract.ROSTER, contract.HISTORY, contract.HANDOFFS, contract.SNAPSHOT,
                contract.BRIEFING)
-STATE_FILE = ".sync-state.json"
+STATE_FILE = SYNC_STATE_FILE
 MAX_LINES, MAX_BODY = 1000, 2 << 20
 TIMEOUT = 15.0
 MAX_BACKOFF = 300.0
+UNDELIVERED_EXIT = 3  # `--once`: some lines were refused by the server
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
@@ -369,6 +373,9 @@ def run_loop(remote: Remote, cache_dir: Path, spool_dir: Path, *, interval: floa
             failures = 0
             if pushed.sent or pulled.changed:
                 log(_summary(pushed, pulled))
+            refused = undelivered(pushed, spool_dir, remote.fleet)
+            if refused:
+                log(refused)
             wait = interval
         except ServerDown as e:
             failures += 1
@@ -379,6 +386,18 @@ def run_loop(remote: Remote, cache_dir: Path, spool_dir: Path, *, interval: floa
             return 2
         sleep(wait)
     return 0
+
+
+def undelivered(pushed: PushReport, spool_dir: Path, fleet: str) -> str | None:
+    """One line on what the server refused this time, or None."""
+    if not pushed.rejected:
+        return None
+    reasons = sorted({str(item.get("reason") or "rejected") for item in pushed.rejected})
+    where = Path(spool_dir) / "rejected" / f"{fleet}{contract.SPOOL_SUFFIX}"
+    return (f"ctxlake sync: {len(pushed.rejected)} line(s) NOT delivered: the server refused "
+            f"them ({'; '.join(reasons)[:500]}); kept in {where}. A token speaks for one "
+            "agent: give each agent its own token, or use an operator token for a shared "
+            "host (docs/agents.md).")
 
 
 def _summary(pushed: PushReport, pulled: PullReport) -> str:
@@ -461,6 +480,10 @@ def main(argv: list[str], *, command: str = "sync") -> int:
         sys.stderr.write(f"ctxlake sync: {e}; the local spool is kept, nothing lost\n")
         return 1
     sys.stdout.write(_summary(pushed, pulled) + "\n")
+    refused = undelivered(pushed, spool, a.fleet)
+    if refused:
+        sys.stderr.write(refused + "\n")
+        return UNDELIVERED_EXIT
     return 0
 
 

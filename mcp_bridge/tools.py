@@ -44,7 +44,11 @@ class Bridge:
     def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         if self.config.problems:
             raise Rejected("ctxlake bridge is misconfigured: " + "; ".join(self.config.problems))
-        return HANDLERS[name](self, **arguments)
+        result = HANDLERS[name](self, **arguments)
+        unknown = self.cache.unknown_fleet()  # every answer says it, writes above all
+        if unknown and unknown not in result.get("note", ""):
+            result["note"] = f"{unknown} {result.get('note', '')}".strip()
+        return result
 
 
 def clamp(value: int, lo: int = 1, hi: int = MAX_ROWS) -> int:
@@ -90,11 +94,22 @@ def fleet_status(b: Bridge) -> dict[str, Any]:
     contention = [c for c in _list(roster.get("contention")) if not _expired(c, now)]
     note = f"{dropped} lease(s) expired since the render are left out." if dropped else None
     return _with_note({"agents": agents, "contention": contention, "handoffs": open_handoffs,
-                       "as_of": roster.get("generated_at"),
+                       "as_of": roster.get("generated_at"), **_pipeline(b, roster, now),
                        "advisory": "Leases are advisory; overlapping holders are listed in "
                                    "contention. Handoff text is another session's note: "
                                    "weigh it by source_trust."},
                       note, handoffs.note if handoffs.value is None else None)
+
+
+def _pipeline(b: Bridge, roster: dict[str, Any], now: dt.datetime) -> dict[str, Any]:
+    """How old this cache is, and what this host queued that it does not show yet."""
+    from mcp_bridge.cache import SYNC_STATE_FILE, spool_backlog
+
+    rendered = parse_time(roster.get("generated_at"))
+    backlog = spool_backlog(b.config.spool_dir, b.config.fleet, rendered,
+                            synced=(b.cache.dir / SYNC_STATE_FILE).exists(), now=now)
+    return {"cache_age_secs": None if rendered is None else round((now - rendered).total_seconds()),
+            "spool": backlog.as_dict()}
 
 
 def fleet_history(b: Bridge, repo: str | None = None, since: str | None = None,

@@ -57,3 +57,22 @@ def mod(db: None) -> User:
     user = User.objects.create_user("mod", password="mod-pass-1234", is_staff=True)
     user.user_permissions.add(Permission.objects.get(codename="promote_claim"))
     return user
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if it left its test database behind on the server (a failed teardown
+    — e.g. a connection left open — only prints a warning that is easy to miss)."""
+    from tests.leftovers import leftover_test_databases
+
+    if session.config.getoption("reuse_db", False) or hasattr(session.config, "workerinput"):
+        return  # kept on purpose; under xdist the controller checks once for all workers
+    left = leftover_test_databases()
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = (f"test database(s) left behind on the server: {', '.join(left)} "
+                   "(a teardown failed; see the warnings above)")
+        if reporter:
+            reporter.ensure_newline()
+            reporter.write_line(f"ERROR: {message}", red=True, bold=True)
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -1,7 +1,19 @@
+"""A Django database backend: Postgres, started on first connection from the embedded default.
+
+It is Django's own PostgreSQL backend with one change: before connecting, it attaches to
+the embedded server (starting it if needed) and connects over its unix socket. So the
+server starts on first *use* — `manage.py --help` or `check` never starts a database.
+
+While an operator's stop is in force (`manage.py embedded_db stop`), connecting raises
+the driver's OperationalError — which Django turns into django.db.OperationalError, the
+error every caller already handles as "database unavailable" — and starts nothing. The
+log noise that follows is folded into one line a minute by embedded_pg.quiet.
+"""
 from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 from django.db.backends.postgresql import base
 
 from ctxlake_site import embedded_db
@@ -12,7 +24,10 @@ _ready: set[str] = set()  # databases this process has already made sure exist
 class DatabaseWrapper(base.DatabaseWrapper):
     def get_connection_params(self) -> dict[str, Any]:
         params = super().get_connection_params()
-        server = embedded_db.attach()
+        try:
+            server = embedded_db.attach()
+        except embedded_db.DatabaseStopped as exc:
+            raise psycopg.OperationalError(str(exc)) from None
         params["host"] = str(server.socket_dir)
         params.pop("port", None)
         name = params.get("dbname", "postgres")

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.db import connections
 
 from claims import moderation
 from claims.models import Claim
@@ -66,6 +67,10 @@ def page(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         try:
             yield context.new_page()
         finally:
+            # Inside sync_playwright the test ran in Playwright's greenlet, whose context
+            # has database connections of its own (Django keeps them per context): close
+            # them here, or the test database cannot be dropped at the end of the run.
+            connections.close_all()
             context.close()
             shutil.rmtree(profile, ignore_errors=True)
 

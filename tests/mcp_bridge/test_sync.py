@@ -145,6 +145,33 @@ def test_once_reports_what_it_did(host: Host) -> None:
     assert read_events(host.spool, host.fleet.slug) == []
 
 
+def test_once_exits_non_zero_when_the_server_refused_lines(host: Host) -> None:
+    """The bug: a second agent's writes on a one-agent token vanished with exit status 0."""
+    host.spool_writer().append("lease.release", {"paths": [], "all": True})
+    foreign = host.spool_writer(agent="bo").append("lease.release", {"paths": [], "all": True})
+    done = _sync_cli(host, "--once")
+    assert done.returncode == sync.UNDELIVERED_EXIT, done.stdout + done.stderr
+    assert "pushed 1/2 event(s), 1 rejected" in done.stdout
+    (line,) = done.stderr.splitlines()
+    assert "1 line(s) NOT delivered" in line and "speaks for agent ada" in line
+    assert str(host.spool / "rejected" / f"{host.fleet.slug}.ndjson") in line
+    kept = (host.spool / "rejected" / f"{host.fleet.slug}.ndjson").read_text()
+    assert foreign.event_id in kept
+    # The bridge on this host says so too, in fleet_status.
+    from mcp_bridge import tools
+    from mcp_bridge.config import Config
+
+    cfg = Config.from_env({"CTXLAKE_CACHE_DIR": str(host.cache),
+                           "CTXLAKE_SPOOL_DIR": str(host.spool),
+                           "CTXLAKE_FLEET_ID": host.fleet.slug, "CTXLAKE_AGENT_ID": "ada"})
+    status = tools.Bridge.from_config(cfg).call("fleet_status", {})
+    assert status["spool"]["rejected_lines"] == 1
+    assert "speaks for agent ada" in status["spool"]["last_rejection"]
+    assert status["spool"]["unsent_lines"] == 0 and status["cache_age_secs"] is not None
+    again = _sync_cli(host, "--once")  # nothing new refused: a clean run is 0 again
+    assert again.returncode == 0, again.stderr
+
+
 class _Truncating(http.server.BaseHTTPRequestHandler):
     """A server whose roster.json download dies half-way (Content-Length says more)."""
 

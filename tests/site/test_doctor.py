@@ -6,9 +6,15 @@ import subprocess
 import sys
 from io import StringIO
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.management import call_command
+from rest_framework.test import APIClient
+
+from ctxlake_site import pipeline_status, workers
+from fleet import tokens
+from fleet.models import Agent, Fleet, FleetModerator
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,8 +28,10 @@ def test_doctor_is_green_on_a_working_installation(
     out = StringIO()
     call_command("doctor", "--json", stdout=out)
     checks = {c["name"]: c for c in json.loads(out.getvalue())}
-    assert set(checks) == {"database", "pgvector", "migrations", "cache dir", "spool dir", "worker"}
+    assert set(checks) == {"database", "pgvector", "migrations", "cache dir", "spool dir",
+                           "worker", "pipeline", "unknown fleets"}
     assert all(c["status"] == "ok" for n, c in checks.items() if n != "worker"), checks
+    assert checks["pipeline"]["detail"].startswith("no fleets yet")
     assert "PostgreSQL" in checks["database"]["detail"]
 
 
@@ -58,3 +66,88 @@ def test_doctor_fails_clearly_when_the_database_is_down(tmp_path: Path) -> None:
     assert "database" in result.stdout and "FAIL" in result.stdout
     assert "skipped: database unreachable" in result.stdout
     assert "1 check(s) failed" not in result.stderr  # every database check is reported failed
+
+
+# -- the pipeline ------------------------------------------------------------------------------
+
+@pytest.fixture
+def troubled(spool_for: Any, spool_dir: Path, fleet_a: Fleet, ada: Agent) -> Path:
+    """fleet_a with a dead letter, a drained event and two waiting lines; a mistyped fleet's
+    spool in mcp/ (waiting) and one the drain quarantined."""
+    writer = spool_for(fleet_a.slug, "ada")
+    writer.append("lease.release", {"paths": [], "all": True})
+    with open(spool_dir / "mcp" / f"{fleet_a.slug}.ndjson", "ab") as f:
+        f.write(b'{"this is": "not an event"}\n')
+    report = workers.drain_spool()
+    assert report.applied == 1 and report.dead == 1
+    writer.append("lease.release", {"paths": [], "all": True})
+    writer.append("lease.release", {"paths": [], "all": True})
+    spool_for("fleet-aa", "ada").append("lease.release", {"paths": [], "all": True})
+    quarantine = spool_dir / pipeline_status.QUARANTINE_SUBDIR
+    quarantine.mkdir()
+    (quarantine / "typo-fleet.ndjson").write_bytes(b'{"id": "1"}\n{"id": "2"}\n')
+    return spool_dir
+
+
+@pytest.mark.django_db
+def test_doctor_tells_the_truth_about_the_pipeline(troubled: Path, fleet_a: Fleet) -> None:
+    out = StringIO()
+    call_command("doctor", "--json", stdout=out)
+    checks = {c["name"]: c for c in json.loads(out.getvalue())}
+    mine = checks[f"fleet {fleet_a.slug}"]
+    assert mine["status"] == "warn"
+    data = mine["data"]
+    assert data["backlog_lines"] == 2 and data["backlog_oldest"] is not None
+    assert data["dead_letters"] == 1 and data["dead_newest_reason"]
+    assert data["last_drain"] is not None and data["rendered_at"] is None
+    assert "never rendered" in data["problems"] and "1 dead letter(s)" in data["problems"]
+    assert "backlog 2 line(s), oldest" in mine["detail"] and "dead letters 1 (newest:" in mine[
+        "detail"]
+    stray = checks["unknown fleets"]
+    assert stray["status"] == "warn" and "1 quarantined, 1 waiting" in stray["detail"]
+    assert [f["fleet"] for f in stray["data"]["quarantined"]] == ["typo-fleet"]
+    assert [(f["fleet"], f["lines"]) for f in stray["data"]["waiting"]] == [("fleet-aa", 1)]
+    assert "create_fleet" in stray["detail"]
+
+    table = StringIO()
+    call_command("doctor", stdout=table)  # warnings alone do not fail
+    assert "typo-fleet.ndjson (2 lines)" in table.getvalue()
+
+
+@pytest.mark.django_db
+def test_the_admin_index_shows_the_pipeline_panel(troubled: Path, fleet_a: Fleet,
+                                                  admin_client: Any) -> None:
+    page = admin_client.get("/admin/").content.decode()
+    assert 'id="pipeline-panel"' in page
+    assert fleet_a.slug in page and "never rendered" in page and "1 dead letter(s)" in page
+    assert "typo-fleet.ndjson" in page and "fleet-aa.ndjson" in page
+
+
+@pytest.mark.django_db
+def test_a_moderator_sees_only_their_fleets_and_no_stray_files(
+        troubled: Path, fleet_a: Fleet, fleet_b: Fleet, mod: Any, client: Any) -> None:
+    FleetModerator.objects.create(fleet=fleet_b, user=mod)
+    client.force_login(mod)
+    page = client.get("/admin/").content.decode()
+    assert 'id="pipeline-panel"' in page and fleet_b.slug in page
+    assert f"<strong>{fleet_a.slug}</strong>" not in page and "typo-fleet" not in page
+
+
+@pytest.mark.django_db
+def test_health_endpoint_for_operators(troubled: Path, fleet_a: Fleet, ada: Agent) -> None:
+    operator = tokens.issue_token(fleet_a, role="operator", name="ops").secret
+    agent = tokens.issue_token(fleet_a, role="agent", name="a", agent=ada).secret
+    api = APIClient()
+    assert api.get("/api/v1/health").status_code == 401
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {agent}")
+    assert api.get("/api/v1/health").status_code == 403
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {operator}")
+    answer = api.get("/api/v1/health")
+    assert answer.status_code == 200
+    body = answer.json()
+    assert body["status"] == "warn"
+    (mine,) = body["fleets"]
+    assert mine["fleet"] == fleet_a.slug and mine["backlog_lines"] == 2
+    assert mine["dead_letters"] == 1 and mine["cache_behind"] is True
+    assert [f["fleet"] for f in body["quarantined"]] == ["typo-fleet"]
+    assert [f["fleet"] for f in body["waiting"]] == ["fleet-aa"]

@@ -207,19 +207,19 @@ def test_a_file_rotated_mid_read_continues_where_it_stopped(
 def test_it_quarantines_the_spool_of_an_unknown_fleet_and_requeues_it(
     db: None, spool_dir: Path, spool_for: SpoolFor
 ) -> None:
-    from ctxlake_site import drain
+    from ctxlake_site import drain, pipeline_status
 
     spool_for("ghost", "ada").append("lease.claim", {"paths": ["a"], "reason": "", "ttl_secs": 60})
     report = workers.drain_spool()
     assert report.applied == 0 and report.quarantined[0].startswith("ghost.")
     assert not list((spool_dir / "mcp").glob("ghost*.ndjson"))  # moved aside, not deleted
-    (listed,) = drain.quarantined_files(spool_dir)
-    assert listed["fleet"] == "ghost" and listed["bytes"] > 0
+    (listed,) = pipeline_status.quarantined_files(spool_dir)
+    assert listed.fleet == "ghost" and listed.bytes > 0
     assert workers.drain_spool().quarantined == []  # logged once: nothing new to move
     Fleet.objects.create(slug="ghost", name="ghost")
     assert drain.requeue_quarantined(spool_dir, "ghost") == 1
     assert workers.drain_spool().applied == 1
-    assert drain.quarantined_files(spool_dir) == []
+    assert pipeline_status.quarantined_files(spool_dir) == []
 
 
 def test_it_dead_letters_an_endless_line_instead_of_stalling(

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from ctxlake_site import embedded_db
+from tests.site.homes import manage, private_env, private_home, shell
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,10 +32,10 @@ print(json.dumps({"pid": server.pid, "vector": vector, "backend": backend}))
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    path = tmp_path_factory.mktemp("embedded") / "pg"
-    yield path
-    embedded_db.stop(path)
+def data_dir() -> Iterator[Path]:
+    """Outside pytest's temp root (see homes.private_home: pgserver must reach it)."""
+    with private_home() as home:
+        yield home / "pg"
 
 
 def _attach_in_subprocesses(data_dir: Path, n: int) -> list[dict[str, object]]:
@@ -75,6 +77,7 @@ def test_the_server_keeps_its_data_across_a_restart(data_dir: Path) -> None:
         conn.execute("insert into kept values ('still here')")
     assert embedded_db.stop(data_dir)
     assert not embedded_db.is_running(data_dir)
+    embedded_db.clear_stop_marker(data_dir)  # what `embedded_db start` / `./ctxlake up` do
     (again,) = _attach_in_subprocesses(data_dir, 1)
     assert again["pid"] != server.pid
     server = embedded_db.attach(data_dir)
@@ -85,3 +88,88 @@ def test_the_server_keeps_its_data_across_a_restart(data_dir: Path) -> None:
 
 def test_stopping_a_server_that_is_not_running_says_so(tmp_path: Path) -> None:
     assert embedded_db.stop(tmp_path / "never-started") is False
+
+
+def test_a_stop_sticks_against_the_next_attach() -> None:
+    """The bug: the next connection restarted a stopped server. Now it is refused, cleanly."""
+    with private_home() as home:
+        data_dir = home / "pg"
+        embedded_db.attach(data_dir)
+        assert embedded_db.stop(data_dir)
+        with pytest.raises(embedded_db.DatabaseStopped, match="embedded_db start"):
+            embedded_db.attach(data_dir)
+        proc = subprocess.run(
+            [sys.executable, "-c", ATTACH, str(data_dir)], cwd=ROOT, capture_output=True,
+            text=True, timeout=120,
+        )
+        assert proc.returncode != 0 and "DatabaseStopped" in proc.stderr
+        assert not embedded_db.is_running(data_dir)
+        assert embedded_db.start(data_dir).pid  # the operator's start lifts it
+        assert embedded_db.is_running(data_dir)
+
+
+WORKER_STATE = (
+    "from django_q.models import Success; from django_q.status import Stat; "
+    "print(Success.objects.count(), len(Stat.get_all()))"
+)
+
+
+@pytest.mark.slow
+def test_embedded_db_stop_while_workers_run_stays_stopped_then_resumes(tmp_path: Path) -> None:
+    """A private installation: its own embedded server, a real django-q2 cluster on it."""
+    with private_home() as home:
+        _stop_while_workers_run(home, tmp_path)
+
+
+def _stop_while_workers_run(home: Path, tmp_path: Path) -> None:
+    data_dir = home / "pg"
+    setup = manage(home, "setup_local", "--no-demo")
+    assert setup.returncode == 0, setup.stdout + setup.stderr
+    log = (tmp_path / "qcluster.log").open("w")
+    cluster = subprocess.Popen(
+        [sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=private_env(home),
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    try:
+        _wait_for(lambda: shell(home, WORKER_STATE).split()[1] != "0", "a cluster heartbeat")
+        stop = manage(home, "embedded_db", "stop")
+        assert stop.returncode == 0 and stop.stdout.startswith("stopped"), stop.stderr
+        stopped_at = time.monotonic()
+        time.sleep(20)  # the cluster retries every few seconds and restarts its pusher
+        assert not embedded_db.is_running(data_dir), "a worker restarted the stopped database"
+        assert cluster.poll() is None, "the cluster died instead of waiting"
+        status = manage(home, "embedded_db", "status")
+        assert status.stdout.startswith("stopped (by `manage.py embedded_db stop`")
+        doctor = manage(home, "doctor")
+        assert doctor.returncode == 1 and "database stopped" in doctor.stdout
+        assert not embedded_db.is_running(data_dir), "doctor restarted the stopped database"
+        text = (tmp_path / "qcluster.log").read_text()
+        lines = [line for line in text.splitlines() if line.strip()]
+        minutes = int((time.monotonic() - stopped_at) // 60) + 1
+        said = [line for line in lines if line.startswith("ctxlake: database stopped (")]
+        assert 1 <= len(said) <= minutes, text
+        assert "Traceback" not in text and len(lines) <= minutes + 2, text
+
+        assert manage(home, "embedded_db", "start").returncode == 0
+        before = int(shell(home, WORKER_STATE).split()[0])
+        shell(home, "from django_q.tasks import async_task; async_task('math.floor', 2.5)")
+        _wait_for(lambda: int(shell(home, WORKER_STATE).split()[0]) > before,
+                  "a task run by the same cluster after the start")
+        assert cluster.poll() is None
+    finally:
+        cluster.terminate()
+        try:
+            cluster.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            cluster.kill()
+        log.close()
+        embedded_db.stop(data_dir)
+
+
+def _wait_for(ready: object, what: str, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ready():  # type: ignore[operator]
+            return
+        time.sleep(1)
+    raise AssertionError(f"timed out waiting for {what}")

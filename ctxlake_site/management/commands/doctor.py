@@ -1,4 +1,12 @@
-"""`manage.py doctor`: is this ctxlake installation able to work? A table, non-zero on failure."""
+"""`manage.py doctor`: is this ctxlake installation working? A table, non-zero on failure.
+
+Besides "can it work" (database, pgvector, migrations, directories, workers) it tells the
+truth about the pipeline: per fleet, the spool backlog, dead letters, lines a server
+refused, the cache's age against the last change, the last drain; and the spool files of
+fleets that do not exist (quarantined or waiting). The reading is
+ctxlake_site.pipeline_status, the same the admin index and GET /api/v1/health show.
+`--json` prints the same checks as a list; docs/doctor.md documents every field.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +14,7 @@ import json
 import tempfile
 from argparse import ArgumentParser
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +24,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from claims.pgvector_check import pgvector_version
-from ctxlake_site import embedded_db, paths
+from ctxlake_site import embedded_db, paths, pipeline_status
 
 
 @dataclass
@@ -24,11 +32,22 @@ class Check:
     name: str
     status: str  # "ok" | "warn" | "fail"
     detail: str
+    data: dict[str, Any] | None = None  # the numbers behind the detail (pipeline checks)
 
 
 def _database() -> Check:
+    """Reachable, and where. Never starts the embedded server: a doctor that revived a
+    stopped database would report OK for an installation that was down."""
     engine = settings.DATABASES["default"]["ENGINE"]
     where = "DATABASE_URL" if engine != "ctxlake_site.embedded_pg" else "embedded"
+    if where == "embedded":
+        why = embedded_db.stopped_on_purpose()
+        if why is not None:
+            return Check("database", "fail", embedded_db.stopped_message(why))
+        if not embedded_db.is_running():
+            return Check("database", "fail", f"embedded Postgres is not running (data "
+                         f"{paths.pg_data_dir()}); `manage.py embedded_db start` or "
+                         "`./ctxlake up` starts it")
     connection.ensure_connection()
     with connection.cursor() as cur:
         cur.execute("SHOW server_version")
@@ -76,19 +95,77 @@ def _worker() -> Check:
     return Check("worker", "ok", f"{len(clusters)} cluster(s): {states}")
 
 
-CHECKS: list[tuple[str, Callable[[], Check]]] = [
+BACKLOG_WARN_SECS = 300  # the drain polls every 2 s: a line older than this is stuck
+
+
+def _pipeline() -> list[Check]:
+    """One check per fleet, then one for spool files of fleets that do not exist."""
+    reading = pipeline_status.overview()
+    now = reading.checked_at
+    checks = [_fleet_check(f, now) for f in reading.fleets]
+    if not checks:
+        checks.append(Check("pipeline", "ok", "no fleets yet: manage.py create_fleet SLUG"))
+    stray = [*reading.quarantined, *reading.waiting]
+    if stray:
+        names = ", ".join(f"{Path(f.path).name} ({f.lines} lines)" for f in stray[:5])
+        more = f" and {len(stray) - 5} more" if len(stray) > 5 else ""
+        detail = (f"{len(reading.quarantined)} quarantined, {len(reading.waiting)} waiting: "
+                  f"{names}{more}: writes for fleets that do not exist; create the fleet "
+                  "(manage.py create_fleet SLUG) or fix the agent's CTXLAKE_FLEET_ID")
+        status = "warn"
+    else:
+        detail, status = "no spool files of unknown fleets", "ok"
+    data = {"quarantined": [asdict(f) for f in reading.quarantined],
+            "waiting": [asdict(f) for f in reading.waiting]}
+    checks.append(Check("unknown fleets", status, detail, _json_ready(data)))
+    return checks
+
+
+def _fleet_check(f: pipeline_status.FleetPipeline, now: Any) -> Check:
+    age = pipeline_status.age
+    parts = [f"backlog {f.backlog_lines} line(s)"
+             + (f", oldest {age(f.backlog_oldest, now)}" if f.backlog_lines else "")]
+    parts.append(f"dead letters {f.dead_letters}"
+                 + (f" (newest: {f.dead_newest_reason})" if f.dead_newest_reason else ""))
+    if f.rejected:
+        parts.append(f"rejected by server {f.rejected} (newest: {f.rejected_newest_reason})")
+    parts.append(f"cache rendered {age(f.rendered_at, now)} ago" if f.rendered_at
+                 else "cache never rendered")
+    parts.append(f"last change {age(f.last_activity, now)} ago" if f.last_activity
+                 else "no change recorded")
+    if f.render_queued:
+        parts.append("render queued")
+    parts.append(f"last drain {age(f.last_drain, now)} ago" if f.last_drain else "never drained")
+    stuck = (f.backlog_oldest is not None
+             and (now - f.backlog_oldest).total_seconds() > BACKLOG_WARN_SECS)
+    status = "warn" if f.problems or stuck else "ok"
+    if stuck:
+        parts.insert(0, "drain behind")
+    parts[:0] = f.problems
+    data = asdict(f)
+    data["cache_behind"] = f.cache_behind
+    return Check(f"fleet {f.fleet}", status, "; ".join(parts), _json_ready(data))
+
+
+def _json_ready(value: Any) -> Any:
+    return pipeline_status.jsonable(value)
+
+
+CHECKS: list[tuple[str, Callable[[], Check | list[Check]]]] = [
     ("database", _database),
     ("pgvector", _pgvector),
     ("migrations", _migrations),
     ("cache dir", lambda: _writable("cache dir", paths.cache_dir())),
     ("spool dir", lambda: _writable("spool dir", paths.spool_dir() / "mcp")),
     ("worker", _worker),
+    ("pipeline", _pipeline),
 ]
-NEEDS_DATABASE = {"database", "pgvector", "migrations", "worker"}
+NEEDS_DATABASE = {"database", "pgvector", "migrations", "worker", "pipeline"}
 
 
 class Command(BaseCommand):
-    help = "Check the database, pgvector, migrations, cache/spool directories and workers."
+    help = ("Check the database, pgvector, migrations, cache/spool directories, workers and "
+            "the pipeline per fleet (backlog, dead letters, cache age, unknown fleets).")
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
@@ -113,10 +190,11 @@ class Command(BaseCommand):
                 results.append(Check(name, "fail", "skipped: database unreachable"))
                 continue
             try:
-                results.append(check())
+                found = check()
+                results.extend(found if isinstance(found, list) else [found])
             except Exception as exc:  # a doctor reports every failure, it does not crash
                 results.append(Check(name, "fail", f"{type(exc).__name__}: {exc}".strip()))
-                db_down = db_down or name == "database"
+            db_down = db_down or (name == "database" and results[-1].status == "fail")
         return results
 
     def _print_table(self, results: list[Check]) -> None:
@@ -130,4 +208,5 @@ class Command(BaseCommand):
 
 
 def _to_json(results: list[Check]) -> str:
-    return json.dumps([r.__dict__ for r in results])
+    return json.dumps([{k: v for k, v in asdict(r).items() if v is not None or k != "data"}
+                       for r in results])

@@ -1,4 +1,8 @@
-"""`manage.py embedded_db status|start|stop`: the embedded Postgres, for operators."""
+"""`manage.py embedded_db status|start|stop`: the embedded Postgres, for operators.
+
+`stop` sticks: until `start` (or the next `./ctxlake up`), no process starts the server
+again; they answer "database stopped" instead (see ctxlake_site.embedded_db).
+"""
 
 from __future__ import annotations
 
@@ -22,10 +26,19 @@ class Command(BaseCommand):
             raise CommandError("DATABASE_URL is set: the embedded server is not in use.")
         if action == "stop":
             stopped = embedded_db.stop()
-            self.stdout.write("stopped" if stopped else "not running")
+            self.stdout.write(
+                ("stopped" if stopped else "not running")
+                + "; it stays stopped until `manage.py embedded_db start` or `./ctxlake up`"
+            )
             return
-        if action == "status" and not embedded_db.is_running():
-            self.stdout.write(f"not running (data {paths.pg_data_dir()})")
-            return
-        server = embedded_db.attach()
+        if action == "status":
+            why = embedded_db.stopped_on_purpose()
+            if why is not None:
+                self.stdout.write(f"stopped ({why}); data {paths.pg_data_dir()}")
+                return
+            if not embedded_db.is_running():
+                self.stdout.write(f"not running (data {paths.pg_data_dir()}); it starts on "
+                                  "first use")
+                return
+        server = embedded_db.start() if action == "start" else embedded_db.attach()
         self.stdout.write(f"running: pid {server.pid}, data {server.data_dir}, uri {server.uri}")
