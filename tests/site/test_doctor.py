@@ -29,7 +29,7 @@ def test_doctor_is_green_on_a_working_installation(
     call_command("doctor", "--json", stdout=out)
     checks = {c["name"]: c for c in json.loads(out.getvalue())}
     assert set(checks) == {"database", "pgvector", "migrations", "cache dir", "spool dir",
-                           "worker", "pipeline", "unknown fleets"}
+                           "worker", "broker", "pipeline", "unknown fleets"}
     assert all(c["status"] == "ok" for n, c in checks.items() if n != "worker"), checks
     assert checks["pipeline"]["detail"].startswith("no fleets yet")
     assert "PostgreSQL" in checks["database"]["detail"]
@@ -151,3 +151,19 @@ def test_health_endpoint_for_operators(troubled: Path, fleet_a: Fleet, ada: Agen
     assert mine["dead_letters"] == 1 and mine["cache_behind"] is True
     assert [f["fleet"] for f in body["quarantined"]] == ["typo-fleet"]
     assert [f["fleet"] for f in body["waiting"]] == ["fleet-aa"]
+
+
+def test_doctor_warns_when_this_process_and_the_workers_use_different_brokers(
+    db: None, settings: Any
+) -> None:
+    from django.core.cache import cache
+
+    from ctxlake_site.management.commands import doctor
+    from fleet import rendering
+
+    cache.set(rendering.WORKER_BROKER_KEY, "redis")  # what a Redis cluster's follower notes
+    assert settings.Q_CLUSTER.get("orm")  # this process: the ORM broker
+    check = doctor._broker()
+    assert check.status == "warn" and "CTXLAKE_REDIS_URL" in check.detail
+    cache.set(rendering.WORKER_BROKER_KEY, "orm")
+    assert doctor._broker().status == "ok"

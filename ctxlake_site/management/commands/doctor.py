@@ -25,6 +25,7 @@ from django.db.migrations.executor import MigrationExecutor
 
 from claims.pgvector_check import pgvector_version
 from ctxlake_site import embedded_db, paths, pipeline_status
+from fleet import rendering
 
 
 @dataclass
@@ -95,6 +96,15 @@ def _worker() -> Check:
     return Check("worker", "ok", f"{len(clusters)} cluster(s): {states}")
 
 
+def _broker() -> Check:
+    """Renders this process requests must reach the workers: the same broker on both."""
+    mismatch = rendering.broker_mismatch()
+    if mismatch:
+        return Check("broker", "warn", mismatch)
+    return Check("broker", "ok", f"{rendering.broker()} (the workers read the same, or have "
+                 "not said yet)")
+
+
 BACKLOG_WARN_SECS = 300  # the drain polls every 2 s: a line older than this is stuck
 
 
@@ -158,9 +168,10 @@ CHECKS: list[tuple[str, Callable[[], Check | list[Check]]]] = [
     ("cache dir", lambda: _writable("cache dir", paths.cache_dir())),
     ("spool dir", lambda: _writable("spool dir", paths.spool_dir() / "mcp")),
     ("worker", _worker),
+    ("broker", _broker),
     ("pipeline", _pipeline),
 ]
-NEEDS_DATABASE = {"database", "pgvector", "migrations", "worker", "pipeline"}
+NEEDS_DATABASE = {"database", "pgvector", "migrations", "worker", "broker", "pipeline"}
 
 
 class Command(BaseCommand):
