@@ -76,26 +76,50 @@ _SINGLE_THREAD = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 def serve() -> int:
     import asyncio  # here, not at the top: hooks must not pay ~45 ms for it
     import logging
+    import signal
 
+    # Until the loop takes over (run()), a signal means nothing is in flight: leave quietly.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: os._exit(0))
     for name in _SINGLE_THREAD:
         os.environ.setdefault(name, "1")
     level = getattr(logging, os.environ.get("CTXLAKE_LOG_LEVEL", "").upper(), None)
     logging.basicConfig(stream=sys.stderr, level=level if isinstance(level, int) else "WARNING",
                         format="ctxlake-mcp %(levelname)s %(message)s")
     rfile, wfd = _claim_stdio()
-    for problem in Config.from_env().problems:
+    cfg = Config.from_env()
+    for problem in cfg.problems:
         logging.getLogger("mcp_bridge").warning("%s", problem)
-    from mcp_bridge.transport import Transport
+    from mcp_bridge.fastpath import FastPath
+    from mcp_bridge.transport import Transport, Worker
 
-    asyncio.run(Transport(rfile, wfd, _load_backend).run())
+    fast = FastPath(lambda: _bridge(cfg))
+
+    async def load_backend(emit: Any) -> Any:
+        server = await Worker("ctxlake-sdk-import").submit(
+            lambda: importlib.import_module("mcp_bridge.server"))
+        return await server.load(emit, fast.bridge)
+
+    async def main() -> bool:
+        transport = Transport(rfile, wfd, load_backend, fast=fast)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, transport.stop)
+        await transport.run()
+        return transport.stopped
+
+    if asyncio.run(main()):
+        # Stopped by a signal: in-flight requests are answered; daemon threads (a tool
+        # call past the grace, the SDK import) must not hold the exit or print at it.
+        sys.stderr.flush()
+        os._exit(0)
     return 0
 
 
-async def _load_backend(emit: Any) -> Any:
-    import asyncio
+def _bridge(cfg: Config) -> Any:
+    from mcp_bridge.tools import Bridge
 
-    server = await asyncio.to_thread(importlib.import_module, "mcp_bridge.server")
-    return await server.load(emit)
+    return Bridge.from_config(cfg)
 
 
 def _claim_stdio() -> tuple[Any, int]:

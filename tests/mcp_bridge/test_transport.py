@@ -8,6 +8,7 @@ import json
 import os
 from typing import Any
 
+from mcp_bridge.fastpath import FastPath
 from mcp_bridge.transport import Transport
 from tests.mcp_bridge.stdio import INIT, frame
 
@@ -27,11 +28,11 @@ class Echo:
         return None
 
 
-def serve(stdin: bytes, load: Any) -> list[dict[str, Any]]:
+def serve(stdin: bytes, load: Any, fast: FastPath | None = None) -> list[dict[str, Any]]:
     read, write = os.pipe()
 
     async def main() -> None:
-        await Transport(io.BytesIO(stdin), write, load).run()
+        await Transport(io.BytesIO(stdin), write, load, fast=fast).run()
 
     asyncio.run(main())
     os.close(write)
@@ -48,11 +49,14 @@ def test_it_answers_initialize_before_the_backend_loads_and_drops_its_answer() -
         return backends[0]
 
     out = serve(INIT + frame(None, "notifications/initialized") + frame(2, "tools/list")
-                + frame("x", "ping"), slow_load)
+                + frame("x", "ping"), slow_load, FastPath(lambda: None))
     assert [r["id"] for r in out] == [1, 2, "x"]
     assert out[0]["result"]["serverInfo"]["name"] == "ctxlake"  # ours, not the echo
+    assert len(out[1]["result"]["tools"]) == 8  # ours too: tools/list never waits
+    assert out[2]["result"] == {"echo": "ping"}
+    # The SDK sees initialize (to keep its state), never the tools/list answered for it.
     assert [f["method"] for f in backends[0].seen] == [
-        "initialize", "notifications/initialized", "tools/list", "ping"]
+        "initialize", "notifications/initialized", "ping"]
 
 
 def test_it_answers_every_request_with_an_error_when_the_sdk_cannot_load() -> None:
