@@ -11,8 +11,9 @@ driven from one asyncio loop:
    era; everything else, and every request the SDK must see to keep its state (the
    opening request, each `initialize`), is queued for the SDK. When both answer, the
    SDK's answer is dropped (`swallow`); the two are pinned equal by tests.
-3. The forwarder waits for the SDK (importing in a daemon thread) and feeds it the queue
-   in arrival order.
+3. The forwarder loads the SDK (importing in a daemon thread) when a request needs it or
+   SDK_PRELOAD_DELAY after start, whichever is first, then feeds it the queue in arrival
+   order.
 4. Tool calls run one at a time on a daemon worker thread, so a slow call (the first
    vector query loads the embedder) never stalls framing, `tools/list` or shutdown.
 
@@ -42,6 +43,9 @@ log = logging.getLogger("mcp_bridge")
 Emit = Callable[[dict[str, Any]], None]
 DRAIN_TIMEOUT = 30.0  # seconds to finish in-flight requests after stdin closes
 SIGNAL_GRACE = 0.08  # seconds to finish in-flight requests after SIGINT/SIGTERM
+#: Seconds after start before the SDK import begins when no request needs it sooner:
+#: importing it at once competes for the GIL with the first answers (~2x slower ready).
+SDK_PRELOAD_DELAY = 1.0
 T = TypeVar("T")
 
 
@@ -115,6 +119,7 @@ class Transport:
         self.tools = Worker("ctxlake-tools")
         self.tasks: set[asyncio.Task[None]] = set()
         self.lines: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.need_sdk = asyncio.Event()
         self.grace = DRAIN_TIMEOUT
         self.stopped = False  # by a signal
 
@@ -138,11 +143,11 @@ class Transport:
         """A frame from the backend: answer it on, unless the fast path already did."""
         if "method" not in frame and "id" in frame:
             key = _key(frame["id"])
-            if key in self.outstanding:
-                self._end(key)
             if key in self.swallow:
                 self.swallow.discard(key)
                 return
+            if key in self.outstanding:
+                self._end(key)
         self.write(frame)
 
     def stop(self) -> None:
@@ -166,10 +171,13 @@ class Transport:
             forwarder.cancel()
 
     async def _finish(self, forwarder: asyncio.Task[None]) -> None:
-        await forwarder
+        """Answer what the client waits for; the SDK only if it is loaded or needed."""
         await self.idle.wait()
-        if self.backend is not None:
-            await self.backend.close()
+        if self.backend is None:
+            forwarder.cancel()  # nothing needs the SDK: do not start or wait for its import
+            return
+        await forwarder
+        await self.backend.close()
 
     def _read_lines(self, loop: asyncio.AbstractEventLoop) -> None:
         limit = framing.MAX_LINE_BYTES
@@ -199,13 +207,14 @@ class Transport:
             self.forward.put_nowait(frame)  # notifications are the SDK's
             return
         answer = self.fast.answer(frame) if self.fast is not None else None
-        if answer is None or answer.replay:
+        if answer is None:  # the SDK's to answer: load it now if it is not loading yet
             self._begin(_key(frame["id"]))
             self.forward.put_nowait(frame)
-        if answer is None:
+            self.need_sdk.set()
             return
-        if answer.replay:
+        if answer.replay:  # the SDK must see it; its answer is dropped
             self.swallow.add(_key(frame["id"]))
+            self.forward.put_nowait(frame)
         if answer.result is not None:
             self.write({"jsonrpc": "2.0", "id": frame["id"], "result": answer.result})
         elif answer.call is not None:
@@ -227,6 +236,9 @@ class Transport:
         self._end(key)
 
     async def _forwarder(self) -> None:
+        if self.fast is not None:  # the fast path answers the start; the SDK comes later
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.need_sdk.wait(), SDK_PRELOAD_DELAY)
         try:
             backend = await self.load_backend(self.emit)
         except Exception:
