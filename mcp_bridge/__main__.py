@@ -1,8 +1,9 @@
 """`python -m mcp_bridge [serve|briefing|install|uninstall|hook|sync|guard]`.
 
 `serve` (the default) is what agent runtimes spawn: it imports only the stdlib and
-stdlib-only bridge modules before the first frame is answered; the SDK loads in a worker
-thread (see transport.py for why). Every other command imports only what it needs, and
+stdlib-only bridge modules; the opening exchange, tools/list and tools/call are answered
+by fastpath.py, and the SDK loads in a daemon thread when a request needs it (see
+transport.py and fastpath.py for why). Every other command imports only what it needs, and
 never the SDK: `hook` runs inside the host's turn and has a 100 ms budget.
 """
 
