@@ -78,3 +78,52 @@ def test_it_answers_oversized_lines_and_keeps_going() -> None:
     assert out[0] == {"jsonrpc": "2.0", "id": None, "error": {
         "code": -32600, "message": out[0]["error"]["message"]}}
     assert out[1]["id"] == 2
+
+
+ENVELOPE = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+class SlowBridge:
+    def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        import time
+
+        time.sleep(0.3)  # the first vector query loading the embedder
+        return {"tool": name}
+
+
+def test_a_slow_tool_call_never_holds_up_tools_list() -> None:
+    async def load(emit: Any) -> Echo:
+        return Echo(emit)
+
+    out = serve(INIT + frame(2, "tools/call", {"name": "fleet_status", "arguments": {}})
+                + frame(3, "tools/list"), load, FastPath(SlowBridge))
+    assert [r["id"] for r in out] == [1, 3, 2]
+    assert out[2]["result"]["structuredContent"] == {"tool": "fleet_status"}
+
+
+def test_after_a_discover_opening_initialize_is_left_to_the_sdk() -> None:
+    backends: list[Echo] = []
+
+    async def slow_load(emit: Any) -> Echo:
+        await asyncio.sleep(0.3)
+        backends.append(Echo(emit))
+        return backends[0]
+
+    out = serve(frame("d", "server/discover", {"_meta": ENVELOPE}) + INIT, slow_load,
+                FastPath(SlowBridge))
+    assert [r["id"] for r in out] == ["d", 1]
+    assert out[0]["result"]["supportedVersions"] == ["2026-07-28"]  # at once, from the fast path
+    assert out[1]["result"] == {"echo": "initialize"}  # the SDK's (it would refuse: -32022)
+    # The SDK saw the opening too, so it locks the same era; its answer to it was dropped.
+    assert [f["method"] for f in backends[0].seen] == ["server/discover", "initialize"]
+
+
+def test_after_an_initialize_opening_discover_is_left_to_the_sdk() -> None:
+    async def load(emit: Any) -> Echo:
+        return Echo(emit)
+
+    out = serve(INIT + frame("d", "server/discover", {"_meta": ENVELOPE}), load,
+                FastPath(SlowBridge))
+    assert out[0]["result"]["serverInfo"]["name"] == "ctxlake"
+    assert out[1] == {"jsonrpc": "2.0", "id": "d", "result": {"echo": "server/discover"}}
