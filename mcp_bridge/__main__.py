@@ -101,20 +101,22 @@ def serve() -> int:
             lambda: importlib.import_module("mcp_bridge.server"))
         return await server.load(emit, fast.bridge)
 
-    async def main() -> None:
+    async def main() -> bool:
         transport = Transport(rfile, wfd, load_backend, fast=fast)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, transport.stop)
         await transport.run()
+        return transport.stopped
 
-    asyncio.run(main())
-    # In-flight requests are answered (or their grace is over); daemon threads (a tool
-    # call past the grace, an SDK import in progress) must neither hold the exit nor print
-    # during interpreter teardown.
-    logging.shutdown()
-    sys.stderr.flush()
-    os._exit(0)
+    if asyncio.run(main()):
+        # Stopped by a signal, in-flight requests answered or their grace over: leave now.
+        # A daemon thread (a tool call past the grace, the SDK import) must neither hold
+        # the exit nor print during interpreter teardown.
+        logging.shutdown()
+        sys.stderr.flush()
+        os._exit(0)
+    return 0
 
 
 def _bridge(cfg: Config) -> Any:
