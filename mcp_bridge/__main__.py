@@ -76,6 +76,7 @@ _SINGLE_THREAD = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 def serve() -> int:
     import asyncio  # here, not at the top: hooks must not pay ~45 ms for it
+    import atexit
     import logging
     import signal
 
@@ -101,22 +102,21 @@ def serve() -> int:
             lambda: importlib.import_module("mcp_bridge.server"))
         return await server.load(emit, fast.bridge)
 
-    async def main() -> bool:
+    async def main() -> None:
         transport = Transport(rfile, wfd, load_backend, fast=fast)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, transport.stop)
         await transport.run()
-        return transport.stopped
 
-    if asyncio.run(main()):
-        # Stopped by a signal, in-flight requests answered or their grace over: leave now.
-        # A daemon thread (a tool call past the grace, the SDK import) must neither hold
-        # the exit nor print during interpreter teardown.
-        logging.shutdown()
-        sys.stderr.flush()
-        os._exit(0)
-    return 0
+    asyncio.run(main())
+    # Every request is answered (or a signal's grace is over). Leave without the
+    # interpreter's teardown: with the SDK loaded it spends 0.3-0.7 s freeing modules, and
+    # a daemon thread (a tool call past the grace, the SDK import) must neither hold the
+    # exit nor print during it. atexit handlers (logging's flush among them) still run.
+    atexit._run_exitfuncs()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _bridge(cfg: Config) -> Any:

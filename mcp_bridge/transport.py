@@ -121,7 +121,6 @@ class Transport:
         self.lines: asyncio.Queue[bytes | None] = asyncio.Queue()
         self.need_sdk = asyncio.Event()
         self.grace = DRAIN_TIMEOUT
-        self.stopped = False  # by a signal
 
     def write(self, frame: dict[str, Any]) -> None:
         data = memoryview(framing.encode(frame))
@@ -152,7 +151,7 @@ class Transport:
 
     def stop(self) -> None:
         """SIGINT/SIGTERM: stop reading, finish what is in flight within SIGNAL_GRACE."""
-        self.grace, self.stopped = min(self.grace, SIGNAL_GRACE), True
+        self.grace = min(self.grace, SIGNAL_GRACE)
         self.lines.put_nowait(None)
 
     async def run(self) -> None:
