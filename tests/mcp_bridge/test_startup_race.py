@@ -108,6 +108,7 @@ class RawClient:
         assert self.proc.wait(timeout=60) == 0
         err = self.proc.stderr.read().decode()
         assert "Traceback" not in err, err
+        assert "disagree" not in err, err  # the SDK's answers to replayed openings equal ours
         while not self.lines.empty():  # nothing unasked for after the session
             frame = json.loads(self.lines.get())
             assert frame["id"] not in self.answers, f"two answers to {frame['id']!r}"

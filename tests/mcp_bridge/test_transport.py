@@ -127,3 +127,14 @@ def test_after_an_initialize_opening_discover_is_left_to_the_sdk() -> None:
                 FastPath(SlowBridge))
     assert out[0]["result"]["serverInfo"]["name"] == "ctxlake"
     assert out[1] == {"jsonrpc": "2.0", "id": "d", "result": {"echo": "server/discover"}}
+
+
+def test_it_says_so_when_the_sdk_would_have_answered_differently(caplog: Any) -> None:
+    """A replayed opening's SDK answer is dropped; if it ever differs, the log says so."""
+    async def load(emit: Any) -> Echo:
+        return Echo(emit)  # answers initialize with {"echo": ...}, not the real result
+
+    with caplog.at_level("WARNING", logger="mcp_bridge"):
+        out = serve(INIT + frame(2, "ping"), load, FastPath(SlowBridge))  # ping needs the SDK
+    assert out[0]["result"]["serverInfo"]["name"] == "ctxlake"
+    assert "disagree" in caplog.text
