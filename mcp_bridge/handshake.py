@@ -60,9 +60,14 @@ def era(opening: dict[str, Any]) -> str:
     return MODERN if modern else LEGACY
 
 
+_INFO_KEYS = frozenset({"name", "version", "title", "description", "websiteUrl"})
+
+
 def _is_info(value: Any) -> bool:
-    return isinstance(value, dict) and isinstance(value.get("name"), str) and \
-        isinstance(value.get("version"), str)
+    """A client Implementation the SDK surely accepts: name and version, plus only its other
+    string fields (anything else, `icons` say, is left for the SDK to judge)."""
+    return isinstance(value, dict) and {"name", "version"} <= set(value) <= _INFO_KEYS and \
+        all(isinstance(v, str) for v in value.values())
 
 
 def _plain_capabilities(value: Any) -> bool:

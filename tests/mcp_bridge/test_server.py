@@ -176,7 +176,11 @@ def legacy_session(version: str = "2025-06-18") -> list[dict[str, Any]]:
     frames += [_req(40, "tools/list", {"_meta": ENVELOPE}),
                _req(41, "server/discover", {"_meta": ENVELOPE}),
                _req(42, "initialize", {**LEGACY_INIT, "protocolVersion": "2024-11-05"}),
-               _req(43, "initialize", {**LEGACY_INIT, "capabilities": {"roots": 5}})]
+               _req(43, "initialize", {**LEGACY_INIT, "capabilities": {"roots": 5}}),
+               _req(44, "initialize", {**LEGACY_INIT, "clientInfo": {
+                   "name": "t", "version": "1", "icons": "bad"}}),
+               _req(45, "initialize", {**LEGACY_INIT, "clientInfo": {
+                   "name": "t", "version": "1", "title": "T", "websiteUrl": "https://x.y"}})]
     return frames
 
 
