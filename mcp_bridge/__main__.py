@@ -1,8 +1,9 @@
 """`python -m mcp_bridge [serve|briefing|install|uninstall|hook|sync|guard]`.
 
 `serve` (the default) is what agent runtimes spawn: it imports only the stdlib and
-stdlib-only bridge modules before the first frame is answered; the SDK loads in a worker
-thread (see transport.py for why). Every other command imports only what it needs, and
+stdlib-only bridge modules; the opening exchange, tools/list and tools/call are answered
+by fastpath.py, and the SDK loads in a daemon thread when a request needs it (see
+transport.py and fastpath.py for why). Every other command imports only what it needs, and
 never the SDK: `hook` runs inside the host's turn and has a 100 ms budget.
 """
 
@@ -11,7 +12,10 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mcp_bridge.config import Config
 
 USAGE = """\
 ctxlake MCP bridge: coordination and shared memory tools for AI coding agents.
@@ -81,8 +85,13 @@ _SINGLE_THREAD = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 def serve() -> int:
     import asyncio  # here, not at the top: hooks must not pay ~45 ms for it
+    import atexit
     import logging
+    import signal
 
+    # Until the loop takes over (run()), a signal means nothing is in flight: leave quietly.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: os._exit(0))
     for name in _SINGLE_THREAD:
         os.environ.setdefault(name, "1")
     raw_level = os.environ.get("CTXLAKE_LOG_LEVEL", "").strip()
@@ -96,19 +105,40 @@ def serve() -> int:
         logging.getLogger("mcp_bridge").warning(
             "%s", f"CTXLAKE_LOG_LEVEL={raw_level!r} is not allowed: one of "
                   f"{', '.join(LOG_LEVELS)}; using WARNING")
-    for problem in Config.from_env().problems:
+    cfg = Config.from_env()
+    for problem in cfg.problems:
         logging.getLogger("mcp_bridge").warning("%s", problem)
-    from mcp_bridge.transport import Transport
+    from mcp_bridge.fastpath import FastPath
+    from mcp_bridge.transport import Transport, Worker
 
-    asyncio.run(Transport(rfile, wfd, _load_backend).run())
-    return 0
+    fast = FastPath(lambda: _bridge(cfg))
+
+    async def load_backend(emit: Any) -> Any:
+        server = await Worker("ctxlake-sdk-import").submit(
+            lambda: importlib.import_module("mcp_bridge.server"))
+        return await server.load(emit, fast.bridge)
+
+    async def main() -> None:
+        transport = Transport(rfile, wfd, load_backend, fast=fast)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, transport.stop)
+        await transport.run()
+
+    asyncio.run(main())
+    # Every request is answered (or a signal's grace is over). Leave without the
+    # interpreter's teardown: with the SDK loaded it spends 0.3-0.7 s freeing modules, and
+    # a daemon thread (a tool call past the grace, the SDK import) must neither hold the
+    # exit nor print during it. atexit handlers (logging's flush among them) still run.
+    atexit._run_exitfuncs()
+    sys.stderr.flush()
+    os._exit(0)
 
 
-async def _load_backend(emit: Any) -> Any:
-    import asyncio
+def _bridge(cfg: Config) -> Any:
+    from mcp_bridge.tools import Bridge
 
-    server = await asyncio.to_thread(importlib.import_module, "mcp_bridge.server")
-    return await server.load(emit)
+    return Bridge.from_config(cfg)
 
 
 def _claim_stdio() -> tuple[Any, int]:

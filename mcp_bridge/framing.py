@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from mcp_bridge.contract.events import MAX_JSON_DEPTH, json_depth_problem
+
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 MAX_LINE_BYTES = 4 * 1024 * 1024
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -52,6 +54,9 @@ def classify(line: bytes) -> Verdict:
     """Decide one line's fate: reply with an error, drop silently, or forward."""
     if not line.strip():
         return DROP  # blank lines between frames are tolerated, never answered
+    if too_deep(line):
+        return reply(None, PARSE_ERROR, f"Parse error: JSON nested deeper than "
+                                        f"{MAX_JSON_DEPTH} levels is not parsed")
     try:
         value = json.loads(line.decode("utf-8"), parse_constant=_no_constants)
     except UnicodeDecodeError:
@@ -64,6 +69,17 @@ def classify(line: bytes) -> Verdict:
     if not isinstance(value, dict):
         return reply(None, INVALID_REQUEST, "Invalid Request: a frame must be a JSON object")
     return _classify_object(replace_surrogates(value))
+
+
+def too_deep(line: bytes) -> bool:
+    """Nested deeper than MAX_JSON_DEPTH (the one limit every front door applies)?
+
+    Refused before parsing, so no recursion and no allocation per level. Fewer brackets
+    than the limit cannot nest deeper (counted in C); only then is the line scanned.
+    """
+    if line.count(b"[") + line.count(b"{") <= MAX_JSON_DEPTH:
+        return False
+    return json_depth_problem(line) is not None
 
 
 def _classify_object(frame: dict[str, Any]) -> Verdict:

@@ -8,8 +8,8 @@ functions (tools.py); this file only translates between them and MCP.
 
 from __future__ import annotations
 
-import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from mcp_bridge import framing, handshake, tools, toolspec
+from mcp_bridge import fastpath, framing, handshake, tools
 from mcp_bridge.config import Config
 from mcp_bridge.transport import Emit
 
@@ -27,48 +27,31 @@ log = logging.getLogger("mcp_bridge")
 
 
 def tool_list() -> list[types.Tool]:
-    return [
-        types.Tool(name=name, description=spec["description"], input_schema=spec["inputSchema"],
-                   annotations=types.ToolAnnotations.model_validate(spec["annotations"]))
-        for name, spec in toolspec.TOOLS.items()
-    ]
+    return [types.Tool.model_validate(tool) for tool in fastpath.tool_list()]
 
 
-def build_server(bridge: tools.Bridge) -> Server[Any]:
+def build_server(bridge: tools.Bridge | Callable[[], tools.Bridge]) -> Server[Any]:
+    """The SDK server; `bridge` may be a factory, called on the first tool call."""
     listing = types.ListToolsResult(tools=tool_list())
+    get_bridge = bridge if callable(bridge) else lambda: bridge
 
     async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return listing
 
     async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        try:
-            arguments = toolspec.check_arguments(params.name, params.arguments)
-        except toolspec.BadArguments as e:
-            raise MCPError(framing.INVALID_PARAMS, f"Invalid params: {e}") from e
-        return call(bridge, params.name, arguments)
+        return call(get_bridge(), params.name, params.arguments)
 
     return Server(handshake.SERVER_NAME, version=handshake.SERVER_VERSION,
                   instructions=handshake.INSTRUCTIONS, on_list_tools=on_list_tools,
                   on_call_tool=on_call_tool)
 
 
-def call(bridge: tools.Bridge, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-    """Run one tool; a refusal or an unexpected failure is a result with isError true."""
+def call(bridge: tools.Bridge, name: str, arguments: Any) -> types.CallToolResult:
+    """Run one tool (fastpath.call_result: the one definition of a tool's MCP result)."""
     try:
-        result = bridge.call(name, arguments)
-    except tools.Rejected as e:
-        return _error_result(str(e))
-    except Exception:
-        log.exception("tool %s failed", name)
-        return _error_result(f"{name} failed inside the bridge; details are in its stderr log")
-    text = json.dumps(result, ensure_ascii=False)
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
-                                structured_content=result, is_error=False)
-
-
-def _error_result(message: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=message)],
-                                is_error=True)
+        return types.CallToolResult.model_validate(fastpath.call_result(bridge, name, arguments))
+    except fastpath.BadCall as e:
+        raise MCPError(framing.INVALID_PARAMS, str(e)) from e
 
 
 class SdkBackend:
@@ -118,7 +101,10 @@ class SdkBackend:
             await self._done.wait()
 
 
-async def load(emit: Emit) -> SdkBackend:
-    backend = SdkBackend(build_server(tools.Bridge.from_config(Config.from_env())), emit)
+async def load(emit: Emit, bridge: Callable[[], tools.Bridge] | None = None) -> SdkBackend:
+    if bridge is None:
+        cfg = Config.from_env()
+        bridge = lambda: tools.Bridge.from_config(cfg)  # noqa: E731
+    backend = SdkBackend(build_server(bridge), emit)
     await backend.start()
     return backend

@@ -143,7 +143,7 @@ def memory_search(b: Bridge, query: str, scope: str | None = None, subject: str 
     out = {"enabled": True, "mode": hits.mode, "heading": render.HEADING, "results": results,
            "truncated": hits.truncated}
     if results:
-        out["rendered"] = render.render_claims(hits.results)
+        out["rendered"] = render.render_claims(hits.results, b.config.max_field_chars)
     return _with_note(out, note, *hits.notes, None if results else "no promoted claim matched")
 
 
@@ -219,7 +219,7 @@ def _path_recall(b: Bridge, paths: list[str]) -> dict[str, Any]:
     if not found:
         return {}
     return {"related_claims": [{"attribution": render.attribution(r), **r} for r in found],
-            "related_rendered": render.render_claims(found)}
+            "related_rendered": render.render_claims(found, b.config.max_field_chars)}
 
 
 def fleet_release(b: Bridge, paths: list[str] | None = None) -> dict[str, Any]:

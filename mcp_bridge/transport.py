@@ -1,33 +1,52 @@
-"""The stdio transport: our framing in front of the SDK, and a fast first `initialize`.
+"""The stdio transport: our framing, the stdlib fast path, and the SDK behind them.
 
-Stdlib only, so a process can read its first frame ~50 ms after spawn. Three concurrent
-parts, all on one asyncio loop:
+Stdlib only, so a process answers its first frames ~0.1 s after spawn. Four parts, all
+driven from one asyncio loop:
 
 1. A reader thread splits stdin into lines (bounded: an oversized line is discarded to
    its newline and answered -32600) and hands them to the loop.
 2. The loop classifies each line (framing.classify): errors are answered at once,
-   silence is kept, good frames are queued for the backend. While the backend (the SDK,
-   loading in a thread) is not ready, an `initialize` is answered from handshake.py and
-   remembered, so the SDK's own answer to the replayed request is dropped.
-3. The forwarder waits for the backend, then feeds it the queue in arrival order.
+   silence is kept. A good request is offered to the fast path (fastpath.py), which
+   answers the opening exchange, `tools/list` and `tools/call` itself in either protocol
+   era; everything else, and every request the SDK must see to keep its state (the
+   opening request, each `initialize`), is queued for the SDK. When both answer, the
+   SDK's answer is dropped (`swallow`); the two are pinned equal by tests.
+3. The forwarder loads the SDK (importing in a daemon thread) when a request needs it or
+   SDK_PRELOAD_DELAY after start, whichever is first, then feeds it the queue in arrival
+   order.
+4. Tool calls run one at a time on a daemon worker thread, so a slow call (the first
+   vector query loads the embedder) never stalls framing, `tools/list` or shutdown.
 
 Every frame written goes through write(), one whole line at a time, from the loop.
+
+Shutdown: at end of input every in-flight request is finished (up to DRAIN_TIMEOUT); on
+SIGINT/SIGTERM (stop()) the bridge stops reading and gives in-flight requests
+SIGNAL_GRACE — Claude Code follows SIGINT with SIGTERM 100 ms later — then returns.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import queue
 import threading
+from collections import Counter
 from collections.abc import Awaitable, Callable
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol, TypeVar
 
-from mcp_bridge import framing, handshake
+from mcp_bridge import framing
+from mcp_bridge.fastpath import BadCall, FastPath
 
 log = logging.getLogger("mcp_bridge")
 Emit = Callable[[dict[str, Any]], None]
 DRAIN_TIMEOUT = 30.0  # seconds to finish in-flight requests after stdin closes
+SIGNAL_GRACE = 0.08  # seconds to finish in-flight requests after SIGINT/SIGTERM
+#: Seconds after start before the SDK import begins when no request needs it sooner:
+#: importing it at once competes for the GIL with the first answers (~2x slower ready).
+SDK_PRELOAD_DELAY = 1.0
+T = TypeVar("T")
 
 
 class Backend(Protocol):
@@ -42,46 +61,128 @@ def _key(id_: Any) -> tuple[str, Any]:
     return (type(id_).__name__, id_)  # 1 and "1" are different requests
 
 
+class Worker:
+    """One daemon thread running jobs in order; results come back as loop futures.
+
+    Daemon, unlike asyncio.to_thread's executor, so neither a slow tool call nor the SDK
+    import holds the process at exit.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.thread: threading.Thread | None = None
+
+    def submit(self, fn: Callable[[], T]) -> asyncio.Future[T]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+            self.thread.start()
+        self.jobs.put((fn, future, loop))
+        return future
+
+    def _run(self) -> None:
+        while True:
+            fn, future, loop = self.jobs.get()
+            try:
+                outcome: tuple[Any, BaseException | None] = (fn(), None)
+            except BaseException as e:  # handed to the awaiting coroutine
+                outcome = (None, e)
+            try:
+                loop.call_soon_threadsafe(_settle, future, *outcome)
+            except RuntimeError:  # the loop is gone: shutting down
+                return
+
+
+def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)
+
+
 class Transport:
     def __init__(self, rfile: BinaryIO, wfd: int, load_backend: BackendLoader,
-                 *, fast_initialize: bool = True) -> None:
+                 *, fast: FastPath | None = None) -> None:
         self.rfile, self.wfd = rfile, wfd
         self.load_backend = load_backend
-        self.fast_initialize = fast_initialize
+        self.fast = fast
         self.backend: Backend | None = None
-        self.swallow: set[tuple[str, Any]] = set()
-        self.outstanding: set[tuple[str, Any]] = set()
+        #: Replayed requests already answered here → that answer, for the SDK's to match.
+        self.swallow: dict[tuple[str, Any], dict[str, Any] | None] = {}
+        self.outstanding: Counter[tuple[str, Any]] = Counter()
         self.idle = asyncio.Event()
+        self.idle.set()
         self.forward: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self.tools = Worker("ctxlake-tools")
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.lines: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.need_sdk = asyncio.Event()
+        self.grace = DRAIN_TIMEOUT
 
     def write(self, frame: dict[str, Any]) -> None:
         data = memoryview(framing.encode(frame))
         while data:
             data = data[os.write(self.wfd, data):]
 
+    def _begin(self, key: tuple[str, Any]) -> None:
+        self.outstanding[key] += 1
+        self.idle.clear()
+
+    def _end(self, key: tuple[str, Any]) -> None:
+        self.outstanding[key] -= 1
+        if self.outstanding[key] <= 0:
+            del self.outstanding[key]
+        if not self.outstanding:
+            self.idle.set()
+
     def emit(self, frame: dict[str, Any]) -> None:
         """A frame from the backend: answer it on, unless the fast path already did."""
         if "method" not in frame and "id" in frame:
             key = _key(frame["id"])
-            self.outstanding.discard(key)
-            if not self.outstanding:
-                self.idle.set()
             if key in self.swallow:
-                self.swallow.discard(key)
+                ours = self.swallow.pop(key)
+                if ours is not None and frame.get("result") != ours:
+                    log.warning("the fast path and the SDK disagree on request %r: %s",
+                                frame["id"], str(frame)[:300])
                 return
+            if key in self.outstanding:
+                self._end(key)
         self.write(frame)
+
+    def stop(self) -> None:
+        """SIGINT/SIGTERM: stop reading, finish what is in flight within SIGNAL_GRACE."""
+        self.grace = min(self.grace, SIGNAL_GRACE)
+        self.lines.put_nowait(None)
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        lines: asyncio.Queue[bytes | None] = asyncio.Queue()
-        threading.Thread(target=self._read_lines, args=(loop, lines), daemon=True).start()
+        threading.Thread(target=self._read_lines, args=(loop,), daemon=True).start()
         forwarder = asyncio.create_task(self._forwarder())
-        while (line := await lines.get()) is not None:
+        while (line := await self.lines.get()) is not None:
             self._handle(line)
-        await self.forward.put(None)
-        await forwarder
+        self.forward.put_nowait(None)
+        try:
+            await asyncio.wait_for(self._finish(forwarder), self.grace)
+        except TimeoutError:
+            if self.outstanding:
+                log.warning("%d request(s) unanswered at shutdown",
+                            sum(self.outstanding.values()))
+            forwarder.cancel()
 
-    def _read_lines(self, loop: asyncio.AbstractEventLoop, out: asyncio.Queue[Any]) -> None:
+    async def _finish(self, forwarder: asyncio.Task[None]) -> None:
+        """Answer what the client waits for; the SDK only if it is loaded or needed."""
+        await self.idle.wait()
+        if self.backend is None:
+            forwarder.cancel()  # nothing needs the SDK: do not start or wait for its import
+            return
+        await forwarder
+        await self.backend.close()
+
+    def _read_lines(self, loop: asyncio.AbstractEventLoop) -> None:
         limit = framing.MAX_LINE_BYTES
         try:
             while line := self.rfile.readline(limit + 1):
@@ -89,36 +190,58 @@ class Transport:
                     while (rest := self.rfile.readline(limit)) and not rest.endswith(b"\n"):
                         pass  # discard the oversized remainder, bounded memory
                     line = b"\x00oversized"
-                loop.call_soon_threadsafe(out.put_nowait, line)
+                loop.call_soon_threadsafe(self.lines.put_nowait, line)
         except (OSError, ValueError) as e:
             log.warning("stdin closed: %s", e)
         finally:
-            loop.call_soon_threadsafe(out.put_nowait, None)
+            with contextlib.suppress(RuntimeError):  # the loop already finished (a signal)
+                loop.call_soon_threadsafe(self.lines.put_nowait, None)
 
     def _handle(self, line: bytes) -> None:
         verdict = framing.oversized() if line == b"\x00oversized" else framing.classify(line)
         if verdict.action == "reply":
             self.write(verdict.frame)  # type: ignore[arg-type]
-        elif verdict.action == "forward":
-            frame = verdict.frame
-            assert frame is not None
-            if "id" in frame:
-                self.outstanding.add(_key(frame["id"]))
-                self.idle.clear()
-                self._maybe_fast_initialize(frame)
+            return
+        if verdict.action != "forward":
+            return
+        frame = verdict.frame
+        assert frame is not None
+        if "id" not in frame:
+            self.forward.put_nowait(frame)  # notifications are the SDK's
+            return
+        answer = self.fast.answer(frame) if self.fast is not None else None
+        if answer is None:  # the SDK's to answer: load it now if it is not loading yet
+            self._begin(_key(frame["id"]))
             self.forward.put_nowait(frame)
+            self.need_sdk.set()
+            return
+        if answer.replay:  # the SDK must see it; its answer is dropped
+            self.swallow[_key(frame["id"])] = answer.result
+            self.forward.put_nowait(frame)
+        if answer.result is not None:
+            self.write({"jsonrpc": "2.0", "id": frame["id"], "result": answer.result})
+        elif answer.call is not None:
+            task = asyncio.get_running_loop().create_task(self._call(frame["id"], answer.call))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
 
-    def _maybe_fast_initialize(self, frame: dict[str, Any]) -> None:
-        if self.backend is not None or not self.fast_initialize:
-            return
-        if frame["method"] != "initialize":
-            return
-        result = handshake.fast_initialize(frame.get("params"))
-        if result is not None:
-            self.write({"jsonrpc": "2.0", "id": frame["id"], "result": result})
-            self.swallow.add(_key(frame["id"]))
+    async def _call(self, id_: Any, call: Callable[[], dict[str, Any]]) -> None:
+        key = _key(id_)
+        self._begin(key)
+        try:
+            reply = {"jsonrpc": "2.0", "id": id_, "result": await self.tools.submit(call)}
+        except BadCall as e:
+            reply = framing.error(id_, framing.INVALID_PARAMS, str(e))
+        except Exception:
+            log.exception("tools/call failed")
+            reply = framing.error(id_, -32603, "Internal error")
+        self.write(reply)
+        self._end(key)
 
     async def _forwarder(self) -> None:
+        if self.fast is not None:  # the fast path answers the start; the SDK comes later
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.need_sdk.wait(), SDK_PRELOAD_DELAY)
         try:
             backend = await self.load_backend(self.emit)
         except Exception:
@@ -127,12 +250,6 @@ class Transport:
         self.backend = backend
         while (frame := await self.forward.get()) is not None:
             await backend.send(frame)
-        if self.outstanding:
-            try:
-                await asyncio.wait_for(self.idle.wait(), DRAIN_TIMEOUT)
-            except TimeoutError:
-                log.warning("%d request(s) unanswered at shutdown", len(self.outstanding))
-        await backend.close()
 
 
 class _Broken:

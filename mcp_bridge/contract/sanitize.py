@@ -13,8 +13,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from mcp_bridge.contract.events import MAX_JSON_DEPTH
+
 TRUNCATED = "…[truncated]"
-MAX_DEPTH = 32
 
 # Default_Ignorable_Code_Point (Unicode DerivedCoreProperties) in full, plus the C0/C1
 # controls except TAB/LF/CR, the interlinear annotation controls, and lone surrogates.
@@ -57,13 +58,14 @@ def clean_text(text: str, max_chars: int = 2000) -> str:
 
 
 def clean_value(value: Any, max_chars: int = 2000, _depth: int = 0) -> Any:
-    """Clean every string in a JSON value, at any depth; keys included."""
+    """Clean every string in a JSON value, keys included; containers nested deeper than
+    MAX_JSON_DEPTH (100, what every front door accepts) become the marker."""
     if isinstance(value, str):
         return clean_text(value, max_chars)
     if isinstance(value, bool | int | float) or value is None:
         return value
-    if _depth >= MAX_DEPTH:
-        return TRUNCATED  # deeper than any honest cache record nests
+    if _depth >= MAX_JSON_DEPTH:
+        return TRUNCATED  # deeper than any front door accepts JSON (events.MAX_JSON_DEPTH)
     if isinstance(value, dict):
         return {
             clean_text(str(k), max_chars): clean_value(v, max_chars, _depth + 1)

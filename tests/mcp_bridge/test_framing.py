@@ -72,3 +72,42 @@ def test_it_treats_null_params_as_none() -> None:
 def test_it_encodes_one_frame_per_line() -> None:
     data = framing.encode({"jsonrpc": "2.0", "id": 1, "result": {"t": "a\nb\u2028c\ud800"}})
     assert data.count(b"\n") == 1 and data.endswith(b"\n")
+
+
+def _nested_call(levels: int) -> bytes:
+    """A tools/call whose argument nests `levels` deep counting the frame's own objects."""
+    inner = "[" * (levels - 2) + "1" + "]" * (levels - 2)
+    return (b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":'
+            + inner.encode() + b"}}")
+
+
+def test_it_takes_json_exactly_as_deep_as_the_one_limit() -> None:
+    from mcp_bridge.contract.events import MAX_JSON_DEPTH, json_depth_problem
+
+    assert json_depth_problem(_nested_call(MAX_JSON_DEPTH)) is None
+    assert framing.classify(_nested_call(MAX_JSON_DEPTH)).action == "forward"
+    too_deep = framing.classify(_nested_call(MAX_JSON_DEPTH + 1))
+    assert too_deep.frame == {"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32700, "message": "Parse error: JSON nested deeper than 100 levels is not parsed"}}
+
+
+@pytest.mark.parametrize("line", [
+    b'{"a":' * 5000 + b"1" + b"}" * 5000,  # valid JSON, 5,000 deep
+    b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":' + b"[" * 50_000 + b"]" * 50_000
+    + b"}}",
+])
+def test_it_refuses_hostile_nesting_without_recursing(line: bytes) -> None:
+    import sys
+
+    limit = sys.getrecursionlimit()
+    try:
+        sys.setrecursionlimit(200)  # a recursive parse or clean of the line would blow this
+        verdict = framing.classify(line)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert verdict.frame is not None and verdict.frame["error"]["code"] == -32700
+
+
+def test_brackets_inside_strings_do_not_count() -> None:
+    line = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"s":"' + b"[{" * 500 + b'"}}'
+    assert framing.classify(line).action == "forward"

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from mcp_bridge.config import Config
 from mcp_bridge.contract.sanitize import TRUNCATED, clean_text, clean_value, is_stripped
 
 HIDDEN = {
@@ -50,3 +53,67 @@ def test_it_cuts_off_absurd_nesting() -> None:
         node.append([])
         node = node[0]
     assert TRUNCATED in str(clean_value(value))
+
+
+def nested(levels: int) -> list:
+    value: list = ["leaf"]
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+def test_it_keeps_json_as_deep_as_every_front_door_accepts() -> None:
+    from mcp_bridge.contract.events import MAX_JSON_DEPTH, json_depth_problem
+
+    deepest = nested(MAX_JSON_DEPTH)  # 100 levels: ordinary caller-shaped data
+    assert json_depth_problem(json.dumps(deepest)) is None
+    assert clean_value(deepest) == deepest
+    assert json_depth_problem(json.dumps(nested(MAX_JSON_DEPTH + 1)))
+    assert TRUNCATED in str(clean_value(nested(MAX_JSON_DEPTH + 1)))
+
+
+# -- the rendered block is bounded like every other string ---------------------------------
+
+def claim(i: int, text: str) -> dict:
+    return {"id": f"cc-{i}", "date": "2026-09-09", "independent_sessions": 2,
+            "confidence": 0.8, "contested": i == 1, "stale": False, "text": text}
+
+
+@pytest.mark.parametrize("texts", [
+    ["short"] * 3,
+    ["x" * 1900] * 2,  # each fits alone, both do not
+    ["y" * 1999],  # one claim at the per-string bound: heading + it do not fit
+    ["line\n" * 400] * 10,
+    ["z" * 300] * 30,
+])
+def test_the_rendered_block_never_exceeds_the_bound(texts: list[str]) -> None:
+    from mcp_bridge.contract import render
+
+    claims = [claim(i, t) for i, t in enumerate(texts)]
+    unbounded = render.render_claims(claims)
+    text = render.render_claims(claims, max_chars=2000)
+    assert len(text) <= 2000
+    assert text.startswith(render.HEADING)
+    assert render.attribution(claims[0]) in text  # the best claim always shows, attributed
+    if len(unbounded) <= 2000:
+        assert text == unbounded
+    else:
+        shown = sum(render.attribution(c) in text for c in claims)
+        whole = sum(render.attribution(c) + "\n  " + c["text"].replace("\n", "\n  ") in text
+                    for c in claims)
+        assert shown == len(claims) or f"[{len(claims) - shown} more in results]" in text
+        assert whole == shown or (shown == 1 and TRUNCATED in text)
+
+
+def test_memory_search_bounds_its_rendered_text(config: Config) -> None:
+    from mcp_bridge import testing, tools
+
+    claims = [{**testing.synthetic_claims(1)[0], "id": f"cc-{i}",
+               "text": f"stripe webhook retry note {i} " + "detail " * 280}
+              for i in range(8)]
+    testing.build_cache(config.cache_dir, config.fleet, claims=claims, vectors=None,
+                        embedder={"name": "none", "dims": 0})
+    out = tools.Bridge.from_config(config).call("memory_search", {"query": "stripe webhook"})
+    assert len(out["results"]) == 8
+    assert len(out["rendered"]) <= config.max_field_chars
+    assert "more in results]" in out["rendered"]

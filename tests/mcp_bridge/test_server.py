@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import mcp_types as types
@@ -135,3 +136,134 @@ def test_it_answers_the_fast_initialize_exactly_as_the_sdk_would(bridge: tools.B
               "clientInfo": {"name": "t", "version": "1"}}
     assert handshake.HANDSHAKE_VERSIONS == HANDSHAKE_PROTOCOL_VERSIONS
     assert handshake.fast_initialize(params) == sdk_initialize(bridge, params)
+
+
+# -- the fast path answers exactly as the SDK would --------------------------------------
+
+ENVELOPE = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}}
+LEGACY_INIT = {"protocolVersion": "2025-06-18", "capabilities": {"roots": {"listChanged": True}},
+               "clientInfo": {"name": "t", "version": "1"}}
+CALLS = [
+    {"name": "fleet_status", "arguments": {}},
+    {"name": "fleet_status"},
+    {"name": "memory_search", "arguments": {"query": "stripe webhooks"}},
+    {"name": "memory_propose", "arguments": {"claim": "c", "type": "fact", "subject": "s",
+                                             "evidence": []}},
+    {"name": "memory_write", "arguments": {}},
+    {"name": "fleet_claim", "arguments": {"paths": "a", "reason": "r"}},
+    {"name": "fleet_history", "arguments": {"limit": True}},
+    {"name": "fleet_status", "arguments": []},
+    {"name": 5, "arguments": {}},
+    {"name": "fleet_status", "arguments": {}, "extra": 1},
+]
+LISTS: list[dict[str, Any]] = [{}, {"cursor": "abc"}, {"cursor": 5},
+                               {"_meta": {"progressToken": 1}}, {"_meta": 3}]
+
+
+def _req(id_: int, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
+    frame: dict[str, Any] = {"jsonrpc": "2.0", "id": id_, "method": method}
+    if params is not None:
+        frame["params"] = params
+    return frame
+
+
+def legacy_session(version: str = "2025-06-18") -> list[dict[str, Any]]:
+    frames = [_req(1, "initialize", {**LEGACY_INIT, "protocolVersion": version}),
+              {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+    frames += [_req(10 + i, "tools/list", p or None) for i, p in enumerate(LISTS)]
+    frames += [_req(20 + i, "tools/call", p) for i, p in enumerate(CALLS)]
+    frames += [_req(40, "tools/list", {"_meta": ENVELOPE}),
+               _req(41, "server/discover", {"_meta": ENVELOPE}),
+               _req(42, "initialize", {**LEGACY_INIT, "protocolVersion": "2024-11-05"}),
+               _req(43, "initialize", {**LEGACY_INIT, "capabilities": {"roots": 5}}),
+               _req(44, "initialize", {**LEGACY_INIT, "clientInfo": {
+                   "name": "t", "version": "1", "icons": "bad"}}),
+               _req(45, "initialize", {**LEGACY_INIT, "clientInfo": {
+                   "name": "t", "version": "1", "title": "T", "websiteUrl": "https://x.y"}})]
+    return frames
+
+
+def modern_session(opening: str = "server/discover") -> list[dict[str, Any]]:
+    env = {"_meta": ENVELOPE}
+    frames = [_req(1, opening, env), _req(2, "server/discover", env)]
+    frames += [_req(10 + i, "tools/list", {**p, "_meta": ENVELOPE}) for i, p in enumerate(LISTS)
+               if "_meta" not in p]
+    frames += [_req(20 + i, "tools/call", {**p, **env}) for i, p in enumerate(CALLS)]
+    odd = [{**ENVELOPE, "io.modelcontextprotocol/protocolVersion": "2025-11-25"},
+           {k: v for k, v in ENVELOPE.items() if "Capabilities" not in k},
+           {**ENVELOPE, "io.modelcontextprotocol/clientCapabilities": {"roots": 5}},
+           {**ENVELOPE, "io.modelcontextprotocol/clientInfo": "me"}]
+    frames += [_req(40 + i, "tools/list", {"_meta": m}) for i, m in enumerate(odd)]
+    frames += [_req(50, "tools/list", None), _req(51, "initialize", LEGACY_INIT)]
+    return frames
+
+
+def sdk_answers(bridge: tools.Bridge, frames: list[dict[str, Any]]) -> dict[Any, Any]:
+    """Each request's answer from the SDK alone (what the bridge said before the fast path)."""
+    out: list[dict[str, Any]] = []
+
+    async def main() -> None:
+        backend = server.SdkBackend(server.build_server(bridge), out.append)
+        await backend.start()
+        for frame in frames:
+            await backend.send(frame)
+            if "id" in frame:
+                for _ in range(500):
+                    if any(o.get("id") == frame["id"] for o in out):
+                        break
+                    await asyncio.sleep(0.01)
+        await backend.close()
+
+    asyncio.run(main())
+    return {o["id"]: o for o in out}
+
+
+def fast_answers(bridge: tools.Bridge, frames: list[dict[str, Any]]) -> dict[Any, Any]:
+    """The fast path's answers, for the requests it answers itself."""
+    from mcp_bridge.fastpath import BadCall, FastPath
+
+    fast, out = FastPath(lambda: bridge), {}
+    for frame in frames:
+        if "id" not in frame:
+            continue
+        answer = fast.answer(frame)
+        if answer is None:
+            continue
+        try:
+            result = answer.result if answer.call is None else answer.call()
+            out[frame["id"]] = {"jsonrpc": "2.0", "id": frame["id"], "result": result}
+        except BadCall as e:
+            out[frame["id"]] = {"jsonrpc": "2.0", "id": frame["id"],
+                                "error": {"code": -32602, "message": str(e)}}
+    return out
+
+
+@pytest.mark.parametrize("frames", [
+    *[legacy_session(v) for v in ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25",
+                                  "1999-01-01")],
+    modern_session("server/discover"), modern_session("tools/list")],
+    ids=["legacy-2024-11-05", "legacy-2025-03-26", "legacy-2025-06-18", "legacy-2025-11-25",
+         "legacy-unknown", "modern-discover", "modern-tools-list"])
+def test_the_fast_path_answers_exactly_as_the_sdk_would(live: Config, bridge: tools.Bridge,
+                                                         frames: list[dict[str, Any]]) -> None:
+    import time_machine
+
+    # fleet_status says how old the cache is: both answers are made at one frozen moment
+    with time_machine.travel(time.time(), tick=False):
+        sdk, fast = sdk_answers(bridge, frames), fast_answers(bridge, frames)
+    assert {1, 10, 20} <= set(fast) or {1, 2, 10, 22} <= set(fast)  # it does answer
+    for id_, answer in fast.items():
+        assert answer == sdk[id_], id_
+
+
+def test_the_fast_path_constants_are_the_sdks() -> None:
+    import mcp_types
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    assert handshake.MODERN_VERSIONS == MODERN_PROTOCOL_VERSIONS
+    assert handshake.PROTOCOL_VERSION_KEY == mcp_types.PROTOCOL_VERSION_META_KEY
+    assert handshake.CLIENT_INFO_KEY == mcp_types.CLIENT_INFO_META_KEY
+    assert handshake.CLIENT_CAPABILITIES_KEY == mcp_types.CLIENT_CAPABILITIES_META_KEY
+    assert handshake.SERVER_INFO_KEY == mcp_types.SERVER_INFO_META_KEY

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
 from mcp_bridge.config import Config
-from tests.mcp_bridge.stdio import INIT, bridge_env, call, frame, run_session
+from tests.mcp_bridge.stdio import INIT, ROOT, bridge_env, call, frame, run_session
 
 CITE = {"session_id": "s1", "message_id": "m1"}
 
@@ -123,3 +124,46 @@ def test_it_works_with_the_official_sdk_stdio_client(live: Config, mode: str) ->
     assert len(listed.tools) == 8
     assert found.structured_content["results"][0]["id"] == "cc-01"
     assert refused.is_error and "session_id" in refused.content[0].text
+
+
+def _spooled_ids(cfg: Config) -> set[str]:
+    ids = set()
+    for path in (cfg.spool_dir / "mcp").glob("*.ndjson"):
+        for line in path.read_bytes().splitlines():
+            ids.add(json.loads(line)["id"])  # every line whole
+    return ids
+
+
+@pytest.mark.parametrize("signals", [("SIGINT",), ("SIGTERM",), ("SIGINT", "SIGTERM")],
+                         ids=["sigint", "sigterm", "claude-code-sigint-then-sigterm"])
+def test_a_signal_finishes_what_is_in_flight_and_exits_quietly(live: Config,
+                                                                signals: tuple[str, ...],
+                                                                ) -> None:
+    """Claude Code stops a server with SIGINT and, 100 ms later, SIGTERM: answer what was
+    read, lose no write, exit 0 without a traceback."""
+    import signal
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-m", "mcp_bridge"], cwd=ROOT, env=bridge_env(live),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    proc.stdin.write(INIT + frame(None, "notifications/initialized") + call(
+        1, "fleet_status", {}))
+    proc.stdin.flush()
+    proc.stdout.readline(), proc.stdout.readline()  # the session is up, tools are loaded
+    writes = [call(10 + i, "fleet_claim", {"paths": [f"src/m{i}/**"], "reason": "r"})
+              for i in range(5)]
+    proc.stdin.write(b"".join(writes) + frame(20, "tools/list"))
+    proc.stdin.flush()
+    first = json.loads(proc.stdout.readline())  # the batch is being read and answered
+    for name in signals:
+        proc.send_signal(getattr(signal, name))
+        time.sleep(0.1)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err.decode()
+    assert b"Traceback" not in err and b"KeyboardInterrupt" not in err, err.decode()
+    answers = [first, *parse_stdout(out)]
+    assert len({json.dumps(a["id"]) for a in answers}) == len(answers)  # each once
+    queued = {a["result"]["structuredContent"]["event_id"] for a in answers
+              if a["id"] in range(10, 15)}
+    assert queued <= _spooled_ids(live)  # every write answered "queued" really is

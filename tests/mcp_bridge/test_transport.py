@@ -8,6 +8,7 @@ import json
 import os
 from typing import Any
 
+from mcp_bridge.fastpath import FastPath
 from mcp_bridge.transport import Transport
 from tests.mcp_bridge.stdio import INIT, frame
 
@@ -27,11 +28,11 @@ class Echo:
         return None
 
 
-def serve(stdin: bytes, load: Any) -> list[dict[str, Any]]:
+def serve(stdin: bytes, load: Any, fast: FastPath | None = None) -> list[dict[str, Any]]:
     read, write = os.pipe()
 
     async def main() -> None:
-        await Transport(io.BytesIO(stdin), write, load).run()
+        await Transport(io.BytesIO(stdin), write, load, fast=fast).run()
 
     asyncio.run(main())
     os.close(write)
@@ -48,11 +49,14 @@ def test_it_answers_initialize_before_the_backend_loads_and_drops_its_answer() -
         return backends[0]
 
     out = serve(INIT + frame(None, "notifications/initialized") + frame(2, "tools/list")
-                + frame("x", "ping"), slow_load)
+                + frame("x", "ping"), slow_load, FastPath(lambda: None))
     assert [r["id"] for r in out] == [1, 2, "x"]
     assert out[0]["result"]["serverInfo"]["name"] == "ctxlake"  # ours, not the echo
+    assert len(out[1]["result"]["tools"]) == 8  # ours too: tools/list never waits
+    assert out[2]["result"] == {"echo": "ping"}
+    # The SDK sees initialize (to keep its state), never the tools/list answered for it.
     assert [f["method"] for f in backends[0].seen] == [
-        "initialize", "notifications/initialized", "tools/list", "ping"]
+        "initialize", "notifications/initialized", "ping"]
 
 
 def test_it_answers_every_request_with_an_error_when_the_sdk_cannot_load() -> None:
@@ -74,3 +78,63 @@ def test_it_answers_oversized_lines_and_keeps_going() -> None:
     assert out[0] == {"jsonrpc": "2.0", "id": None, "error": {
         "code": -32600, "message": out[0]["error"]["message"]}}
     assert out[1]["id"] == 2
+
+
+ENVELOPE = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+class SlowBridge:
+    def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        import time
+
+        time.sleep(0.3)  # the first vector query loading the embedder
+        return {"tool": name}
+
+
+def test_a_slow_tool_call_never_holds_up_tools_list() -> None:
+    async def load(emit: Any) -> Echo:
+        return Echo(emit)
+
+    out = serve(INIT + frame(2, "tools/call", {"name": "fleet_status", "arguments": {}})
+                + frame(3, "tools/list"), load, FastPath(SlowBridge))
+    assert [r["id"] for r in out] == [1, 3, 2]
+    assert out[2]["result"]["structuredContent"] == {"tool": "fleet_status"}
+
+
+def test_after_a_discover_opening_initialize_is_left_to_the_sdk() -> None:
+    backends: list[Echo] = []
+
+    async def slow_load(emit: Any) -> Echo:
+        await asyncio.sleep(0.3)
+        backends.append(Echo(emit))
+        return backends[0]
+
+    out = serve(frame("d", "server/discover", {"_meta": ENVELOPE}) + INIT, slow_load,
+                FastPath(SlowBridge))
+    assert [r["id"] for r in out] == ["d", 1]
+    assert out[0]["result"]["supportedVersions"] == ["2026-07-28"]  # at once, from the fast path
+    assert out[1]["result"] == {"echo": "initialize"}  # the SDK's (it would refuse: -32022)
+    # The SDK saw the opening too, so it locks the same era; its answer to it was dropped.
+    assert [f["method"] for f in backends[0].seen] == ["server/discover", "initialize"]
+
+
+def test_after_an_initialize_opening_discover_is_left_to_the_sdk() -> None:
+    async def load(emit: Any) -> Echo:
+        return Echo(emit)
+
+    out = serve(INIT + frame("d", "server/discover", {"_meta": ENVELOPE}), load,
+                FastPath(SlowBridge))
+    assert out[0]["result"]["serverInfo"]["name"] == "ctxlake"
+    assert out[1] == {"jsonrpc": "2.0", "id": "d", "result": {"echo": "server/discover"}}
+
+
+def test_it_says_so_when_the_sdk_would_have_answered_differently(caplog: Any) -> None:
+    """A replayed opening's SDK answer is dropped; if it ever differs, the log says so."""
+    async def load(emit: Any) -> Echo:
+        return Echo(emit)  # answers initialize with {"echo": ...}, not the real result
+
+    with caplog.at_level("WARNING", logger="mcp_bridge"):
+        out = serve(INIT + frame(2, "ping"), load, FastPath(SlowBridge))  # ping needs the SDK
+    assert out[0]["result"]["serverInfo"]["name"] == "ctxlake"
+    assert "disagree" in caplog.text
