@@ -161,7 +161,7 @@ def looks_random(value: str) -> bool:
 # --- assignments -------------------------------------------------------------------------
 _NAME = rf"[A-Za-z0-9_.$@-]*?(?:(?P<strong>{STRONG_NAME})|(?P<weak>{WEAK_NAME}))"
 _VALUE = (r"(?:(?P<q>\\?[\"'`])(?P<qv>[^\n]{0,300}?)(?P=q)"
-          r"|(?P<v>[^\s\"'`,;<>|&]{1,300}))")
+          r"|(?P<v>(?:[^\s\"'`,;<>|&]|&(?![A-Za-z_][\w.-]*=)){1,300}))")
 _ASSIGNMENT_FORMS: tuple[re.Pattern[str], ...] = (
     # NAME = value, NAME: value, "NAME": "value", NAME := value, NAME => value, NAME is value
     re.compile(
@@ -169,6 +169,9 @@ _ASSIGNMENT_FORMS: tuple[re.Pattern[str], ...] = (
         rf"(?:[ \t]*(?::=|=>|\?=|\|\|=|=|:(?!//))[ \t]*|[ \t]+is[ \t]+)[ \t]*{_VALUE}"),
     # --password value, --token value (CLI flags with a space)
     re.compile(rf"(?i)(?<![\w-])--?{_NAME}(?![A-Za-z0-9_-])[ \t]+(?!-){_VALUE}"),
+    # set -x TOKEN value (fish), ENV PASSWORD value (Dockerfile), setenv (csh)
+    re.compile(rf"(?i)(?<![\w-])(?:set[ \t]+-[a-zA-Z]+|ENV|setenv)[ \t]+{_NAME}"
+               rf"(?![A-Za-z0-9_])[ \t]+{_VALUE}"),
     # <password>value</password>, <add key="ApiKey" value="..."/>
     re.compile(rf"(?i)<(?P<tag>{_NAME})>(?P<v>[^<\n]{{1,300}})</(?P=tag)>"),
     re.compile(rf"(?i)<add\s+key=\"{_NAME}\"\s+value=\"(?P<qv>[^\"\n]{{1,300}})\""),
@@ -201,7 +204,14 @@ def _assignment_value(m: re.Match[str]) -> tuple[int, int] | None:
     return (start, start + len(value)) if ok else None
 
 
+# A token-shaped match that is a template: ghp_xxxxxxxx…, sk-****, sk-...
+_MASKED_TOKEN = re.compile(r"(?i)x{8,}|0{12,}|\*{3,}|\.{3}|…|your[_-]?(?:api|token|key|secret)|"
+                           r"placeholder|redacted")
+
+
 def _value_ok(rule: Rule, value: str) -> bool:
+    if rule.context != "block" and _MASKED_TOKEN.search(value):
+        return False
     if rule.entropy and entropy(value) < rule.entropy:
         return False
     if rule.context == "assignment":

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 _END = r"(?![A-Za-z0-9_-])"
 _START = r"(?<![A-Za-z0-9_-])"
 # gitleaks' contextual shape: the vendor word, up to 20 name characters, an operator.
-_ASSIGN_OP = r"[\w.-]{0,20}[\s'\"]{0,3}(?:=|>|:{1,3}=|:|=>|,|\s)[\s'\"`=]{0,5}"
+_ASSIGN_OP = r"[ \t\w.-]{0,30}[\s'\"]{0,3}(?:=|>|:{1,3}=|:|=>|,|\(|\s)[\s'\"`=]{0,5}"
 
 
 @dataclass(frozen=True)
@@ -97,24 +97,24 @@ RULES: tuple[Rule, ...] = (
     _token("jwt", "JSON Web Token, base64-encoded whole",
            r"ZXlK[A-Za-z0-9+/]{40,}={0,2}", "zxlk", entropy=3.5),
     # --- AWS ------------------------------------------------------------------------
-    _r("aws-access-key", "AWS access key id next to its secret access key, no labels",
-       r"(?<![A-Z0-9])(?P<s>(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16})(?![A-Z0-9])"
-       r"[^\n]{0,160}?(?:\n[^\n]{0,160}?){0,2}?"
-       r"(?<![A-Za-z0-9/+])(?P<s2>(?=[A-Za-z0-9/+]{0,39}[0-9])(?=[A-Za-z0-9/+]{0,39}[a-z])"
-       r"(?=[A-Za-z0-9/+]{0,39}[A-Z])[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
-       ("akia", "asia", "abia", "acca", "a3t"), context="pair", entropy=3.8),
-    _r("aws-access-key", "AWS secret access key before its key id, no labels",
-       r"(?<![A-Za-z0-9/+])(?P<s2>(?=[A-Za-z0-9/+]{0,39}[0-9])(?=[A-Za-z0-9/+]{0,39}[a-z])"
-       r"(?=[A-Za-z0-9/+]{0,39}[A-Z])[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
-       r"[^\n]{0,160}?(?:\n[^\n]{0,160}?){0,2}?"
-       r"(?<![A-Z0-9])(?P<s>(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16})(?![A-Z0-9])",
-       ("akia", "asia", "abia", "acca", "a3t"), context="pair", entropy=3.8),
     _r("aws-access-key", "AWS access key id",
        r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Z0-9])",
        ("akia", "asia", "abia", "acca", "a3t")),
     _labelled("aws-secret-key", "AWS secret access key after an aws word",
               r"aws[\w.-]{0,20}secret|secret[_ .-]?access[_ .-]?key",
               r"[A-Za-z0-9/+]{40}", ("aws", "secret")),
+    _r("aws-secret-key", "AWS secret access key after its key id (AKIA…), no labels; both go",
+       r"(?<![A-Z0-9])(?P<s>(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16})(?![A-Z0-9])"
+       r"[^\n]{0,160}?(?:\n[^\n]{0,160}?){0,2}?"
+       r"(?<![A-Za-z0-9/+])(?P<s2>(?=[A-Za-z0-9/+]{0,39}[0-9])(?=[A-Za-z0-9/+]{0,39}[a-z])"
+       r"(?=[A-Za-z0-9/+]{0,39}[A-Z])[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
+       ("akia", "asia", "abia", "acca", "a3t"), context="pair", entropy=3.8),
+    _r("aws-secret-key", "AWS secret access key before its key id, no labels; both go",
+       r"(?<![A-Za-z0-9/+])(?P<s2>(?=[A-Za-z0-9/+]{0,39}[0-9])(?=[A-Za-z0-9/+]{0,39}[a-z])"
+       r"(?=[A-Za-z0-9/+]{0,39}[A-Z])[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+       r"[^\n]{0,160}?(?:\n[^\n]{0,160}?){0,2}?"
+       r"(?<![A-Z0-9])(?P<s>(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16})(?![A-Z0-9])",
+       ("akia", "asia", "abia", "acca", "a3t"), context="pair", entropy=3.8),
     _token("aws-session-token", "AWS STS session token",
            r"(?:IQoJb3JpZ2luX2Vj|FwoGZXIvYXdzE|FQoGZXIvYXdzE)[A-Za-z0-9/+=]{40,}",
            ("iqojb3jpz2lux2vj", "fwogzxivyxdze", "fqogzxivyxdze")),
@@ -256,8 +256,8 @@ RULES: tuple[Rule, ...] = (
     _labelled("mailgun-key", "Mailgun signing key or new-format private key", r"mailgun",
               r"[a-f0-9]{32}-[a-f0-9]{8}-[a-f0-9]{8}", "mailgun"),
     _token("mailchimp-key", "Mailchimp API key", r"[a-f0-9]{32}-us\d{1,2}", "-us"),
-    _token("postmark-token", "Postmark server token (labelled)",
-           r"(?i:postmark)[\w.-]{0,20}[\s'\":=]{1,5}" + _UUID, "postmark"),
+    _labelled("postmark-token", "Postmark server or account token", r"postmark", _UUID,
+              "postmark"),
     # --- observability ---------------------------------------------------------------------
     _labelled("datadog-key", "Datadog API or application key",
               r"datadog|dd[_-]?api[_-]?key|dd[_-]?app(?:lication)?[_-]?key|dd[_-]?client[_-]?token",
@@ -292,8 +292,8 @@ RULES: tuple[Rule, ...] = (
            r"(?:fo1_[A-Za-z0-9_-]{43}|fm[12][ar]?_[A-Za-z0-9+/]{100,}={0,3})",
            ("fo1_", "fm1", "fm2_")),
     _token("render-key", "Render API key", r"rnd_[A-Za-z0-9]{32}", "rnd_"),
-    _token("railway-token", "Railway token (labelled)",
-           r"(?i:railway)[\w.-]{0,20}[\s'\":=]{1,5}" + _UUID, "railway"),
+    _labelled("railway-token", "Railway project or account token", r"railway", _UUID,
+              "railway"),
     _labelled("cloudflare-token", "Cloudflare API token or global key", r"cloudflare|cf[_-]api",
               r"(?:[A-Za-z0-9_-]{40}|[a-f0-9]{37})", ("cloudflare", "cf_api", "cf-api"),
               entropy=3.5),
@@ -345,14 +345,12 @@ RULES: tuple[Rule, ...] = (
     _token("mapbox-token", "Mapbox secret token", r"sk\.eyJ[A-Za-z0-9_-]{50,}\.[A-Za-z0-9_-]{20,}",
            "sk.eyj"),
     _token("facebook-token", "Facebook / Meta access token", r"EAA[BC][A-Za-z0-9]{80,}", "eaa"),
-    _token("age-secret-key", "Sops / GPG-agent style AGE identity in env",
-           r"SOPS_AGE_KEY=AGE-SECRET-KEY-1[A-Z0-9]{58}", "sops_age_key"),
     _token("django-secret-key", "Django generated secret key",
            r"django-insecure-[^\s'\"`]{20,}", "django-insecure-"),
     # --- credentials in URLs, headers and commands ----------------------------------------
     _r("url-password", "password in a URL of any scheme (user may be empty: redis://:pw@h)",
        r"(?i)(?<![A-Za-z0-9+.-])[a-z][a-z0-9+.-]{1,30}://[^\s/:@?#\"'<>]{0,128}:"
-       r"(?P<s>[^\s@/?#\"'<>]{1,256})@(?=[A-Za-z0-9\[._-])", "://", context="assignment"),
+       r"(?P<s>[^\s/?#\"'<>]{1,256})@(?=[A-Za-z0-9\[._-])", "://", context="assignment"),
     _r("authorization-header", "Authorization / Proxy-Authorization header value",
        r"(?i)(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|digest|"
        r"negotiate|apikey|api-key|sso-key|ntlm|aws4-hmac-sha256|key|otr)\s+)?"
