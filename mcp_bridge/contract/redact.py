@@ -162,20 +162,25 @@ def looks_random(value: str) -> bool:
 _NAME = rf"[A-Za-z0-9_.$@-]*?(?:(?P<strong>{STRONG_NAME})|(?P<weak>{WEAK_NAME}))"
 _VALUE = (r"(?:(?P<q>\\?[\"'`])(?P<qv>[^\n]{0,300}?)(?P=q)"
           r"|(?P<v>(?:[^\s\"'`,;<>|&]|&(?![A-Za-z_][\w.-]*=)){1,300}))")
+# Each form is matched anchored at the start of a name (a run of name characters holding a
+# secret-naming word), so the cost is per candidate name, not per character of text.
+_OP = r"(?:[ \t]*(?::=|=>|\?=|\|\|=|=|:(?!//))[ \t]*|[ \t]+is[ \t]+)[ \t]*"
+_NAME_END = r"(?![A-Za-z0-9_])"
 _ASSIGNMENT_FORMS: tuple[re.Pattern[str], ...] = (
     # NAME = value, NAME: value, "NAME": "value", NAME := value, NAME => value, NAME is value
-    re.compile(
-        rf"(?i)(?<![A-Za-z0-9_.$@-])(?:--?)?{_NAME}(?![A-Za-z0-9_])(?:\\?[\"'`])?\]?"
-        rf"(?:[ \t]*(?::=|=>|\?=|\|\|=|=|:(?!//))[ \t]*|[ \t]+is[ \t]+)[ \t]*{_VALUE}"),
+    re.compile(rf"(?i)(?:--?)?{_NAME}{_NAME_END}(?:\\?[\"'`])?\]?{_OP}{_VALUE}"),
     # --password value, --token value (CLI flags with a space)
-    re.compile(rf"(?i)(?<![\w-])--?{_NAME}(?![A-Za-z0-9_-])[ \t]+(?!-){_VALUE}"),
-    # set -x TOKEN value (fish), ENV PASSWORD value (Dockerfile), setenv (csh)
-    re.compile(rf"(?i)(?<![\w-])(?:set[ \t]+-[a-zA-Z]+|ENV|setenv)[ \t]+{_NAME}"
-               rf"(?![A-Za-z0-9_])[ \t]+{_VALUE}"),
-    # <password>value</password>, <add key="ApiKey" value="..."/>
+    re.compile(rf"(?i)--?{_NAME}(?![A-Za-z0-9_-])[ \t]+(?!-){_VALUE}"),
+    # set -x TOKEN value (fish), ENV PASSWORD value (Dockerfile), setenv (csh): see _ENV_VERB
+    re.compile(rf"(?i){_NAME}{_NAME_END}[ \t]+{_VALUE}"),
+    # <password>value</password>
     re.compile(rf"(?i)<(?P<tag>{_NAME})>(?P<v>[^<\n]{{1,300}})</(?P=tag)>"),
+    # <add key="ApiKey" value="..."/> (NuGet, .NET config)
     re.compile(rf"(?i)<add\s+key=\"{_NAME}\"\s+value=\"(?P<qv>[^\"\n]{{1,300}})\""),
 )
+_ENV_VERB = re.compile(r"(?i)(?:^|[^\w-])(?:set[ \t]+-[a-zA-Z]+|env|setenv)[ \t]+$")
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.$@-")
+_NAME_RUN = re.compile(r"[A-Za-z0-9_.$@-]+")
 _SECRET_KEY = re.compile(rf"(?i)[A-Za-z0-9_.$@ -]*?(?:{STRONG_NAME})")
 
 
@@ -209,6 +214,46 @@ _MASKED_TOKEN = re.compile(r"(?i)x{8,}|0{12,}|\*{3,}|\.{3}|…|your[_-]?(?:api|t
                            r"placeholder|redacted")
 
 
+def _name_starts(text: str, lower: str, gated: bool) -> list[int]:
+    """Where a candidate name begins: the start of the run of name characters around each
+    secret-naming word (gated), or every run of name characters (the full scan)."""
+    if not gated:
+        return [m.start() for m in _NAME_RUN.finditer(text)]
+    starts: set[int] = set()
+    for word in NAME_KEYWORDS:
+        i = lower.find(word)
+        while i != -1:
+            j = i
+            while j and text[j - 1] in _NAME_CHARS:
+                j -= 1
+            starts.add(j)
+            i = lower.find(word, i + len(word))
+    return sorted(starts)
+
+
+def _assignment_matches(text: str, lower: str, gated: bool) -> Iterator[re.Match[str]]:
+    plain, cli, env, xml, add = _ASSIGNMENT_FORMS
+    for j in _name_starts(text, lower, gated):
+        if j and text[j - 1] in _NAME_CHARS:
+            continue  # not the start of a name
+        for m in (plain.match(text, j), cli.match(text, j)):
+            if m:
+                yield m
+        if _ENV_VERB.search(text, max(0, j - 24), j):
+            m = env.match(text, j)
+            if m:
+                yield m
+        if j and text[j - 1] == "<":
+            m = xml.match(text, j - 1)
+            if m:
+                yield m
+        if text.endswith('key="', 0, j):
+            at = text.rfind("<add", max(0, j - 40), j)
+            m = add.match(text, at) if at != -1 else None
+            if m:
+                yield m
+
+
 def _value_ok(rule: Rule, value: str) -> bool:
     if rule.context != "block" and _MASKED_TOKEN.search(value):
         return False
@@ -223,38 +268,102 @@ def _value_ok(rule: Rule, value: str) -> bool:
 
 
 # --- the clean-text guard ----------------------------------------------------------------
-# A rule in the table either removes a run of 15+ token characters or needs one of these
-# words (its keywords, or a secret-naming word for the assignments). Text with neither is
-# clean and skips every rule. tests/mcp_bridge/test_redact_rules.py checks both halves.
-_GUARD_WORDS = sorted({*NAME_KEYWORDS, *(k for r in RULES if r.context in ("assignment",)
-                                          for k in r.keywords)}, key=len, reverse=True)
-_MAY_HOLD_A_SECRET = re.compile(
-    r"[A-Za-z0-9_\-+/.=~%:]{15,}|(?i:" + "|".join(map(re.escape, _GUARD_WORDS)) + ")")
+# Every token, label and pair rule removes a run of 15+ token characters (Rule.needs_run);
+# every other rule, and every assignment, needs one of these words. Text with neither is
+# clean and skips the whole table. tests/mcp_bridge/test_redact_rules.py checks both halves
+# against the fixtures and random fragments of them.
+_RUN = re.compile(r"[A-Za-z0-9_\-+/.=~%:]{15,}")
+_GUARD_WORDS = tuple(sorted({*NAME_KEYWORDS,
+                             *(k for r in RULES if not r.needs_run for k in r.keywords)}))
+_TOKEN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+
+
+def _trie(words: list[str]) -> str:
+    """One regex matching the longest keyword at a position, built as a trie so that each
+    position costs a character comparison or two instead of one per keyword."""
+    root: dict[str, Any] = {}
+    for word in words:
+        node = root
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def build(node: dict[str, Any]) -> str:
+        alts = [re.escape(ch) + build(child) for ch, child in sorted(node.items()) if ch]
+        if not alts:
+            return ""
+        body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+        return f"(?:{body})?" if "" in node else body
+
+    return build(root)
+
+
+_KEYWORDS = sorted({k for r in RULES for k in r.keywords} | set(NAME_KEYWORDS))
+_KEYWORD_AT = re.compile("(?=(" + _trie(_KEYWORDS) + "))")
+# A keyword found at a position also stands for every shorter keyword it starts with.
+_ALSO = {k: [p for p in _KEYWORDS if k.startswith(p)] for k in _KEYWORDS}
+_RULES_BY_KEYWORD: dict[str, list[int]] = {}
+for _i, _rule in enumerate(RULES):
+    for _k in _rule.keywords:
+        _RULES_BY_KEYWORD.setdefault(_k, []).append(_i)
+
+
+def _present(lower: str) -> set[str]:
+    """Every keyword of the table (and every secret-naming word) that occurs in `lower`."""
+    found: set[str] = set()
+    for hit in {m.group(1) for m in _KEYWORD_AT.finditer(lower)}:
+        found.update(_ALSO[hit])
+    return found
+
+
+class _Guard:
+    """`search(text)`: may this text hold a secret? (substring tests beat one big regex)"""
+
+    @staticmethod
+    def search(text: str) -> bool:
+        return _RUN.search(text) is not None or any(w in text.lower() for w in _GUARD_WORDS)
+
+
+_MAY_HOLD_A_SECRET = _Guard()
 
 _SECRET_GROUPS = ("s", "s2", "s3")
 
 
-def _spans(text: str, gated: bool) -> Iterator[tuple[int, int, int, str]]:
-    """(start, end, rule order, kind) of every secret; rules skipped when gated and their
-    keywords are absent."""
-    lower = text.lower()
-    for order, rule in enumerate(RULES):
-        if gated and not any(k in lower for k in rule.keywords):
-            continue
+def _keywords(text: str, lower: str) -> set[str] | None:
+    """The keywords the gated scan acts on; None when the guard calls the text clean."""
+    if _RUN.search(text) is not None:
+        return _present(lower)
+    # No run of 15 token characters: only rules that do not need one can match.
+    present = {w for w in _GUARD_WORDS if w in lower}
+    return present or None
+
+
+def _spans(text: str, lower: str, present: set[str] | None,
+           ) -> Iterator[tuple[int, int, int, str]]:
+    """(start, end, rule order, kind) of every secret. `present`: the keywords found (the
+    gated scan runs only their rules), or None for the full scan (every rule)."""
+    gated = present is not None
+    if present is None:
+        present, active = set(NAME_KEYWORDS), list(range(len(RULES)))
+    else:
+        active = sorted({i for k in present for i in _RULES_BY_KEYWORD.get(k, ())})
+    for order in active:
+        rule = RULES[order]
         named = [g for g in _SECRET_GROUPS if g in rule.pattern.groupindex]
         for m in rule.pattern.finditer(text):
+            if rule.boundary and m.start() and text[m.start() - 1] in _TOKEN_CHARS:
+                continue
             groups: list[str | int] = [g for g in named if m.group(g) is not None] or [0]
             if not all(_value_ok(rule, m.group(g)) for g in groups):
                 continue
             for g in groups:
                 yield m.start(g), m.end(g), order, rule.id
-    if gated and not any(k in lower for k in NAME_KEYWORDS):
+    if not present.intersection(NAME_KEYWORDS):
         return
-    for form in _ASSIGNMENT_FORMS:
-        for m in form.finditer(text):
-            span = _assignment_value(m)
-            if span:
-                yield span[0], span[1], len(RULES), ASSIGNMENT
+    for m in _assignment_matches(text, lower, gated):
+        span = _assignment_value(m)
+        if span:
+            yield span[0], span[1], len(RULES), ASSIGNMENT
 
 
 def _merge(spans: list[tuple[int, int, int, str]]) -> list[tuple[int, int, str]]:
@@ -283,11 +392,13 @@ def _replace(text: str, spans: list[tuple[int, int, str]]) -> str:
 def _redact(text: str, found: list[str] | None, gated: bool) -> str:
     index: list[int] | None = None
     visible = text
-    if _HIDDEN.search(text):
+    if not text.isascii() and _HIDDEN.search(text):
         visible, index = _visible(text)
-    if gated and not _MAY_HOLD_A_SECRET.search(visible):
+    lower = visible.lower()
+    present = _keywords(visible, lower) if gated else None
+    if gated and present is None:
         return text
-    spans = _merge(list(_spans(visible, gated)))
+    spans = _merge(list(_spans(visible, lower, present)))
     if not spans:
         return text
     if index is not None:  # back onto the original: hidden characters inside go too

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 # What may stand around a bare token: not a token character (gitleaks' trailing
 # `(?:[\x60'"\s;]|\\[nr]|$)`, loosened to any non-token character for prose).
 _END = r"(?![A-Za-z0-9_-])"
-_START = r"(?<![A-Za-z0-9_-])"
 # gitleaks' contextual shape: the vendor word, up to 20 name characters, an operator.
 _ASSIGN_OP = r"[ \t\w.-]{0,30}[\s'\"]{0,3}(?:=|>|:{1,3}=|:|=>|,|\(|\s)[\s'\"`=]{0,5}"
 
@@ -46,18 +45,29 @@ class Rule:
     keywords: tuple[str, ...]
     context: str = "token"
     entropy: float = 0.0  # Shannon bits per character the secret must reach
+    # The character before the match must not be a token character. Checked by the engine
+    # rather than by a leading lookbehind, which would cost the regex its literal-prefix
+    # scan (a pattern starting with "ghp_" is searched for like a substring).
+    boundary: bool = False
+
+    @property
+    def needs_run(self) -> bool:
+        """Whether every match holds a run of 15+ token characters (see redact._RUN)."""
+        return self.context in ("token", "label", "pair")
 
 
 def _r(id: str, description: str, pattern: str, keywords: tuple[str, ...] | str, *,
-       context: str = "token", entropy: float = 0.0, flags: int = 0) -> Rule:
+       context: str = "token", entropy: float = 0.0, flags: int = 0,
+       boundary: bool = False) -> Rule:
     kws = (keywords,) if isinstance(keywords, str) else keywords
     return Rule(id, description, re.compile(pattern, flags), tuple(k.lower() for k in kws),
-                context, entropy)
+                context, entropy, boundary)
 
 
 def _token(id: str, description: str, body: str, keywords: tuple[str, ...] | str,
            entropy: float = 0.0, flags: int = 0) -> Rule:
-    return _r(id, description, _START + body + _END, keywords, entropy=entropy, flags=flags)
+    return _r(id, description, body + _END, keywords, entropy=entropy, flags=flags,
+              boundary=True)
 
 
 def _labelled(id: str, description: str, words: str, secret: str,
@@ -98,17 +108,17 @@ RULES: tuple[Rule, ...] = (
            r"ZXlK[A-Za-z0-9+/]{40,}={0,2}", "zxlk", entropy=3.5),
     # --- AWS ------------------------------------------------------------------------
     _r("aws-access-key", "AWS access key id",
-       r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Z0-9])",
-       ("akia", "asia", "abia", "acca", "a3t")),
+       r"(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Z0-9])",
+       ("akia", "asia", "abia", "acca", "a3t"), boundary=True),
     _labelled("aws-secret-key", "AWS secret access key after an aws word",
               r"aws[\w.-]{0,20}secret|secret[_ .-]?access[_ .-]?key",
               r"[A-Za-z0-9/+]{40}", ("aws", "secret")),
     _r("aws-secret-key", "AWS secret access key after its key id (AKIA…), no labels; both go",
-       r"(?<![A-Z0-9])(?P<s>(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16})(?![A-Z0-9])"
+       r"(?P<s>(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16})(?![A-Z0-9])"
        r"[^\n]{0,160}?(?:\n[^\n]{0,160}?){0,2}?"
        r"(?<![A-Za-z0-9/+])(?P<s2>(?=[A-Za-z0-9/+]{0,39}[0-9])(?=[A-Za-z0-9/+]{0,39}[a-z])"
        r"(?=[A-Za-z0-9/+]{0,39}[A-Z])[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
-       ("akia", "asia", "abia", "acca", "a3t"), context="pair", entropy=3.8),
+       ("akia", "asia", "abia", "acca", "a3t"), context="pair", entropy=3.8, boundary=True),
     _r("aws-secret-key", "AWS secret access key before its key id, no labels; both go",
        r"(?<![A-Za-z0-9/+])(?P<s2>(?=[A-Za-z0-9/+]{0,39}[0-9])(?=[A-Za-z0-9/+]{0,39}[a-z])"
        r"(?=[A-Za-z0-9/+]{0,39}[A-Z])[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
@@ -156,9 +166,9 @@ RULES: tuple[Rule, ...] = (
     _token("github-token", "GitHub fine-grained personal access token",
            r"github_pat_[A-Za-z0-9_]{22,255}", "github_pat_"),
     _r("github-token", "GitHub App client id next to its 40-hex client secret",
-       r"(?<![A-Za-z0-9])(?P<s>Iv1\.[a-f0-9]{16}|Iv23[A-Za-z0-9]{16}|Ov23[A-Za-z0-9]{16})"
+       r"(?P<s>Iv1\.[a-f0-9]{16}|Iv23[A-Za-z0-9]{16}|Ov23[A-Za-z0-9]{16})"
        r"[^\n]{0,160}?(?<![A-Za-z0-9])(?P<s2>[a-f0-9]{40})(?![A-Za-z0-9])",
-       ("iv1.", "iv23", "ov23"), context="pair"),
+       ("iv1.", "iv23", "ov23"), context="pair", boundary=True),
     # --- GitLab ---------------------------------------------------------------------
     _token("gitlab-token", "GitLab personal, deploy, runner, trigger, job, OAuth, SCIM, "
            "feed, incoming-mail, agent or feature-flag token",
@@ -248,8 +258,9 @@ RULES: tuple[Rule, ...] = (
     # --- communications ------------------------------------------------------------------
     _token("twilio-api-key", "Twilio API key SID", r"SK[0-9a-fA-F]{32}", "sk"),
     _r("twilio-auth-token", "Twilio account SID next to its 32-hex auth token",
-       r"(?<![A-Za-z0-9])(?P<s>AC[a-f0-9]{32})(?![A-Za-z0-9])[^\n]{0,160}?"
-       r"(?<![A-Za-z0-9])(?P<s2>[a-f0-9]{32})(?![A-Za-z0-9])", "ac", context="pair"),
+       r"(?P<s>AC[a-f0-9]{32})(?![A-Za-z0-9])[^\n]{0,160}?"
+       r"(?<![A-Za-z0-9])(?P<s2>[a-f0-9]{32})(?![A-Za-z0-9])", "ac", context="pair",
+       boundary=True),
     _token("sendgrid-key", "SendGrid API key", r"SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{30,64}",
            "sg."),
     _token("mailgun-key", "Mailgun private API key", r"key-[0-9a-f]{32}", "key-"),
@@ -391,8 +402,8 @@ STRONG_NAME = (
     r"secret|token|api[_.-]?key|apikey|access[_.-]?key|secret[_.-]?key|private[_.-]?key"
     r"(?:[_.-]?id)?|client[_.-]?secret|credentials?|creds|auth[_.-]?key|signing[_.-]?key|"
     r"encryption[_.-]?key|master[_.-]?key|account[_.-]?key|license[_.-]?key|"
-    r"webhook[_.-]?secret|sas|_auth|dsn|passcode|pin[_.-]?code)"
+    r"webhook[_.-]?secret|sas|_auth|passcode|pin[_.-]?code)"
 )
 WEAK_NAME = r"(?:key|auth|salt|signature|cookie|session)"
-NAME_KEYWORDS = ("pass", "pwd", "secret", "token", "key", "cred", "auth", "sas", "dsn",
-                 "salt", "signature", "cookie", "session", "pin")
+NAME_KEYWORDS = ("pass", "pwd", "secret", "token", "key", "cred", "auth", "sas", "salt",
+                 "signature", "cookie", "session", "pin")

@@ -187,7 +187,7 @@ tp("shopify-token", "shared secret {0}", "shpss_" + tok(32, HEX))
 tp("square-token", "SQUARE_ACCESS_TOKEN={0}", "EAAA" + tok(60, URLSAFE))
 tp("datadog-key", "DD_API_KEY={0}", tok(32, HEX))
 tp("datadog-key", "DATADOG_APP_KEY={0}", tok(40, HEX))
-tp("url-password", "SENTRY_DSN=https://{1}:{0}@o123.ingest.sentry.io/42", tok(32, HEX),
+tp("url-password", "SENTRY_DSN=https://" + tok(32, HEX) + ":{0}@o123.ingest.sentry.io/42",
    tok(32, HEX))
 tp("sentry-token", "SENTRY_AUTH_TOKEN={0}", "sntryu_" + tok(64, HEX))
 tp("sentry-token", "sentry-cli --auth-token {0}", "sntrys_eyJpYXQiOjE3" + tok(120, B64) + "_"
