@@ -234,9 +234,14 @@ Q_CLUSTER = {
     "sync": env_bool("CTXLAKE_Q_SYNC", False),
 }
 
+# Every record is scrubbed on its way out (messages and tracebacks: ctxlake_site/logs.py);
+# "django" is routed here too, replacing Django's own console and mail_admins handlers.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"scrub": {"()": "ctxlake_site.logs.ScrubFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["scrub"]}},
     "root": {"handlers": ["console"], "level": env_str("CTXLAKE_LOG_LEVEL", "WARNING")},
+    "loggers": {"django": {"handlers": ["console"], "propagate": False,
+                           "level": env_str("CTXLAKE_LOG_LEVEL", "WARNING")}},
 }
