@@ -26,6 +26,7 @@ It fails closed: a value that cannot be scrubbed is withheld (WITHHELD), never w
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -408,8 +409,19 @@ def _redact(text: str, found: list[str] | None, gated: bool) -> str:
     return _replace(text, spans)
 
 
+@functools.lru_cache(maxsize=256)
+def _scan_once(text: str) -> tuple[str, tuple[str, ...]]:
+    """The scrubbed text and the kinds found. Cached: a write tool asks find_secrets and
+    then scrub_value about the same strings, and the drain scrubs what the API scrubbed."""
+    found: list[str] = []
+    return _redact(text, found, gated=True), tuple(found)
+
+
 def _scan(text: str, found: list[str] | None) -> str:
-    return _redact(text, found, gated=True)
+    out, kinds = _scan_once(text)
+    if found is not None:
+        found.extend(kinds)
+    return out
 
 
 def _full_scan(text: str, found: list[str] | None) -> str:
