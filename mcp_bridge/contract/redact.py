@@ -34,7 +34,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from mcp_bridge.contract import sanitize
-from mcp_bridge.contract.redact_rules import NAME_KEYWORDS, RULES, STRONG_NAME, WEAK_NAME, Rule
+from mcp_bridge.contract.redact_rules import (
+    NAME_KEYWORDS,
+    RULES,
+    STRONG_NAME,
+    WEAK_NAME,
+    LazyPattern,
+    Rule,
+)
 
 WITHHELD = "[REDACTED:unscrubbable]"
 MAX_DEPTH = 32
@@ -53,7 +60,7 @@ def rule_count() -> int:
 # --- hidden characters -------------------------------------------------------------------
 # The read-side cleaner's set (sanitize._STRIP_RANGES) minus the C0/C1 controls: those
 # are not invisible in a log line and TAB/LF separate tokens.
-_HIDDEN = re.compile(
+_HIDDEN = LazyPattern(
     "[" + "".join(f"\\U{lo:08X}-\\U{hi:08X}" for lo, hi in sanitize._STRIP_RANGES
                   if lo >= 0xA0 and not 0xD800 <= lo <= 0xDFFF) + "]"
 )
@@ -80,7 +87,7 @@ vault keychain keyring keyvault ssm envvar dotenv ask prompt stdin file path
 """
 _WORDS = frozenset(_WORD_LIST.split())
 # A whole value that stands for a secret held elsewhere.
-_REFERENCE = re.compile(
+_REFERENCE = LazyPattern(
     r"""(?x)
     \$[A-Za-z_][\w]*                       # $VAR
     | \$\{[^}\n]*\}                          # ${VAR} ${VAR:-x}
@@ -96,21 +103,21 @@ _REFERENCE = re.compile(
     | @Microsoft\.KeyVault\(.*                # Azure app-setting reference
     | (?:env|secret|vault|ssm|op|awssm|gcpsm|azkv|k8s|doppler|infisical):[\w./:-]*  # scheme refs
     """)
-_MASKED = re.compile(r"^(?:[xX*•#.·_-]{3,}|.*(?:xxxx|XXXX|\*\*\*|\.\.\.|…|•••).*)$")
-_PLACEHOLDER_WORDS = re.compile(
+_MASKED = LazyPattern(r"^(?:[xX*•#.·_-]{3,}|.*(?:xxxx|XXXX|\*\*\*|\.\.\.|…|•••).*)$")
+_PLACEHOLDER_WORDS = LazyPattern(
     r"(?i)^(?:your|my|insert|replace|enter|put|add|paste|fill|change|set)[\s_-]|"
     r"(?:here|placeholder|example|sample|dummy|changeme|redacted|goes[_-]here)$|"
     r"^(?:example|sample|dummy|fake|test|placeholder)[_-]")
 # An unquoted value that is code: a dotted/attribute path, a call or a subscript, a
 # constant or variable name.
-_CODE_REF = re.compile(
+_CODE_REF = LazyPattern(
     r"^(?:[A-Za-z_$][\w$]*(?:(?:\.|::|->|\?\.)[A-Za-z_$][\w$]*)+[(\[]?.*"
     r"|[A-Za-z_$][\w$.]*[(\[].*"
     r"|[A-Za-z_]*_[A-Za-z_]*|[A-Z]{2,})$")
-_PATH = re.compile(r"^(?:/|\./|\.\./|~/|[A-Za-z]:\\)[^\s]*$")
-_UUID = re.compile(r"^[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
-_HEXHASH = re.compile(r"^(?:[0-9a-f]{32}|[0-9a-f]{40}|[0-9a-f]{64}|[0-9a-f]{128})$", re.I)
-_PROSE = re.compile(r"^[A-Za-z][A-Za-z,.'’-]*(?: [A-Za-z,.'’-]+){2,}$")
+_PATH = LazyPattern(r"^(?:/|\./|\.\./|~/|[A-Za-z]:\\)[^\s]*$")
+_UUID = LazyPattern(r"^[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
+_HEXHASH = LazyPattern(r"^(?:[0-9a-f]{32}|[0-9a-f]{40}|[0-9a-f]{64}|[0-9a-f]{128})$", re.I)
+_PROSE = LazyPattern(r"^[A-Za-z][A-Za-z,.'’-]*(?: [A-Za-z,.'’-]+){2,}$")
 
 
 def entropy(value: str) -> float:
@@ -167,22 +174,22 @@ _VALUE = (r"(?:(?P<q>\\?[\"'`])(?P<qv>[^\n]{0,300}?)(?P=q)"
 # secret-naming word), so the cost is per candidate name, not per character of text.
 _OP = r"(?:[ \t]*(?::=|=>|\?=|\|\|=|=|:(?!//))[ \t]*|[ \t]+is[ \t]+)[ \t]*"
 _NAME_END = r"(?![A-Za-z0-9_])"
-_ASSIGNMENT_FORMS: tuple[re.Pattern[str], ...] = (
+_ASSIGNMENT_FORMS: tuple[LazyPattern, ...] = (
     # NAME = value, NAME: value, "NAME": "value", NAME := value, NAME => value, NAME is value
-    re.compile(rf"(?i)(?:--?)?{_NAME}{_NAME_END}(?:\\?[\"'`])?\]?{_OP}{_VALUE}"),
+    LazyPattern(rf"(?i)(?:--?)?{_NAME}{_NAME_END}(?:\\?[\"'`])?\]?{_OP}{_VALUE}"),
     # --password value, --token value (CLI flags with a space)
-    re.compile(rf"(?i)--?{_NAME}(?![A-Za-z0-9_-])[ \t]+(?!-){_VALUE}"),
+    LazyPattern(rf"(?i)--?{_NAME}(?![A-Za-z0-9_-])[ \t]+(?!-){_VALUE}"),
     # set -x TOKEN value (fish), ENV PASSWORD value (Dockerfile), setenv (csh): see _ENV_VERB
-    re.compile(rf"(?i){_NAME}{_NAME_END}[ \t]+{_VALUE}"),
+    LazyPattern(rf"(?i){_NAME}{_NAME_END}[ \t]+{_VALUE}"),
     # <password>value</password>
-    re.compile(rf"(?i)<(?P<tag>{_NAME})>(?P<v>[^<\n]{{1,300}})</(?P=tag)>"),
+    LazyPattern(rf"(?i)<(?P<tag>{_NAME})>(?P<v>[^<\n]{{1,300}})</(?P=tag)>"),
     # <add key="ApiKey" value="..."/> (NuGet, .NET config)
-    re.compile(rf"(?i)<add\s+key=\"{_NAME}\"\s+value=\"(?P<qv>[^\"\n]{{1,300}})\""),
+    LazyPattern(rf"(?i)<add\s+key=\"{_NAME}\"\s+value=\"(?P<qv>[^\"\n]{{1,300}})\""),
 )
-_ENV_VERB = re.compile(r"(?i)(?:^|[^\w-])(?:set[ \t]+-[a-zA-Z]+|env|setenv)[ \t]+$")
+_ENV_VERB = LazyPattern(r"(?i)(?:^|[^\w-])(?:set[ \t]+-[a-zA-Z]+|env|setenv)[ \t]+$")
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.$@-")
-_NAME_RUN = re.compile(r"[A-Za-z0-9_.$@-]+")
-_SECRET_KEY = re.compile(rf"(?i)[A-Za-z0-9_.$@ -]*?(?:{STRONG_NAME})")
+_NAME_RUN = LazyPattern(r"[A-Za-z0-9_.$@-]+")
+_SECRET_KEY = LazyPattern(rf"(?i)[A-Za-z0-9_.$@ -]*?(?:{STRONG_NAME})")
 
 
 def _trim(value: str) -> str:
@@ -211,7 +218,7 @@ def _assignment_value(m: re.Match[str]) -> tuple[int, int] | None:
 
 
 # A token-shaped match that is a template: ghp_xxxxxxxx…, sk-****, sk-...
-_MASKED_TOKEN = re.compile(r"(?i)x{8,}|0{12,}|\*{3,}|\.{3}|…|your[_-]?(?:api|token|key|secret)|"
+_MASKED_TOKEN = LazyPattern(r"(?i)x{8,}|0{12,}|\*{3,}|\.{3}|…|your[_-]?(?:api|token|key|secret)|"
                            r"placeholder|redacted")
 
 
@@ -273,7 +280,7 @@ def _value_ok(rule: Rule, value: str) -> bool:
 # every other rule, and every assignment, needs one of these words. Text with neither is
 # clean and skips the whole table. tests/mcp_bridge/test_redact_rules.py checks both halves
 # against the fixtures and random fragments of them.
-_RUN = re.compile(r"[A-Za-z0-9_\-+/.=~%:]{15,}")
+_RUN = LazyPattern(r"[A-Za-z0-9_\-+/.=~%:]{15,}")
 _GUARD_WORDS = tuple(sorted({*NAME_KEYWORDS,
                              *(k for r in RULES if not r.needs_run for k in r.keywords)}))
 _TOKEN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
@@ -300,9 +307,14 @@ def _trie(words: list[str]) -> str:
 
 
 _KEYWORDS = sorted({k for r in RULES for k in r.keywords} | set(NAME_KEYWORDS))
-_KEYWORD_AT = re.compile("(?=(" + _trie(_KEYWORDS) + "))")
-# A keyword found at a position also stands for every shorter keyword it starts with.
-_ALSO = {k: [p for p in _KEYWORDS if k.startswith(p)] for k in _KEYWORDS}
+_KEYWORD_AT = LazyPattern("(?=(" + _trie(_KEYWORDS) + "))")
+
+
+@functools.cache
+def _also(hit: str) -> tuple[str, ...]:
+    """A keyword found at a position also stands for every shorter keyword it starts with."""
+    return tuple(p for p in _KEYWORDS if hit.startswith(p))
+
 _RULES_BY_KEYWORD: dict[str, list[int]] = {}
 for _i, _rule in enumerate(RULES):
     for _k in _rule.keywords:
@@ -311,9 +323,11 @@ for _i, _rule in enumerate(RULES):
 
 def _present(lower: str) -> set[str]:
     """Every keyword of the table (and every secret-naming word) that occurs in `lower`."""
+    if len(lower) <= 512:  # short text: substring tests beat compiling the trie (hooks)
+        return {k for k in _KEYWORDS if k in lower}
     found: set[str] = set()
     for hit in {m.group(1) for m in _KEYWORD_AT.finditer(lower)}:
-        found.update(_ALSO[hit])
+        found.update(_also(hit))
     return found
 
 

@@ -28,7 +28,7 @@ the SaaS a web app talks to, private keys, and credentials in URLs, headers and 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 # What may stand around a bare token: not a token character (gitleaks' trailing
 # `(?:[\x60'"\s;]|\\[nr]|$)`, loosened to any non-token character for prose).
@@ -37,11 +37,32 @@ _END = r"(?![A-Za-z0-9_-])"
 _ASSIGN_OP = r"[ \t\w.-]{0,30}[\s'\"]{0,3}(?:=|>|:{1,3}=|:|=>|,|\(|\s)[\s'\"`=]{0,5}"
 
 
-@dataclass(frozen=True)
-class Rule:
+class LazyPattern:
+    """A regex compiled on first use. The table holds ~140 patterns and a hook process
+    (interpreter start to exit in < 100 ms CPU) scrubs one short string: it should pay for
+    the few rules whose keywords that string holds, not for compiling all of them."""
+
+    __slots__ = ("_args", "_re", "__dict__")
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self._args = (pattern, flags)
+        self._re: re.Pattern[str] | None = None
+
+    def compiled(self) -> re.Pattern[str]:
+        if self._re is None:
+            self._re = re.compile(*self._args)
+        return self._re
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.compiled(), name)
+        setattr(self, name, value)  # the next lookup is a plain attribute: no extra call
+        return value
+
+
+class Rule(NamedTuple):
     id: str
     description: str
-    pattern: re.Pattern[str]
+    pattern: LazyPattern
     keywords: tuple[str, ...]
     context: str = "token"
     entropy: float = 0.0  # Shannon bits per character the secret must reach
@@ -60,7 +81,7 @@ def _r(id: str, description: str, pattern: str, keywords: tuple[str, ...] | str,
        context: str = "token", entropy: float = 0.0, flags: int = 0,
        boundary: bool = False) -> Rule:
     kws = (keywords,) if isinstance(keywords, str) else keywords
-    return Rule(id, description, re.compile(pattern, flags), tuple(k.lower() for k in kws),
+    return Rule(id, description, LazyPattern(pattern, flags), tuple(k.lower() for k in kws),
                 context, entropy, boundary)
 
 
