@@ -405,6 +405,14 @@ RULES: tuple[Rule, ...] = (
        r"(?i)\b(?:sshpass\s+-p\s*|redis-cli\b[^\n]*?\s-a\s+|htpasswd\s+-[a-zA-Z]*b[a-zA-Z]*\s+"
        r"\S+\s+\S+\s+)(?P<s>\"[^\"]+\"|'[^']+'|[^\s\"'|;&]+)",
        ("sshpass", "redis-cli", "htpasswd"), context="assignment"),
+    _r("cli-password", "mongo/mongosh/mongodump -p, sqlcmd -P, ldapsearch -w, smbclient -U u%pw",
+       r"(?i)\b(?:(?:mongo|mongosh|mongodump|mongorestore|mongoexport|mongoimport)\b[^\n]*?\s"
+       r"(?:-p|--password)(?:=|\s+)|sqlcmd\b[^\n]*?\s-P\s*|ldap(?:search|modify|add|delete)\b"
+       r"[^\n]*?\s-w\s+|smbclient\b[^\n]*?\s-U\s*[^\s%]+%)"
+       r"(?P<s>\"[^\"]+\"|'[^']+'|[^\s\"'|;&]+)",
+       ("mongo", "sqlcmd", "ldap", "smbclient"), context="assignment"),
+    _r("cli-password", "openssl -passin/-passout/-pass pass:PASSWORD",
+       r"(?i)-pass(?:in|out|word)?\s+pass:(?P<s>\S+)", "pass:", context="assignment"),
     _r("netrc-password", ".netrc machine … login … password …",
        r"(?i)\b(?:machine\s+\S+|default)\s+(?:(?:login|account|port)\s+\S+\s+)*"
        r"password\s+(?P<s>\S+)", ("machine", "default"), context="assignment"),

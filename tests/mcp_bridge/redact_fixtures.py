@@ -290,6 +290,11 @@ tp("cli-password", "mysql -h db -u root -p{0} shop < dump.sql", tok(12))
 tp("cli-password", "mysqldump --password={0} --all-databases", tok(12))
 tp("cli-password", "sshpass -p {0} ssh root@10.0.0.5", tok(10))
 tp("cli-password", "redis-cli -h cache -a {0} ping", tok(16))
+tp("cli-password", "mongosh \"mongodb://db:27017/app\" -u admin -p {0}", tok(14))
+tp("cli-password", "sqlcmd -S db -U sa -P {0} -Q \"select 1\"", tok(12) + "!")
+tp("cli-password", "ldapsearch -x -D cn=admin,dc=acme -w {0} -b dc=acme", tok(12))
+tp("cli-password", "smbclient //files/share -U deploy%{0}", tok(12))
+tp("cli-password", "openssl pkcs12 -export -in c.pem -passout pass:{0} -out c.p12", tok(12))
 tp("netrc-password", "machine api.heroku.com\n  login ada@example.com\n  password {0}\n", uuid())
 tp("github-token", "machine github.com login ada password {0}", "ghp_" + tok(36))
 tp("netrc-password", "machine ci.acme.io login deploy password {0}", tok(14))
@@ -432,6 +437,9 @@ FALSE_POSITIVES: list[str] = [
     "postgres://user:${DB_PASSWORD}@db:5432/app",
     "redis://localhost:6379/0",
     "mysql -u root -p shop",
+    "mongosh --host db -u admin -p",
+    "openssl pkcs12 -export -passout pass: -out c.p12",
+    "openssl req -passin env:KEY_PASS -in req.pem",
     "docker login -u ada --password-stdin ghcr.io",
     "echo \"$CR_PAT\" | docker login ghcr.io -u ada --password-stdin",
     "curl -u \"$USER:$TOKEN\" https://x",
