@@ -130,3 +130,44 @@ def test_elide_query_keeps_names_and_plain_values_only() -> None:
     assert (logs.loggable_url(f"/reset/{GITHUB}/?next=/a")
             == "/reset/[REDACTED:github-token]/?next=…")
     assert logs.scrub_log_text(f'"GET /s?q={GITHUB} HTTP/1.1"') == '"GET /s?q=… HTTP/1.1"'
+
+
+def test_the_logger_class_scrubs_error_log_tracebacks_and_header_atoms(tmp_path: Path) -> None:
+    """gunicorn's own Config and Logger machinery, driven directly: an exception logged
+    while handling a request, and an access format that asks for credential headers."""
+    from datetime import timedelta
+    from types import SimpleNamespace
+
+    from gunicorn.config import Config
+
+    from ctxlake_site.gunicorn_logger import ScrubbingLogger
+
+    config = Config()
+    config.set("errorlog", str(tmp_path / "error.log"))
+    config.set("accesslog", str(tmp_path / "access.log"))
+    config.set("access_log_format",
+               '%(r)s %(q)s "%(f)s" %({authorization}i)s %({cookie}i)s %({raw_uri}e)s')
+    log = ScrubbingLogger(config)
+    try:
+        raise ValueError(f"upstream said no to {GITHUB}")
+    except ValueError:
+        log.exception("Error handling request %s", f"/api/v1/x?q={GITHUB}")
+    log.warning("retrying with password=%s", "Tr0ub4dor&3-long")
+    environ = {"REQUEST_METHOD": "GET", "RAW_URI": f"/s?q={GITHUB}&limit=3",
+               "QUERY_STRING": f"q={GITHUB}&limit=3", "PATH_INFO": "/s",
+               "SERVER_PROTOCOL": "HTTP/1.1", "HTTP_REFERER": f"https://x/?token={GITHUB}",
+               "REMOTE_ADDR": "127.0.0.1"}
+    request = SimpleNamespace(headers=[("AUTHORIZATION", f"Bearer {GITHUB}"),
+                                       ("COOKIE", f"sessionid={GITHUB}")])
+    response = SimpleNamespace(status="200 OK", sent=10, headers=[])
+    log.access(response, request, environ, timedelta(milliseconds=3))
+    for handler in [*log.error_log.handlers, *log.access_log.handlers]:
+        handler.flush()
+    errors = (tmp_path / "error.log").read_text()
+    access = (tmp_path / "access.log").read_text()
+    assert "ValueError: upstream said no to [REDACTED:github-token]" in errors
+    assert "Error handling request /api/v1/x?q=…" in errors
+    assert "Tr0ub4dor" not in errors
+    assert "GET /s?q=…&limit=3 HTTP/1.1 q=…&limit=3" in access
+    for text in (errors, access):
+        assert GITHUB not in text and GITHUB[:10] not in text
