@@ -131,7 +131,7 @@ def entropy(value: str) -> float:
 def is_placeholder(value: str, *, quoted: bool = False) -> bool:
     """True for a value that stands in for a secret rather than being one."""
     v = value.strip()
-    if not v:
+    if not v or "[REDACTED" in v:  # empty, or already scrubbed (scrubbing is idempotent)
         return True
     if _REFERENCE.fullmatch(v) or _MASKED.match(v) or _PLACEHOLDER_WORDS.search(v):
         return True

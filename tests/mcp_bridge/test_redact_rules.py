@@ -61,6 +61,15 @@ def test_each_true_positive_is_removed_whole(case: Case) -> None:
     assert case.kind in redact.find_secrets(case.text)
 
 
+def test_scrubbing_is_idempotent_and_scrubbed_text_passes_the_gate() -> None:
+    """The server scrubs what the bridge scrubbed, and its promotion gate runs find_secrets
+    on the result: a marker must never look like a secret itself."""
+    for case in TRUE_POSITIVES:
+        once = redact.scrub_text(case.text)
+        assert redact.scrub_text(once) == once, case.text
+        assert redact.find_secrets(once) == [], (case.text, once)
+
+
 @pytest.mark.parametrize("text", FALSE_POSITIVES)
 def test_each_false_positive_survives(text: str) -> None:
     assert redact.scrub_text(text) == text
