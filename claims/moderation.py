@@ -546,6 +546,39 @@ def edit_claim(claim: Claim, *, by: Any, text: str, note: str = "") -> Claim:
 
 
 @transaction.atomic
+def redact_claim(claim: Claim, *, by: Any = None, note: str = "secrets redacted") -> list[str]:
+    """Scrub a stored claim's text, subject and citations with today's redactor, at any
+    status; the kinds removed, [] when it was clean.
+
+    For stores written under an older redactor (`manage.py scan_secrets --redact`). Unlike
+    edit_claim, the event keeps the kinds removed and never the text they were removed
+    from: the audit trail is append-only, so a secret written there would stay for good.
+    """
+    locked = Claim.objects.select_for_update().get(pk=claim.pk)
+    evidence = list(locked.evidence.all())
+    cited = [[getattr(e, f) for f in CITATION_FIELDS] for e in evidence]
+    kinds = redact.find_secrets([locked.text, locked.subject, cited])
+    if not kinds:
+        return []
+    text, subject = redact.scrub_text(locked.text), redact.scrub_text(locked.subject)[:200]
+    if (text, subject) != (locked.text, locked.subject):
+        Claim.objects.filter(pk=locked.pk).update(
+            text=text, subject=subject, text_hash=text_hash(text), embedding=None,
+            embedding_model="",
+        )
+    for e in evidence:
+        changes = {f: redact.scrub_text(getattr(e, f))[: FIELD_LIMITS[f]] for f in CITATION_FIELDS}
+        changes = {f: v for f, v in changes.items() if v != getattr(e, f)}
+        if changes:
+            Evidence.objects.filter(pk=e.pk).update(**changes)
+    _event(locked, ClaimEvent.Kind.EDITED, note=note, redacted=kinds,
+           **(_actor(by) if by is not None else {}))
+    tasks.request_embedding()
+    rendering.request_render(locked.fleet)
+    return kinds
+
+
+@transaction.atomic
 def merge_claim(claim: Claim, *, into: Claim, by: Any) -> Claim:
     """Fold a proposed claim into an existing one as corroboration, and close the proposal."""
     if into.fleet_id != claim.fleet_id or into.pk == claim.pk:

@@ -261,16 +261,24 @@ Q_CLUSTER = {
     "sync": env_bool("CTXLAKE_Q_SYNC", False),
 }
 
+# Every record is scrubbed on its way out (messages and tracebacks: ctxlake_site/logs.py);
+# "django" is routed here too, replacing Django's own console and mail_admins handlers.
+LOG_LEVEL = env_choice(
+    "CTXLAKE_LOG_LEVEL", "WARNING", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     # While the embedded database is stopped on purpose: one line a minute, no tracebacks.
-    "filters": {"stopped_db": {"()": "ctxlake_site.embedded_pg.quiet.StoppedDatabaseFilter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["stopped_db"]}},
-    "root": {
-        "handlers": ["console"],
-        "level": env_choice(
-            "CTXLAKE_LOG_LEVEL", "WARNING", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-        ),
+    # Every record (message and traceback) is scrubbed of secrets with the shared redactor.
+    "filters": {
+        "stopped_db": {"()": "ctxlake_site.embedded_pg.quiet.StoppedDatabaseFilter"},
+        "scrub": {"()": "ctxlake_site.logs.ScrubFilter"},
     },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "filters": ["stopped_db", "scrub"]}
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {"django": {"handlers": ["console"], "propagate": False, "level": LOG_LEVEL}},
 }

@@ -2,134 +2,445 @@
 
 Write side: everything an agent passes to a write tool goes to the spool, the spool goes
 to the store, and nothing after that point can un-leak a secret. The server scrubs again
-at ingest with this same module, and its promotion gate refuses what find_secrets finds.
+at ingest with this same module, its promotion gate refuses what find_secrets finds, the
+drain scrubs dead letters with scrub_text, and the web server's logs go through it too
+(ctxlake_site/logs.py).
 
-Rules are specific token shapes (prefixes, lengths, structure), not entropy guesses, so
-git SHAs, UUIDs and ordinary words survive. It fails closed: a value that cannot be
-scrubbed is withheld (WITHHELD), never written as is.
+The rules are data (redact_rules.RULES, gitleaks-style: id, pattern, keywords, entropy
+floor, the context each needs); this module is the engine that runs them:
+
+1. Hidden characters (zero-width, bidi, tags) are taken out of a copy of the text before
+   scanning, and every match is mapped back onto the original, so a secret split by an
+   invisible character is removed whole, invisible characters included.
+2. A clean-text guard: text with no run of 15+ token characters and no keyword that a
+   short-secret rule needs skips the table (most of what agents write).
+3. Every rule whose keywords appear reports spans; overlapping spans merge and the
+   earliest rule in the table names the marker.
+4. `name = value` assignments (env, shell, YAML, TOML, JSON, INI, XML, code, CLI flags)
+   whose name names a secret, where the value is not a placeholder or a reference
+   (`$VAR`, `${VAR}`, `<…>`, `os.environ[...]`, `process.env.X`, `get_secret(...)`,
+   `changeme`, `xxxx`, `***`, an ordinary word, a file path).
+
+It fails closed: a value that cannot be scrubbed is withheld (WITHHELD), never written.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import re
+from collections import Counter
+from collections.abc import Iterator
 from typing import Any
+
+from mcp_bridge.contract import sanitize
+from mcp_bridge.contract.redact_rules import (
+    NAME_KEYWORDS,
+    RULES,
+    STRONG_NAME,
+    WEAK_NAME,
+    LazyPattern,
+    Rule,
+)
 
 WITHHELD = "[REDACTED:unscrubbable]"
 MAX_DEPTH = 32
+ASSIGNMENT = "secret-assignment"
 
 
 def marker(kind: str) -> str:
     return f"[REDACTED:{kind}]"
 
 
-# (kind, pattern). Order matters: specific prefixes before the generic ones that would
-# also match them (Anthropic before OpenAI's "sk-", typed tokens before key=value).
-_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (kind, re.compile(pattern, flags))
-    for kind, pattern, flags in (
-        ("private-key", r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----(?:.*?-----END[A-Z0-9 ]*PRIVATE "
-         r"KEY-----|.*\Z)", re.S),
-        ("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", 0),
-        ("aws-access-key", r"\b(?:AKIA|ASIA|ABIA|ACCA|AIDA|AROA)[A-Z0-9]{16}\b", 0),
-        ("aws-secret-key", r"(?i)(?<=aws_secret_access_key)(?:\"|')?\s*[:=]\s*[\"']?"
-         r"[A-Za-z0-9/+]{40}\b", 0),
-        ("gcp-api-key", r"\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])", 0),
-        ("gcp-oauth-token", r"\bya29\.[0-9A-Za-z_-]{20,}", 0),
-        ("gcp-client-secret", r"\bGOCSPX-[0-9A-Za-z_-]{28}\b", 0),
-        ("azure-storage-key", r"(?i)(?<=AccountKey=)[A-Za-z0-9+/]{86}==", 0),
-        ("azure-sas-signature", r"(?i)(?<=[?&]sig=)[A-Za-z0-9%+/=]{30,}", 0),
-        ("azure-client-secret", r"\b[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?![\w~.-])", 0),
-        ("github-token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})",
-         0),
-        ("gitlab-token", r"\bgl(?:pat|dt|rt|ptt|cbt|oas|soat)-[A-Za-z0-9_-]{20,}", 0),
-        ("npm-token", r"\bnpm_[A-Za-z0-9]{36}\b", 0),
-        ("pypi-token", r"\bpypi-AgE[A-Za-z0-9_-]{50,}", 0),
-        ("anthropic-key", r"\bsk-ant-[A-Za-z0-9]{3,8}\d{2}-[A-Za-z0-9_-]{20,}", 0),
-        ("openai-key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}(?![A-Za-z0-9_-])", 0),
-        ("huggingface-token", r"\bhf_[A-Za-z0-9]{30,}\b", 0),
-        ("slack-token", r"\bxox[abposre]-[A-Za-z0-9-]{10,}", 0),
-        ("slack-webhook", r"https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9/_-]+", 0),
-        ("stripe-key", r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}\b", 0),
-        ("stripe-webhook-secret", r"\bwhsec_[A-Za-z0-9]{24,}\b", 0),
-        ("twilio-api-key", r"\bSK[0-9a-f]{32}\b", 0),
-        ("sendgrid-key", r"\bSG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{30,64}", 0),
-        ("mailgun-key", r"\bkey-[0-9a-f]{32}\b", 0),
-        ("digitalocean-token", r"\bdo[opr]_v1_[a-f0-9]{64}\b", 0),
-        ("shopify-token", r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b", 0),
-        ("discord-webhook", r"https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/"
-         r"\d+/[A-Za-z0-9_-]+", 0),
-    )
+def rule_count() -> int:
+    """Rules in the table plus the assignment rules below (what docs and the bench report)."""
+    return len(RULES) + len(_ASSIGNMENT_FORMS)
+
+
+# --- hidden characters -------------------------------------------------------------------
+# The read-side cleaner's set (sanitize._STRIP_RANGES) minus the C0/C1 controls: those
+# are not invisible in a log line and TAB/LF separate tokens.
+_HIDDEN = LazyPattern(
+    "[" + "".join(f"\\U{lo:08X}-\\U{hi:08X}" for lo, hi in sanitize._STRIP_RANGES
+                  if lo >= 0xA0 and not 0xD800 <= lo <= 0xDFFF) + "]"
 )
 
-# Credentials embedded in a URL: scheme://user:PASSWORD@host
-_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{1,20}://[^\s/:@]{1,128}:)([^\s@/]{1,256})(@)")
-# Authorization / Proxy-Authorization headers, and a bare "Bearer <token>".
-_AUTH_HEADER = re.compile(
-    r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:bearer|basic|token|digest|"
-    r"negotiate|apikey)?\s*)([^\s\"',;]{6,})")
-_BEARER = re.compile(r"(?i)\b(bearer\s+)([A-Za-z0-9._~+/-]{16,}=*)")
-# name=value / name: value where the name ends in a secret-ish word. The value must look
-# like a credential (digit, symbol, mixed case or long) so "password: required" survives.
-_ASSIGNMENT = re.compile(
-    r"(?i)\b([A-Za-z0-9_.-]*(?:password|passwd|passphrase|secret|token|api[_-]?key|apikey|"
-    r"access[_-]?key|private[_-]?key|client[_-]?secret|credentials?)[\"']?)"
-    r"(?![A-Za-z0-9_])(\s*(?::|=|=>|:=)\s*)([\"']?)([^\s\"',;&<>{}()\[\]]{4,})")
-_REFERENCE = re.compile(r"^(?:\$|%|\*+$|x+$|\.\.\.|<|\{|null$|none$|true$|false$|\[REDACTED)",
-                        re.I)
+
+def _visible(text: str) -> tuple[str, list[int]]:
+    """The text without hidden characters, and each kept character's original index."""
+    index = [i for i, ch in enumerate(text) if not _HIDDEN.match(ch)]
+    return "".join(text[i] for i in index), index
 
 
-def _looks_secret(value: str) -> bool:
-    if _REFERENCE.match(value):
-        return False  # $ENV_VAR, <placeholder>, ****, null: references, not secrets
+# --- value checks: placeholders, references, ordinary words --------------------------------
+_WORD_LIST = """
+required optional none null nil true false empty blank string str text int integer bool
+boolean number bytes secret secrets password passwords passwd pass token tokens key keys
+value values default defaults example examples sample placeholder redacted hidden masked
+changeme changeit unset undefined todo tbd fixme n/a na tba env environment variable var
+here your yours test testing dummy fake foo bar baz qux any stored missing invalid expired
+valid set present absent yes no on off enabled disabled auto manual generated random
+rotated revoked omitted elided removed same new old current mine ours secure insecure
+unknown anonymous guest user username admin root login apikey api_key access_token
+auth_token bearer basic oauth oauth2 jwt sha256 md5 hash hashed encrypted plaintext
+vault keychain keyring keyvault ssm envvar dotenv ask prompt stdin file path
+"""
+_WORDS = frozenset(_WORD_LIST.split())
+# A whole value that stands for a secret held elsewhere.
+_REFERENCE = LazyPattern(
+    r"""(?x)
+    \$[A-Za-z_][\w]*                       # $VAR
+    | \$\{[^}\n]*\}                          # ${VAR} ${VAR:-x}
+    | \$\{\{[^}\n]*\}\}                      # ${{ secrets.X }}
+    | \$\([^)\n]*\)?                         # $(cat file)
+    | %\(?[\w.]+\)?s?%?                      # %(password)s  %PASSWORD%
+    | \{\{[^}\n]*\}\}?                       # {{ vault_password }}
+    | \{[\w.\[\]'"-]*\}                       # {token}  (f-strings, templates)
+    | <[^<>\n]*>?                            # <your-token-here>
+    | \[REDACTED[^\]]*\]?                    # already scrubbed
+    | \#\{[^}\n]*\}                          # #{ruby}
+    | ![A-Za-z]\w*\b.*                        # YAML tags: !vault, !Ref
+    | @Microsoft\.KeyVault\(.*                # Azure app-setting reference
+    | (?:env|secret|vault|ssm|op|awssm|gcpsm|azkv|k8s|doppler|infisical):[\w./:-]*  # scheme refs
+    """)
+_MASKED = LazyPattern(r"^(?:[xX*•#.·_-]{3,}|.*(?:xxxx|XXXX|\*\*\*|\.\.\.|…|•••).*)$")
+_PLACEHOLDER_WORDS = LazyPattern(
+    r"(?i)^(?:your|my|insert|replace|enter|put|add|paste|fill|change|set)[\s_-]|"
+    r"(?:here|placeholder|example|sample|dummy|changeme|redacted|goes[_-]here)$|"
+    r"^(?:example|sample|dummy|fake|test|placeholder)[_-]")
+# An unquoted value that is code: a dotted/attribute path, a call or a subscript, a
+# constant or variable name.
+_CODE_REF = LazyPattern(
+    r"^(?:[A-Za-z_$][\w$]*(?:(?:\.|::|->|\?\.)[A-Za-z_$][\w$]*)+[(\[]?.*"
+    r"|[A-Za-z_$][\w$.]*[(\[].*"
+    r"|[A-Za-z_]*_[A-Za-z_]*|[A-Z]{2,})$")
+_PATH = LazyPattern(r"^(?:/|\./|\.\./|~/|[A-Za-z]:\\)[^\s]*$")
+_UUID = LazyPattern(r"^[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
+_HEXHASH = LazyPattern(r"^(?:[0-9a-f]{32}|[0-9a-f]{40}|[0-9a-f]{64}|[0-9a-f]{128})$", re.I)
+_PROSE = LazyPattern(r"^[A-Za-z][A-Za-z,.'’-]*(?: [A-Za-z,.'’-]+){2,}$")
+
+
+def entropy(value: str) -> float:
+    """Shannon entropy in bits per character."""
+    if not value:
+        return 0.0
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
+
+
+def is_placeholder(value: str, *, quoted: bool = False) -> bool:
+    """True for a value that stands in for a secret rather than being one."""
+    v = value.strip()
+    if not v or "[REDACTED" in v:  # empty, or already scrubbed (scrubbing is idempotent)
+        return True
+    if _REFERENCE.fullmatch(v) or _MASKED.match(v) or _PLACEHOLDER_WORDS.search(v):
+        return True
+    bare = v.strip("\"'`.,;:!?()[]{}").lower()
+    if bare in _WORDS or not bare:
+        return True
+    if _PATH.match(v) and not v.startswith("//"):
+        return True
+    if not quoted and _CODE_REF.match(v):
+        return True
+    return quoted and bool(_PROSE.match(v))
+
+
+def looks_secret(value: str) -> bool:
+    """A credential-shaped value: long, or mixing digits, symbols or cases; not a word."""
+    if len(value) < 6:
+        return False
+    if re.fullmatch(r"[a-z._-]+|[A-Z][a-z]+|[A-Z]+", value):
+        return False  # a word, a slug, a Capitalised word, an acronym
     has_digit = any(c.isdigit() for c in value)
     has_symbol = any(not c.isalnum() for c in value)
     mixed = value.lower() != value and value.upper() != value
-    return len(value) >= 16 or (len(value) >= 6 and (has_digit or has_symbol or mixed))
+    return has_digit or has_symbol or mixed
 
 
-_CONTEXT_RULES = (("url-password", _URL_PASSWORD), ("authorization-header", _AUTH_HEADER),
-                  ("bearer-token", _BEARER))
+def looks_random(value: str) -> bool:
+    """High-entropy token for a WEAK name (`*_key`): base64/base62-like, not a hash."""
+    if len(value) < 16 or _UUID.match(value) or _HEXHASH.match(value):
+        return False
+    classes = sum((any(c.islower() for c in value), any(c.isupper() for c in value),
+                   any(c.isdigit() for c in value)))
+    return classes >= 3 and entropy(value) >= 3.5
 
 
-def _keep_context(m: re.Match[str], kind: str) -> str:
-    """Keep the scheme/user or header name around the marker; it is the useful part."""
-    tail = m.group(3) if m.re is _URL_PASSWORD else ""
-    return m.group(1) + marker(kind) + tail
-
-
-def _sub_assignment(m: re.Match[str], found: list[str] | None) -> str:
-    if not _looks_secret(m.group(4)):
-        return m.group(0)
-    if found is not None:
-        found.append("secret-assignment")
-    return f"{m.group(1)}{m.group(2)}{m.group(3)}{marker('secret-assignment')}"
-
-
-# Every rule above needs one of these words or a run of 15+ token characters, so text
-# without any is clean and skips the ~30 substitutions (most of what agents write: a claim,
-# a reason, a path). tests/mcp_bridge/test_redact.py checks the guard against the rules.
-_MAY_HOLD_A_SECRET = re.compile(
-    r"(?i)://|authoriz|bearer|pass|secret|token|key|credential|begin|sig=|"
-    r"[A-Za-z0-9_\-+/.=~%]{15,}"
+# --- assignments -------------------------------------------------------------------------
+_NAME = rf"[A-Za-z0-9_.$@-]*?(?:(?P<strong>{STRONG_NAME})|(?P<weak>{WEAK_NAME}))"
+_VALUE = (r"(?:(?P<q>\\?[\"'`])(?P<qv>[^\n]{0,300}?)(?P=q)"
+          r"|(?P<v>(?:[^\s\"'`,;<>|&]|&(?![A-Za-z_][\w.-]*=)){1,300}))")
+# Each form is matched anchored at the start of a name (a run of name characters holding a
+# secret-naming word), so the cost is per candidate name, not per character of text.
+_OP = r"(?:[ \t]*(?::=|=>|\?=|\|\|=|=|:(?!//))[ \t]*|[ \t]+is[ \t]+)[ \t]*"
+_NAME_END = r"(?![A-Za-z0-9_])"
+_ASSIGNMENT_FORMS: tuple[LazyPattern, ...] = (
+    # NAME = value, NAME: value, "NAME": "value", NAME := value, NAME => value, NAME is value
+    LazyPattern(rf"(?i)(?:--?)?{_NAME}{_NAME_END}(?:\\?[\"'`])?\]?{_OP}{_VALUE}"),
+    # --password value, --token value (CLI flags with a space)
+    LazyPattern(rf"(?i)--?{_NAME}(?![A-Za-z0-9_-])[ \t]+(?!-){_VALUE}"),
+    # set -x TOKEN value (fish), ENV PASSWORD value (Dockerfile), setenv (csh): see _ENV_VERB
+    LazyPattern(rf"(?i){_NAME}{_NAME_END}[ \t]+{_VALUE}"),
+    # <password>value</password>
+    LazyPattern(rf"(?i)<(?P<tag>{_NAME})>(?P<v>[^<\n]{{1,300}})</(?P=tag)>"),
+    # <add key="ApiKey" value="..."/> (NuGet, .NET config)
+    LazyPattern(rf"(?i)<add\s+key=\"{_NAME}\"\s+value=\"(?P<qv>[^\"\n]{{1,300}})\""),
 )
+_ENV_VERB = LazyPattern(r"(?i)(?:^|[^\w-])(?:set[ \t]+-[a-zA-Z]+|env|setenv)[ \t]+$")
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.$@-")
+_NAME_RUN = LazyPattern(r"[A-Za-z0-9_.$@-]+")
+_SECRET_KEY = LazyPattern(rf"(?i)[A-Za-z0-9_.$@ -]*?(?:{STRONG_NAME})")
+
+
+def _trim(value: str) -> str:
+    """Drop closing brackets and sentence punctuation the unquoted value swallowed."""
+    while value and value[-1] in ")]}" and value.count(value[-1]) > value.count(
+            {")": "(", "]": "[", "}": "{"}[value[-1]]):
+        value = value[:-1]
+    return value.rstrip(".:") if len(value) > 1 else value
+
+
+def _assignment_value(m: re.Match[str]) -> tuple[int, int] | None:
+    """The span of a secret value in an assignment match, or None if it is not one."""
+    quoted = m.groupdict().get("qv") is not None
+    group = "qv" if quoted else "v"
+    value = m.group(group)
+    start = m.start(group)
+    if not quoted:
+        value = _trim(value)
+    if is_placeholder(value, quoted=quoted):
+        return None
+    if m.group("strong") is not None:
+        ok = (len(value) >= 4 and not value.isdigit()) if quoted else looks_secret(value)
+    else:
+        ok = looks_random(value)
+    return (start, start + len(value)) if ok else None
+
+
+# A token-shaped match that is a template: ghp_xxxxxxxx…, sk-****, sk-...
+_MASKED_TOKEN = LazyPattern(r"(?i)x{8,}|0{12,}|\*{3,}|\.{3}|…|your[_-]?(?:api|token|key|secret)|"
+                           r"placeholder|redacted")
+
+
+def _name_starts(text: str, lower: str, gated: bool) -> list[int]:
+    """Where a candidate name begins: the start of the run of name characters around each
+    secret-naming word (gated), or every run of name characters (the full scan)."""
+    if not gated:
+        return [m.start() for m in _NAME_RUN.finditer(text)]
+    starts: set[int] = set()
+    for word in NAME_KEYWORDS:
+        i = lower.find(word)
+        while i != -1:
+            j = i
+            while j and text[j - 1] in _NAME_CHARS:
+                j -= 1
+            starts.add(j)
+            i = lower.find(word, i + len(word))
+    return sorted(starts)
+
+
+def _assignment_matches(text: str, lower: str, gated: bool) -> Iterator[re.Match[str]]:
+    plain, cli, env, xml, add = _ASSIGNMENT_FORMS
+    for j in _name_starts(text, lower, gated):
+        if j and text[j - 1] in _NAME_CHARS:
+            continue  # not the start of a name
+        for m in (plain.match(text, j), cli.match(text, j)):
+            if m:
+                yield m
+        if _ENV_VERB.search(text, max(0, j - 24), j):
+            m = env.match(text, j)
+            if m:
+                yield m
+        if j and text[j - 1] == "<":
+            m = xml.match(text, j - 1)
+            if m:
+                yield m
+        if text.endswith('key="', 0, j):
+            at = text.rfind("<add", max(0, j - 40), j)
+            m = add.match(text, at) if at != -1 else None
+            if m:
+                yield m
+
+
+def _value_ok(rule: Rule, value: str) -> bool:
+    if rule.context != "block" and _MASKED_TOKEN.search(value):
+        return False
+    if rule.entropy and entropy(value) < rule.entropy:
+        return False
+    if rule.context == "assignment":
+        v = value.strip("\"'")
+        return not is_placeholder(v, quoted=value[:1] in "\"'") and (
+            rule.id in ("url-password", "netrc-password", "cli-password", "curl-user")
+            and len(v) >= 1 or looks_secret(v))
+    return True
+
+
+# --- the clean-text guard ----------------------------------------------------------------
+# Every token, label and pair rule removes a run of 15+ token characters (Rule.needs_run);
+# every other rule, and every assignment, needs one of these words. Text with neither is
+# clean and skips the whole table. tests/mcp_bridge/test_redact_rules.py checks both halves
+# against the fixtures and random fragments of them.
+_RUN = LazyPattern(r"[A-Za-z0-9_\-+/.=~%:]{15,}")
+_GUARD_WORDS = tuple(sorted({*NAME_KEYWORDS,
+                             *(k for r in RULES if not r.needs_run for k in r.keywords)}))
+_TOKEN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+
+
+def _trie(words: list[str]) -> str:
+    """One regex matching the longest keyword at a position, built as a trie so that each
+    position costs a character comparison or two instead of one per keyword."""
+    root: dict[str, Any] = {}
+    for word in words:
+        node = root
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def build(node: dict[str, Any]) -> str:
+        alts = [re.escape(ch) + build(child) for ch, child in sorted(node.items()) if ch]
+        if not alts:
+            return ""
+        body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+        return f"(?:{body})?" if "" in node else body
+
+    return build(root)
+
+
+_KEYWORDS = sorted({k for r in RULES for k in r.keywords} | set(NAME_KEYWORDS))
+_KEYWORD_AT = LazyPattern("(?=(" + _trie(_KEYWORDS) + "))")
+
+
+@functools.cache
+def _also(hit: str) -> tuple[str, ...]:
+    """A keyword found at a position also stands for every shorter keyword it starts with."""
+    return tuple(p for p in _KEYWORDS if hit.startswith(p))
+
+_RULES_BY_KEYWORD: dict[str, list[int]] = {}
+for _i, _rule in enumerate(RULES):
+    for _k in _rule.keywords:
+        _RULES_BY_KEYWORD.setdefault(_k, []).append(_i)
+
+
+def _present(lower: str) -> set[str]:
+    """Every keyword of the table (and every secret-naming word) that occurs in `lower`."""
+    if len(lower) <= 512:  # short text: substring tests beat compiling the trie (hooks)
+        return {k for k in _KEYWORDS if k in lower}
+    found: set[str] = set()
+    for hit in {m.group(1) for m in _KEYWORD_AT.finditer(lower)}:
+        found.update(_also(hit))
+    return found
+
+
+class _Guard:
+    """`search(text)`: may this text hold a secret? (substring tests beat one big regex)"""
+
+    @staticmethod
+    def search(text: str) -> bool:
+        return _RUN.search(text) is not None or any(w in text.lower() for w in _GUARD_WORDS)
+
+
+_MAY_HOLD_A_SECRET = _Guard()
+
+_SECRET_GROUPS = ("s", "s2", "s3")
+
+
+def _keywords(text: str, lower: str) -> set[str] | None:
+    """The keywords the gated scan acts on; None when the guard calls the text clean."""
+    if _RUN.search(text) is not None:
+        return _present(lower)
+    # No run of 15 token characters: only rules that do not need one can match.
+    present = {w for w in _GUARD_WORDS if w in lower}
+    return present or None
+
+
+def _spans(text: str, lower: str, present: set[str] | None,
+           ) -> Iterator[tuple[int, int, int, str]]:
+    """(start, end, rule order, kind) of every secret. `present`: the keywords found (the
+    gated scan runs only their rules), or None for the full scan (every rule)."""
+    gated = present is not None
+    if present is None:
+        present, active = set(NAME_KEYWORDS), list(range(len(RULES)))
+    else:
+        active = sorted({i for k in present for i in _RULES_BY_KEYWORD.get(k, ())})
+    for order in active:
+        rule = RULES[order]
+        named = [g for g in _SECRET_GROUPS if g in rule.pattern.groupindex]
+        for m in rule.pattern.finditer(text):
+            if rule.boundary and m.start() and text[m.start() - 1] in _TOKEN_CHARS:
+                continue
+            groups: list[str | int] = [g for g in named if m.group(g) is not None] or [0]
+            if not all(_value_ok(rule, m.group(g)) for g in groups):
+                continue
+            for g in groups:
+                yield m.start(g), m.end(g), order, rule.id
+    if not present.intersection(NAME_KEYWORDS):
+        return
+    for m in _assignment_matches(text, lower, gated):
+        span = _assignment_value(m)
+        if span:
+            yield span[0], span[1], len(RULES), ASSIGNMENT
+
+
+def _merge(spans: list[tuple[int, int, int, str]]) -> list[tuple[int, int, str]]:
+    """Union overlapping spans; the earliest rule in the table names the union."""
+    out: list[list[Any]] = []
+    for start, end, order, kind in sorted(spans):
+        if out and start < out[-1][1]:
+            last = out[-1]
+            last[1] = max(last[1], end)
+            if order < last[2]:
+                last[2], last[3] = order, kind
+        else:
+            out.append([start, end, order, kind])
+    return [(s, e, k) for s, e, _, k in out]
+
+
+def _replace(text: str, spans: list[tuple[int, int, str]]) -> str:
+    parts, at = [], 0
+    for start, end, kind in spans:
+        parts += [text[at:start], marker(kind)]
+        at = end
+    parts.append(text[at:])
+    return "".join(parts)
+
+
+def _redact(text: str, found: list[str] | None, gated: bool) -> str:
+    index: list[int] | None = None
+    visible = text
+    if not text.isascii() and _HIDDEN.search(text):
+        visible, index = _visible(text)
+    lower = visible.lower()
+    present = _keywords(visible, lower) if gated else None
+    if gated and present is None:
+        return text
+    spans = _merge(list(_spans(visible, lower, present)))
+    if not spans:
+        return text
+    if index is not None:  # back onto the original: hidden characters inside go too
+        spans = [(index[s], index[e - 1] + 1, k) for s, e, k in spans]
+    if found is not None:
+        found.extend(k for _, _, k in spans)
+    return _replace(text, spans)
+
+
+@functools.lru_cache(maxsize=256)
+def _scan_once(text: str) -> tuple[str, tuple[str, ...]]:
+    """The scrubbed text and the kinds found. Cached: a write tool asks find_secrets and
+    then scrub_value about the same strings, and the drain scrubs what the API scrubbed."""
+    found: list[str] = []
+    return _redact(text, found, gated=True), tuple(found)
 
 
 def _scan(text: str, found: list[str] | None) -> str:
-    if not _MAY_HOLD_A_SECRET.search(text):
-        return text
-    return _full_scan(text, found)
+    out, kinds = _scan_once(text)
+    if found is not None:
+        found.extend(kinds)
+    return out
 
 
 def _full_scan(text: str, found: list[str] | None) -> str:
-    for kind, pattern in _RULES:
-        text, n = pattern.subn(marker(kind), text)
-        if n and found is not None:
-            found.append(kind)
-    for kind, pattern in _CONTEXT_RULES:
-        text, n = pattern.subn(lambda m, kind=kind: _keep_context(m, kind), text)
-        if n and found is not None:
-            found.append(kind)
-    return _ASSIGNMENT.sub(lambda m: _sub_assignment(m, found), text)
+    """Every rule, no guard and no keyword gating: what the guarded scan must agree with."""
+    return _redact(text, found, gated=False)
 
 
 def scrub_text(text: str) -> str:
@@ -140,8 +451,18 @@ def scrub_text(text: str) -> str:
         return WITHHELD
 
 
+def _secret_named(key: Any, value: Any) -> bool:
+    """A JSON member whose key names a secret and whose string value is one:
+    {"password": "hunter2!"}, {"DB_PASSWORD": "s3cr3t"}; the key carries the meaning."""
+    return (isinstance(key, str) and isinstance(value, str) and len(key) <= 80
+            and _SECRET_KEY.fullmatch(key) is not None
+            and not is_placeholder(value, quoted=True)
+            and ((len(value) >= 4 and not value.isdigit()) or looks_secret(value)))
+
+
 def scrub_value(value: Any, _depth: int = 0) -> Any:
-    """scrub_text over every string of a JSON value (keys too), at any depth."""
+    """scrub_text over every string of a JSON value (keys too), at any depth; a string
+    member whose key names a secret is replaced whole."""
     if isinstance(value, str):
         return scrub_text(value)
     if isinstance(value, bool | int | float) or value is None:
@@ -149,7 +470,8 @@ def scrub_value(value: Any, _depth: int = 0) -> Any:
     if _depth >= MAX_DEPTH:
         return WITHHELD
     if isinstance(value, dict):
-        return {scrub_text(str(k)): scrub_value(v, _depth + 1) for k, v in value.items()}
+        return {scrub_text(str(k)): marker(ASSIGNMENT) if _secret_named(k, v)
+                else scrub_value(v, _depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [scrub_value(v, _depth + 1) for v in value]
     return WITHHELD  # not JSON: nothing we can vouch for
@@ -178,7 +500,10 @@ def _collect(value: Any, found: list[str], depth: int) -> None:
     elif isinstance(value, dict):
         for k, v in value.items():
             _collect(str(k), found, depth + 1)
-            _collect(v, found, depth + 1)
+            if _secret_named(k, v):
+                found.append(ASSIGNMENT)
+            else:
+                _collect(v, found, depth + 1)
     elif isinstance(value, list | tuple):
         for v in value:
             _collect(v, found, depth + 1)

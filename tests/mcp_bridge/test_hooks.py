@@ -46,7 +46,7 @@ def test_session_start_without_a_cache_still_answers_and_exits_zero(config: Conf
 
 def test_session_end_spools_the_outcome_summary_and_session(config: Config) -> None:
     done = _hook(config, "session-end", "--outcome", "partial", "--summary",
-                 "refunds half done; key sk_live_" + "x" * 24,
+                 "refunds half done; key sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc",
                  stdin=b'{"session_id": "s-77", "reason": "prompt_input_exit"}')
     assert done.returncode == 0 and done.stdout == b"", done.stderr
     (event,) = read_events(config.spool_dir, config.fleet)

@@ -190,7 +190,7 @@ def test_it_scrubs_secrets_from_every_write_before_the_spool(config: Config,
     out = tools.fleet_handoff(bridge, "db is postgres://app:hunter22@db/x", "blocked",
                               next="use AKIAIOSFODNN7EXAMPLE")
     tools.memory_propose(bridge, "deploy key is ghp_" + "a" * 36, "fact", "deploy",
-                         [{**CITE, "excerpt": "token=sk_live_" + "x" * 24}])
+                         [{**CITE, "excerpt": "token=sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"}])
     raw = (config.spool_dir / "mcp" / f"{FLEET}.ndjson").read_text()
     assert "hunter22" not in raw and "AKIAIOSFODNN7EXAMPLE" not in raw
     assert "ghp_" not in raw and "sk_live_" not in raw
