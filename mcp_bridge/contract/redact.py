@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from mcp_bridge.contract import sanitize
+from mcp_bridge.contract.events import MAX_JSON_DEPTH
 from mcp_bridge.contract.redact_rules import (
     NAME_KEYWORDS,
     RULES,
@@ -44,7 +45,8 @@ from mcp_bridge.contract.redact_rules import (
 )
 
 WITHHELD = "[REDACTED:unscrubbable]"
-MAX_DEPTH = 32
+#: Deeper than every front door accepts JSON: withheld (fail closed), never recursed into.
+MAX_DEPTH = MAX_JSON_DEPTH
 ASSIGNMENT = "secret-assignment"
 
 

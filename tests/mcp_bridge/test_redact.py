@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from mcp_bridge.contract import redact
@@ -94,7 +96,7 @@ def test_it_withholds_values_that_are_not_json() -> None:
     assert redact.scrub_value(object()) == redact.WITHHELD
     deep: list = []
     node = deep
-    for _ in range(40):
+    for _ in range(redact.MAX_DEPTH + 5):  # deeper than any front door takes (was 40 > 32)
         node.append([])
         node = node[0]
     assert redact.WITHHELD in str(redact.scrub_value(deep))
@@ -123,3 +125,21 @@ def test_the_clean_text_guard_never_skips_what_the_rules_would_change() -> None:
 def test_each_rule_needs_what_the_guard_looks_for() -> None:
     for text, _ in SECRETS:
         assert redact._MAY_HOLD_A_SECRET.search(text), text
+
+
+def test_caller_shaped_json_is_scrubbed_to_the_depth_every_front_door_accepts() -> None:
+    """100 levels are ordinary in caller-shaped evidence; past what any front door parses
+    (events.MAX_JSON_DEPTH) the value is withheld, never recursed into."""
+    from mcp_bridge.contract.events import MAX_JSON_DEPTH
+
+    def nested(levels: int, leaf: object) -> object:
+        value = leaf
+        for _ in range(levels):
+            value = {"a": value}
+        return value
+
+    token = "ghp_" + "a1B2" * 9
+    deep = json.dumps(redact.scrub_value(nested(MAX_JSON_DEPTH - 1, {"note": f"tok {token}"})))
+    assert token not in deep and redact.WITHHELD not in deep and deep.count("{") == MAX_JSON_DEPTH
+    too_deep = json.dumps(redact.scrub_value(nested(MAX_JSON_DEPTH + 1, "x")))
+    assert redact.WITHHELD in too_deep
