@@ -55,16 +55,34 @@ def test_every_false_positive_reaches_the_spool_unchanged(bridge: tools.Bridge) 
 def test_a_scan_that_raises_withholds_the_value_from_the_spool(
     bridge: tools.Bridge, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    secret = TRUE_POSITIVES[0].secrets[0]
+    scan = redact._scan
+
+    def boom_on_the_secret(text: str, found: object) -> str:
+        if secret in text:
+            raise RuntimeError("regex engine exploded")
+        return scan(text, found)
+
+    monkeypatch.setattr(redact, "_scan", boom_on_the_secret)
+    out = tools.fleet_handoff(bridge, summary=f"note {secret}", status="blocked")
+    event = _last_spool_line(bridge)
+    assert secret not in json.dumps(event)
+    assert event["payload"]["summary"] == redact.WITHHELD
+    assert out["redacted"] == ["unscrubbable"]
+
+
+def test_a_scan_that_raises_on_everything_queues_nothing(
+    bridge: tools.Bridge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keys withheld too: no longer a payload the contract knows, so nothing is written."""
     def boom(text: str, found: object) -> str:
         raise RuntimeError("regex engine exploded")
 
     monkeypatch.setattr(redact, "_scan", boom)
     secret = TRUE_POSITIVES[0].secrets[0]
-    out = tools.fleet_handoff(bridge, summary=f"note {secret}", status="blocked")
-    event = _last_spool_line(bridge)
-    assert secret not in json.dumps(event)
-    assert set(strings(event["payload"])) <= {redact.WITHHELD}  # keys withheld too
-    assert out["redacted"] == ["unscrubbable"]
+    with pytest.raises(tools.Rejected, match="nothing was queued"):
+        tools.fleet_handoff(bridge, summary=f"note {secret}", status="blocked")
+    assert not bridge.spool.path.exists() or secret not in bridge.spool.path.read_text()
 
 
 @pytest.fixture

@@ -111,7 +111,7 @@ def test_rest_answers_503_while_the_database_is_down_and_nothing_is_lost(site: S
         queued = tools.fleet_claim(bridge, ["src/a.py"], "while the database is down")
         assert queued["status"] == "queued for sync"
 
-        embedded_db.attach(site.data)  # the database is back
+        embedded_db.start(site.data)  # the database is back
         drained = site.manage("drain_spool", "--json")
         assert drained.returncode == 0, drained.stderr
         assert json.loads(drained.stdout)["applied"] == 1, drained.stdout + drained.stderr
