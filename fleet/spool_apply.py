@@ -128,7 +128,9 @@ def apply_lease_claims(events: Sequence[Envelope]) -> list[Outcome]:
     )
 
 
-def _claimed(result: leases.ClaimResult) -> dict[str, Any]:
+def _claimed(result: leases.ClaimResult | leases.LeaseCapReached) -> dict[str, Any]:
+    if isinstance(result, leases.LeaseCapReached):  # applied as a refusal, not dead-lettered
+        return {"held": [], "contention": [], "refused": str(result), "cap": result.cap}
     return {
         "held": [lease.path for lease in result.held],
         "contention": [
