@@ -12,10 +12,11 @@ from typing import Any
 from django.db.models import Q
 
 from fleet import leases
-from fleet.models import Agent, Fleet, Handoff, Lease, Session
+from fleet.models import Activity, Agent, Fleet, Handoff, Lease, Session
 
 ACTIVE_WINDOW = timedelta(hours=1)  # an agent seen this recently counts as active
 HISTORY_ROWS = 200
+REFUSALS_SHOWN = 5  # per agent, in roster.json's refused_claims
 
 
 def iso(moment: datetime | None) -> str | None:
@@ -57,6 +58,7 @@ def render_roster(fleet: Fleet, *, now: datetime) -> dict[str, Any]:
                 "offered_with": f"h-{offered_with}" if offered_with else None,
             }
         )
+    refused = _refused_claims(fleet, now)
     roster = [
         {
             "agent_id": agent.agent_id,
@@ -64,6 +66,7 @@ def render_roster(fleet: Fleet, *, now: datetime) -> dict[str, Any]:
             "session_id": open_sessions.get(agent.pk),
             "last_seen_at": iso(agent.last_seen_at),
             "leases": held.get(agent.pk, []),
+            **({"refused_claims": refused[agent.pk]} if agent.pk in refused else {}),
         }
         for agent in sorted(agents.values(), key=lambda a: a.agent_id)
     ]
@@ -83,6 +86,31 @@ def render_roster(fleet: Fleet, *, now: datetime) -> dict[str, Any]:
         for i, j in pairs
     ]
     return {"agents": roster, "contention": contention}
+
+
+def _refused_claims(fleet: Fleet, now: datetime) -> dict[int, list[dict[str, Any]]]:
+    """agent pk → its lease claims the per-agent cap refused within the window, newest
+    first (at most REFUSALS_SHOWN): how an agent whose claim went through the spool
+    learns, from fleet_status, that it holds nothing new and why."""
+    found: dict[int, list[dict[str, Any]]] = {}
+    recent = (
+        Activity.objects.filter(fleet=fleet, verb=leases.REFUSED, at__gte=now - ACTIVE_WINDOW)
+        .order_by("-at")
+        .values_list("agent_id", "at", "data")[:200]
+    )
+    for agent_pk, at, data in recent:
+        shown = found.setdefault(agent_pk, [])
+        if len(shown) < REFUSALS_SHOWN:
+            shown.append(
+                {
+                    "paths": data.get("paths", []),
+                    "at": iso(at),
+                    "reason": f"the agent held {data.get('live')} live lease(s); the cap is "
+                    f"{data.get('cap')} per agent. Release leases no longer needed, or claim "
+                    "a directory or glob instead of many files.",
+                }
+            )
+    return found
 
 
 def render_history(fleet: Fleet) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from fleet.models import Agent, Lease, Session
 
 MAX_PATHS_PER_CLAIM = 100
 MAX_TTL = timedelta(days=7)
+REFUSED = "lease.refused"  # the activity verb of a claim the per-agent cap refused
 
 
 @dataclass(frozen=True)
@@ -248,7 +249,7 @@ def claim_many(fleet_id: int, requests: Sequence[ClaimRequest]) -> list[ClaimOut
             if k in refused:
                 activity.record(
                     request.agent.fleet,
-                    "lease.refused",
+                    REFUSED,
                     agent=request.agent,
                     paths=wanted,
                     live=refused[k].live,
