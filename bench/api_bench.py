@@ -49,7 +49,7 @@ Request = Callable[[int], tuple[str, str, bytes | None]]
 
 
 def vocabulary() -> list[str]:
-    words = (ROOT / "mcp_bridge" / "data" / "vocab.txt").read_text().split()
+    words = (ROOT / "mcp_bridge" / "contract" / "data" / "vocab.txt").read_text().split()
     return [w for w in words if w.isalpha() and w.isascii() and 4 <= len(w) <= 10][:8000]
 
 

@@ -38,7 +38,7 @@ from django.utils import timezone  # noqa: E402
 from claims.models import Claim  # noqa: E402
 from ctxlake_site import drain, workers  # noqa: E402
 from fleet.models import Fleet  # noqa: E402
-from mcp_bridge import embed  # noqa: E402
+from mcp_bridge.contract import embed  # noqa: E402
 from mcp_bridge.contract.spool import Spool  # noqa: E402
 
 

@@ -38,7 +38,8 @@ from claims import embeddings, snapshot_render  # noqa: E402
 from claims.models import Claim  # noqa: E402
 from claims.search import search_claims  # noqa: E402
 from fleet.models import Fleet  # noqa: E402
-from mcp_bridge import embed, testing  # noqa: E402
+from mcp_bridge import testing  # noqa: E402
+from mcp_bridge.contract import embed  # noqa: E402
 from mcp_bridge.snapshot import Snapshot  # noqa: E402
 
 QUERIES = [

@@ -22,7 +22,9 @@ def test_doctor_is_green_on_a_working_installation(
     out = StringIO()
     call_command("doctor", "--json", stdout=out)
     checks = {c["name"]: c for c in json.loads(out.getvalue())}
-    assert set(checks) == {"database", "pgvector", "migrations", "cache dir", "spool dir", "worker"}
+    assert set(checks) == {
+        "database", "pgvector", "migrations", "cache dir", "spool dir", "worker", "index bloat"
+    }
     assert all(c["status"] == "ok" for n, c in checks.items() if n != "worker"), checks
     assert "PostgreSQL" in checks["database"]["detail"]
 

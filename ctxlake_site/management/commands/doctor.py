@@ -16,7 +16,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from claims.pgvector_check import pgvector_version
-from ctxlake_site import embedded_db, paths
+from ctxlake_site import db_health, embedded_db, paths
 
 
 @dataclass
@@ -83,6 +83,7 @@ CHECKS: list[tuple[str, Callable[[], Check]]] = [
     ("cache dir", lambda: _writable("cache dir", paths.cache_dir())),
     ("spool dir", lambda: _writable("spool dir", paths.spool_dir() / "mcp")),
     ("worker", _worker),
+    ("index bloat", lambda: Check("index bloat", *db_health.doctor_status())),
 ]
 NEEDS_DATABASE = {"database", "pgvector", "migrations", "worker"}
 
