@@ -6,10 +6,10 @@ even after it: HNSW never gives pages back, so after bench fleets were deleted t
 vector index stayed 195 MB for 0 live rows and vector search ran at half speed until it
 was rebuilt. So:
 
-- `index_report()` measures each HNSW and GIN index of ctxlake's tables against the rows
+- `index_report()` measures each HNSW and GIN index of ctxlake's tables against the data
   it indexes now: an index is bloated when it is over BLOAT_FLOOR_BYTES and more than
-  BLOAT_FACTOR times what a fresh build of it takes (bytes per indexed row, measured
-  on freshly built indexes here: FRESH_BYTES_PER_ROW).
+  BLOAT_FACTOR times what a healthy index takes for that data (HEALTHY_RATIO: index
+  bytes per byte of the indexed column's values, measured here).
 - `maintain(commit=...)` runs VACUUM (ANALYZE) on ctxlake's tables, then
   REINDEX INDEX CONCURRENTLY on each bloated index (readers and writers carry on).
   `manage.py maintain_db [--commit]` and the daily django-q2 job call it.
@@ -25,11 +25,13 @@ from django.apps import apps
 from django.db import connection
 
 APPS = ("fleet", "claims", "django_q")  # whose tables are vacuumed and watched
-# Bytes per indexed row of a healthy index, by access method, measured here on 20k
-# synthetic claims: HNSW over 384-dim vectors (m=16) 2,048 B, built or grown by inserts
-# alike; GIN over search_vector 125 B as inserts grow it (a fresh build packs it to 20 B,
-# but inserts grow it back, so the grown size is the healthy one).
-FRESH_BYTES_PER_ROW = {"hnsw": 2048, "gin": 128}
+# Index bytes per byte of the indexed column (sum of pg_column_size over the rows), for
+# a healthy index, measured here: HNSW over 384-dim vectors (m=16) 1.33-1.45, built or
+# grown by inserts alike; GIN over search_vector 0.9-2.3 as inserts grow it (api_bench's and
+# search_latency's claims; a fresh build packs it tighter, but inserts grow it back, so
+# the grown size is the healthy one). Per byte, not per row: GIN's size follows how
+# many words the claims hold.
+HEALTHY_RATIO = {"hnsw": 1.5, "gin": 2.4}
 BLOAT_FACTOR = 2.0
 BLOAT_FLOOR_BYTES = 16 << 20  # a smaller index is cheap to scan whatever its state
 
@@ -52,11 +54,12 @@ class IndexHealth:
     method: str  # "hnsw" or "gin"
     size: int  # bytes on disk
     rows: int  # rows it indexes now (the column is not null)
+    data: int  # bytes of the indexed column's values in those rows
 
     @property
     def expected(self) -> int:
-        """What a fresh build of this index would take, about."""
-        return self.rows * FRESH_BYTES_PER_ROW[self.method]
+        """What a healthy index of this data takes, about."""
+        return int(self.data * HEALTHY_RATIO[self.method])
 
     @property
     def bloated(self) -> bool:
@@ -65,7 +68,7 @@ class IndexHealth:
     def describe(self) -> str:
         return (
             f"{self.name} {_mb(self.size)} for {self.rows:,} row(s) "
-            f"(fresh ~{_mb(self.expected)})"
+            f"(healthy ~{_mb(self.expected)})"
         )
 
 
@@ -85,14 +88,16 @@ def tables() -> list[str]:
 
 
 def index_report() -> list[IndexHealth]:
-    """Every HNSW and GIN index on ctxlake's tables, with its size and live rows."""
+    """Every HNSW and GIN index on ctxlake's tables, with its size, rows and their data."""
     quote = connection.ops.quote_name
     found = []
     with connection.cursor() as cur:
         cur.execute(_WATCHED, [tables()])
         for name, table, method, column, size in cur.fetchall():
-            cur.execute(f"SELECT count(*) FROM {quote(table)} WHERE {quote(column)} IS NOT NULL")
-            found.append(IndexHealth(name, table, method, size, cur.fetchone()[0]))
+            col = quote(column)
+            cur.execute(f"SELECT count({col}), sum(pg_column_size({col})) FROM {quote(table)}")
+            rows, data = cur.fetchone()
+            found.append(IndexHealth(name, table, method, size, rows, int(data or 0)))
     return found
 
 
