@@ -10,7 +10,7 @@ printed beside every figure. Query vectors are embedded once before timing, so s
 p50 excludes embedding; the embedder's load time and per-query embed time are reported
 separately, as is `reembed_claims` throughput (real model, 1k claims).
 
-    /work/main/.venv/bin/python bench/search_latency.py [--queries 200]
+    /work/main/.venv/bin/python bench/search_latency.py [--queries 200] [--server 10000 100000]
 
 Targets (issue 7, 17): server p50 <= 30 ms at 10k; bridge p50 <= 10 ms at 10k, <= 25 ms at
 100k.
@@ -112,6 +112,9 @@ def bridge_query(snap: Snapshot):  # type: ignore[no-untyped-def]
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--server", type=int, nargs="*", default=[10_000, 100_000],
+                        help="claims in the server fleets (the first one must be 10k or less: "
+                             "it is kept for the snapshot render)")
     args = parser.parse_args()
     t = time.perf_counter()
     embed.model()
@@ -129,7 +132,7 @@ def main() -> int:
     fleets = []
     try:
         db_health.maintain(commit=True)  # indexes earlier runs bloated are rebuilt first
-        for size in (10_000, 100_000):
+        for size in args.server:
             fleet = fill(size)
             fleets.append(fleet)
             server, lexical, vector = (
@@ -139,7 +142,7 @@ def main() -> int:
             print(f"server {size // 1000}k: hybrid p50 {server[0]:.1f} ms p95 {server[1]:.1f} ms "
                   f"(lexical p50 {lexical[0]:.1f}, vector p50 {vector[0]:.1f}); target p50 <= "
                   f"30 ms at 10k  [{loadavg()}]")
-            if size > 10_000:  # keep the 10k fleet alone for the snapshot render below
+            if fleets[0] is not fleet:  # keep the first fleet for the snapshot render below
                 fleet.delete()
                 fleets.remove(fleet)
         fleet = fleets[0]
@@ -165,7 +168,8 @@ def main() -> int:
             snapshot_render.write_snapshot(
                 fleet, Path(tmp) / "s.sqlite", generated_at=timezone.now()
             )
-            print(f"render snapshot 10k: {(time.perf_counter() - t) * 1000:.0f} ms")
+            print(f"render snapshot {args.server[0] // 1000}k: "
+                  f"{(time.perf_counter() - t) * 1000:.0f} ms  [{loadavg()}]")
     finally:
         for f in fleets:
             f.delete()
