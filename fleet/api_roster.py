@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import F, Q, Window
-from django.db.models.functions import RowNumber
+from django.db import connection
+from django.db.models import Q
 from django.utils import timezone
 
 from fleet import leases as lease_rules
@@ -68,6 +68,22 @@ def _partners(
     }
 
 
+# Each agent's first leases by path (a range of the live-lease unique index per agent,
+# never all of a hoarder's 10k), then the first of every agent before anyone's second.
+_FIRST_LEASES = """
+    SELECT l.id, l.agent_id, l.path, l.reason, l.expires_at
+    FROM unnest(%s::bigint[]) AS a(id)
+    CROSS JOIN LATERAL (
+        SELECT id, agent_id, path, reason, expires_at, row_number() OVER (ORDER BY path) AS nth
+        FROM fleet_lease
+        WHERE fleet_id = %s AND agent_id = a.id AND released_at IS NULL AND expires_at > %s
+        ORDER BY path LIMIT %s
+    ) l
+    ORDER BY l.nth, l.agent_id, l.path
+    LIMIT %s
+"""
+
+
 def roster(fleet: Fleet, *, now: datetime | None = None) -> dict[str, Any]:
     now = now or timezone.now()
     live = Lease.objects.active(at=now).filter(fleet=fleet)
@@ -77,12 +93,10 @@ def roster(fleet: Fleet, *, now: datetime | None = None) -> dict[str, Any]:
         .order_by("agent_id")
     )
     shown = list(agents[: MAX_AGENTS + 1])
-    listed = list(
-        live.filter(agent__in=shown[:MAX_AGENTS])
-        .annotate(nth=Window(RowNumber(), partition_by=F("agent_id"), order_by=F("path").asc()))
-        .order_by("nth", "agent_id", "path")
-        .values_list("pk", "agent_id", "path", "reason", "expires_at")[: MAX_LEASES + 1]
-    )
+    with connection.cursor() as cur:
+        cur.execute(_FIRST_LEASES, [[a.pk for a in shown[:MAX_AGENTS]], fleet.pk, now,
+                                    MAX_LEASES + 1, MAX_LEASES + 1])
+        listed = cur.fetchall()
     pairs = lease_rules.contended_pairs(fleet.pk, now=now)
     contended = {pk for pair in pairs for pk in pair}
     partners = _partners(pairs, {row[0] for row in listed[:MAX_LEASES]})
