@@ -81,7 +81,8 @@ def contention_among(leases: Sequence[Lease]) -> list[Contention]:
     Indexed, not all pairs: the leases are filed by literal prefix and agent
     (globs.PrefixIndex), and each is compared only with other agents' leases whose prefix
     allows an overlap. 10k leases of one agent cost 10k index look-ups; comparing every
-    pair took 29 s, which stalled the roster render and the REST roster.
+    pair took 29 s. For leases already in memory; the roster (render and REST) asks the
+    database instead (`contended_pairs`), which the tests hold to the same answer.
     """
     index: PrefixIndex[tuple[int, list[int]]] = PrefixIndex()
     groups: dict[tuple[str, int], list[int]] = {}  # (prefix, agent) → positions in `leases`
@@ -298,7 +299,8 @@ def _admit(
 
     One count per agent first (live at the earliest request's time, so never an
     under-count); only an agent that could pass the cap in this call has its live
-    leases read and walked exactly.
+    leases read and walked exactly. A guard against runaway agents, not an exact quota:
+    two claims of one agent committing at the same instant can both pass it.
     """
     adding: dict[int, int] = {}
     for request, wanted, _, _ in valid:
