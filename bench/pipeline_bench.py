@@ -11,9 +11,12 @@ Render: a fleet with N promoted claims (random unit vectors stored as pgvector e
 Poison: 1,000 hostile lines (NUL, lone surrogates, deep nesting, huge numbers, unknown
 kinds, torn JSON) drained to dead letters, against 1,000 valid lease claims in the same run.
 Latency (`--latency SECS`): a real django-q2 cluster (ORM broker) drains while a writer
-appends a lease claim every 20 ms; spool append → applied in Postgres, p50/p95/max.
-Everything runs in throwaway fleets that are deleted afterwards. Targets: drain
-≥ 2,000 events/s; render ≤ 3 s at 10k and ≤ 30 s at 100k claims; latency p95 ≤ 3 s.
+appends a lease claim every 20 ms; spool append → applied in Postgres, p50/p95/max, with
+the cluster SIGKILLed and restarted half way.
+Everything runs in throwaway fleets that are deleted afterwards; the database is vacuumed
+and analyzed (ctxlake_site.db_health) before each measurement, and the load average is
+printed beside every figure. Targets: drain ≥ 2,000 events/s; render ≤ 3 s at 10k and
+≤ 30 s at 100k claims; latency p95 ≤ 3 s, and ≤ 10 s after the cluster is killed.
 """
 
 from __future__ import annotations
@@ -40,10 +43,20 @@ import numpy as np  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from claims.models import Claim  # noqa: E402
-from ctxlake_site import drain, workers  # noqa: E402
+from ctxlake_site import db_health, drain, workers  # noqa: E402
 from fleet.models import Fleet  # noqa: E402
 from mcp_bridge.contract import embed  # noqa: E402
 from mcp_bridge.contract.spool import Spool  # noqa: E402
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def vacuumed() -> None:
+    """Measure from a freshly vacuumed, analyzed database (dead rows of earlier runs gone)."""
+    db_health.vacuum()
 
 
 def write_events(slug: str, n: int) -> None:
@@ -82,6 +95,7 @@ def bench_drain(n: int) -> dict[str, float]:
         write_events(slug, n)
         batch = workers.BATCH_APPLIERS if mode == "batched" else None
         drainer = drain.Drainer(TMP / "spool", workers.APPLIERS, batch_appliers=batch)
+        vacuumed()
         if mode == "savepoint":
             drainer._apply_fast = drainer._apply_slow  # type: ignore[method-assign]
         started = time.perf_counter()
@@ -90,7 +104,7 @@ def bench_drain(n: int) -> dict[str, float]:
         assert report.applied == n and report.dead == 0, report.as_dict()
         rates[mode] = n / elapsed
         print(f"  drain ({mode:9}): {n} events in {elapsed:.2f}s = {n / elapsed:,.0f} events/s"
-              f"  ({DRAIN_MODES[mode]})")
+              f"  ({DRAIN_MODES[mode]})  [{load()}]")
         fleet.delete()
     return rates
 
@@ -111,6 +125,7 @@ def bench_render(n: int) -> tuple[float, float]:
                   embedding=vectors[i], embedding_model=embed.NAME)
             for i in range(len(vectors))
         ])
+    vacuumed()
     started = time.perf_counter()
     rows = list(Claim.objects.filter(fleet=fleet).values_list("text", "embedding"))
     floor = time.perf_counter() - started
@@ -119,7 +134,7 @@ def bench_render(n: int) -> tuple[float, float]:
     elapsed = time.perf_counter() - started
     assert report.claims == n == len(rows)
     print(f"  render {n:>7,} claims: {elapsed:.2f}s  (baseline: reading the rows {floor:.2f}s, "
-          f"render/baseline {elapsed / floor:.1f}x)")
+          f"render/baseline {elapsed / floor:.1f}x)  [{load()}]")
     fleet.delete()
     return elapsed, floor
 
@@ -247,8 +262,8 @@ def main() -> None:
                         help="also measure append→applied latency under load for SECS")
     parser.add_argument("--skip-drain", action="store_true")
     args = parser.parse_args()
-    print(f"pipeline bench on {os.cpu_count()} cores, load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}, spool/cache in {TMP}")
+    print(f"pipeline bench on {os.cpu_count()} cores, spool/cache in {TMP}  [{load()}]")
+    db_health.maintain(commit=True)  # vacuum, and rebuild indexes earlier runs bloated
     bench_poison()
     if args.latency:
         bench_latency(args.latency)

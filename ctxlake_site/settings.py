@@ -197,6 +197,8 @@ WHITENOISE_MANIFEST_STRICT = False  # a stale collection falls back to unhashed 
 
 # Bodies past this are refused with 413 (by the API's parsers, and by Django elsewhere).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("CTXLAKE_MAX_BODY_BYTES", 2_621_440, minimum=1024)
+# How many live leases one agent may hold; a claim past it is refused (fleet.leases).
+CTXLAKE_MAX_LIVE_LEASES_PER_AGENT = env_int("CTXLAKE_MAX_LIVE_LEASES_PER_AGENT", 500, minimum=1)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

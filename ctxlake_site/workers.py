@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from claims import snapshot_render
 from claims import spool_apply as claims_apply
-from ctxlake_site import briefing, paths
+from ctxlake_site import briefing, db_health, paths
 from ctxlake_site.drain import Applier, Drainer, DrainReport
 from fleet import cache_render, leases, rendering, spool_apply
 from fleet.models import Fleet, Lease
@@ -127,6 +127,15 @@ def expire_leases_task() -> str:
     for fleet in fleets:
         rendering.request_render(fleet)
     return f"expired {expired} lease(s) in {len(fleets)} fleet(s)"
+
+
+def maintain_db_task() -> str:
+    """The daily job: vacuum and analyze, rebuild search indexes bulk deletes bloated."""
+    actions = db_health.maintain(commit=True)
+    rebuilt = [a for a in actions if a.startswith("REINDEX")]
+    return f"vacuumed {len(actions) - len(rebuilt)} table(s); " + (
+        "; ".join(rebuilt) if rebuilt else "no index bloated"
+    )
 
 
 @dataclass(frozen=True)
@@ -237,6 +246,11 @@ SCHEDULES: list[dict[str, Any]] = [
         "func": "ctxlake_site.workers.render_all_fleets",
         "schedule_type": "I",
         "minutes": 5,
+    },
+    {
+        "name": "ctxlake.maintain_db",
+        "func": "ctxlake_site.workers.maintain_db_task",
+        "schedule_type": "D",
     },
 ]
 

@@ -34,14 +34,18 @@ class Claimed:
     possibly_stale: list[str] = field(default_factory=list)
 
 
+Refused = ValueError | leases.LeaseCapReached
+
+
 def claim_leases(
     fleet: Fleet, requests: Sequence[leases.ClaimRequest]
-) -> list[Claimed | ValueError]:
-    """Hold (or renew) paths for each request, in order; a ValueError per refused request."""
+) -> list[Claimed | ValueError | leases.LeaseCapReached]:
+    """Hold (or renew) paths for each request, in order; per refused request a ValueError
+    (malformed) or LeaseCapReached (well formed, but past the agent's cap)."""
     with transaction.atomic(savepoint=False):
         results = leases.claim_many(fleet.pk, requests)
         held = [
-            (q, r) for q, r in zip(requests, results, strict=True) if not isinstance(r, ValueError)
+            (q, r) for q, r in zip(requests, results, strict=True) if not isinstance(r, Refused)
         ]
         reports = [
             signals.PathReport([lease.path for lease in r.held], q.now or timezone.now(),
@@ -52,7 +56,7 @@ def claim_leases(
         if held:
             rendering.request_render(fleet)
     stale = iter(marks)
-    return [r if isinstance(r, ValueError) else Claimed(r, next(stale)) for r in results]
+    return [r if isinstance(r, Refused) else Claimed(r, next(stale)) for r in results]
 
 
 def release_leases(

@@ -129,7 +129,9 @@ def apply_lease_claims(events: Sequence[Envelope]) -> list[Outcome]:
     )
 
 
-def _claimed(claimed: actions.Claimed) -> dict[str, Any]:
+def _claimed(claimed: actions.Claimed | leases.LeaseCapReached) -> dict[str, Any]:
+    if isinstance(claimed, leases.LeaseCapReached):  # applied as a refusal, not dead-lettered
+        return {"held": [], "contention": [], "refused": str(claimed), "cap": claimed.cap}
     result = claimed.result
     out: dict[str, Any] = {
         "held": [lease.path for lease in result.held],

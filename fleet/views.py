@@ -12,7 +12,12 @@ from typing import Any
 
 from django.db.models import QuerySet
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+)
 from rest_framework import serializers, status, viewsets
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
@@ -193,12 +198,22 @@ class LeaseViewSet(FleetViewSet):
 
     @extend_schema(summary="Active leases, each with the other agents' overlapping leases")
     def list(self, request: Request, fleet: str) -> Response:
-        return self.page(self.get_queryset(), contention=api_roster.contention_map(request.fleet))
+        page = self.paginate_queryset(self.get_queryset())
+        contention = api_roster.contention_map(request.fleet, page or [])
+        context = {**self.get_serializer_context(), "contention": contention}
+        data = self.get_serializer(page, many=True, context=context).data
+        return self.get_paginated_response(data)
 
     @extend_schema(
         summary="Hold (or renew) paths for a while; overlapping holders are reported, not refused",
         request=s.LeaseClaimRequest,
-        responses=s.ClaimResultSerializer,
+        responses={
+            200: s.ClaimResultSerializer,
+            409: OpenApiResponse(
+                description="Refused, nothing taken: the new paths would take the agent past "
+                "its cap on live leases (CTXLAKE_MAX_LIVE_LEASES_PER_AGENT); `detail` says so."
+            ),
+        },
         examples=[
             OpenApiExample(
                 "claim",
@@ -224,6 +239,11 @@ class LeaseViewSet(FleetViewSet):
         (claimed,) = actions.claim_leases(request.fleet, [request_])
         if isinstance(claimed, ValueError):
             raise ValidationError({"paths": [str(claimed)]})
+        if isinstance(claimed, leases.LeaseCapReached):  # well formed: release first
+            return Response(
+                {"detail": str(claimed), "live": claimed.live, "cap": claimed.cap},
+                status=status.HTTP_409_CONFLICT,
+            )
         result = claimed.result
         contention = [
             {

@@ -25,7 +25,10 @@ def test_a_drain_killed_mid_batch_then_rerun_applies_each_event_once(spool_dir: 
     spool = Spool(spool_dir, fleet="kill", agent="ada", file_max_bytes=64 << 10)
     for i in range(EVENTS):
         spool.append("lease.claim", {"paths": [f"f{i}.py"], "reason": "", "ttl_secs": 600})
-    env = env_for_test_database(CTXLAKE_SPOOL_DIR=str(spool_dir))
+    # one agent holds every lease here: lift the per-agent cap (default 500) above EVENTS
+    env = env_for_test_database(
+        CTXLAKE_SPOOL_DIR=str(spool_dir), CTXLAKE_MAX_LIVE_LEASES_PER_AGENT=str(EVENTS)
+    )
     cmd = [sys.executable, "manage.py", "drain_spool", "--quiet"]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60

@@ -24,7 +24,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from claims.pgvector_check import pgvector_version
-from ctxlake_site import embedded_db, paths, pipeline_status
+from ctxlake_site import db_health, embedded_db, paths, pipeline_status
 from fleet import rendering
 
 
@@ -169,9 +169,11 @@ CHECKS: list[tuple[str, Callable[[], Check | list[Check]]]] = [
     ("spool dir", lambda: _writable("spool dir", paths.spool_dir() / "mcp")),
     ("worker", _worker),
     ("broker", _broker),
+    ("index bloat", lambda: Check("index bloat", *db_health.doctor_status())),
     ("pipeline", _pipeline),
 ]
-NEEDS_DATABASE = {"database", "pgvector", "migrations", "worker", "broker", "pipeline"}
+NEEDS_DATABASE = {"database", "pgvector", "migrations", "worker", "broker", "index bloat",
+                  "pipeline"}
 
 
 class Command(BaseCommand):
