@@ -35,6 +35,7 @@ from functools import lru_cache
 
 RRF_K = 60  # the usual constant: flattens the head so one list cannot dominate
 COVERAGE_POWER = 3.0  # lexical weight = coverage ** this; 5-fold CV (bench/search_eval.py --cv)
+COVERAGE_RELATIVE = False  # coverage measured against the best lexical hit's, not the query's
 LEXICAL_WEIGHT = 1.0  # RRF weight of the lexical list
 VECTOR_WEIGHT = 1.0  # RRF weight of the vector list
 CANDIDATES = 100  # rows each of the lexical and vector lists contributes to the fusion
@@ -147,7 +148,10 @@ def fuse(
     """
     lex = {cid: i + 1 for i, cid in enumerate(lexical)}
     vec = {cid: i + 1 for i, cid in enumerate(vector)}
-    cov = coverage or {}
+    cov = dict(coverage or {})
+    if COVERAGE_RELATIVE and cov:
+        best = max(cov.get(cid, 1.0) for cid in lexical) if lexical else 1.0
+        cov = {cid: c / best for cid, c in cov.items()} if best > 0 else cov
     ids: Iterable[str] = dict.fromkeys([*lexical, *vector])
     scored = [
         (
