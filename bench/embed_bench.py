@@ -140,7 +140,7 @@ def measure(name: str, quality: bool, data: str | None) -> dict[str, Any]:
     }
     if quality:
         enc, _ = build(name, 1)
-        out["quality"] = vector_quality(enc, name, data)
+        out["quality"] = vector_quality(enc, model_name, data)
     return out
 
 

@@ -50,6 +50,7 @@ import itertools
 import json
 import math
 import os
+import pickle
 import random
 import sys
 import tempfile
@@ -91,10 +92,9 @@ PLAIN_RRF_K = 60
 FOLDS = 5
 # --cv grid: the fusion's free constants (mcp_bridge.contract.ranking)
 GRID = {
-    "RRF_K": (20, 60),
-    "LEXICAL_WEIGHT": (0.6, 0.8, 1.0, 1.25, 1.5),
-    "COVERAGE_POWER": (0.0, 0.5, 1.0, 2.0, 3.0),
-    "COVERAGE_RELATIVE": (False, True),
+    "RRF_K": (10, 20, 60),
+    "LEXICAL_WEIGHT": (1.0, 1.5, 2.0, 3.0, 4.0, 6.0),
+    "COVERAGE_POWER": (1.0, 2.0, 3.0),
 }
 
 
@@ -494,6 +494,9 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--cv", action="store_true", help="cross-validate the fusion grid")
     parser.add_argument("--seeds", type=int, default=10, help="CV shuffles (default 10)")
+    parser.add_argument("--captures", help="pickle of the searched lists: read it when it "
+                        "exists (no searching; the fusion is re-run on it), else write it "
+                        "(keep it outside the repository: it holds the public sets' ids)")
     args = parser.parse_args()
     sets = [s.strip() for s in args.sets.split(",") if s.strip()]
     base = retrieval_dev.data_dir(args.data)
@@ -504,9 +507,17 @@ def main() -> int:
         return 2
     started = time.monotonic()
     runs: list[Run] = []
-    for s in sets:
-        paths = {"bridge", "server"} if s == "project" or args.server else {"bridge"}
-        runs += run_project(paths) if s == "project" else run_public(base, s, paths)
+    if args.captures and Path(args.captures).is_file():
+        with open(args.captures, "rb") as f:
+            runs = [r for r in pickle.load(f) if r.set in sets]
+        print(f"lists read from {args.captures} (searched earlier; fusion re-run now)")
+    else:
+        for s in sets:
+            paths = {"bridge", "server"} if s == "project" or args.server else {"bridge"}
+            runs += run_project(paths) if s == "project" else run_public(base, s, paths)
+        if args.captures:
+            with open(args.captures, "wb") as f:
+                pickle.dump(runs, f)
     results = report(runs)
     fails = verdict(results, sets)
     load = os.getloadavg()

@@ -33,10 +33,9 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import lru_cache
 
-RRF_K = 60  # the usual constant: flattens the head so one list cannot dominate
-COVERAGE_POWER = 3.0  # lexical weight = coverage ** this; 5-fold CV (bench/search_eval.py --cv)
-COVERAGE_RELATIVE = False  # coverage measured against the best lexical hit's, not the query's
-LEXICAL_WEIGHT = 1.0  # RRF weight of the lexical list
+RRF_K = 20  # 5-fold CV over people's queries and the project's (bench/search_eval.py --cv)
+COVERAGE_POWER = 2.0  # lexical weight = LEXICAL_WEIGHT · coverage ** this; the same CV
+LEXICAL_WEIGHT = 3.0  # RRF weight of the lexical list; the same CV
 VECTOR_WEIGHT = 1.0  # RRF weight of the vector list
 CANDIDATES = 100  # rows each of the lexical and vector lists contributes to the fusion
 MIN_COSINE = 0.2  # below this a vector "match" is noise for all-MiniLM-L6-v2
@@ -148,10 +147,7 @@ def fuse(
     """
     lex = {cid: i + 1 for i, cid in enumerate(lexical)}
     vec = {cid: i + 1 for i, cid in enumerate(vector)}
-    cov = dict(coverage or {})
-    if COVERAGE_RELATIVE and cov:
-        best = max(cov.get(cid, 1.0) for cid in lexical) if lexical else 1.0
-        cov = {cid: c / best for cid, c in cov.items()} if best > 0 else cov
+    cov = coverage or {}
     ids: Iterable[str] = dict.fromkeys([*lexical, *vector])
     scored = [
         (
