@@ -92,8 +92,8 @@ PLAIN_RRF_K = 60
 FOLDS = 5
 # --cv grid: the fusion's free constants (mcp_bridge.contract.ranking)
 GRID = {
-    "RRF_K": (10, 20, 60),
-    "LEXICAL_WEIGHT": (1.0, 1.5, 2.0, 3.0, 4.0, 6.0),
+    "RRF_K": (5, 10, 20, 60),
+    "LEXICAL_WEIGHT": (1.0, 1.5, 2.0, 3.0, 4.0),
     "COVERAGE_POWER": (1.0, 2.0, 3.0),
 }
 

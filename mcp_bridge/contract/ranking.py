@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import lru_cache
 
-RRF_K = 20  # 5-fold CV over people's queries and the project's (bench/search_eval.py --cv)
-COVERAGE_POWER = 2.0  # lexical weight = LEXICAL_WEIGHT · coverage ** this; the same CV
-LEXICAL_WEIGHT = 3.0  # RRF weight of the lexical list; the same CV
+RRF_K = 5  # 5-fold CV over people's queries and the project's (bench/search_eval.py --cv)
+COVERAGE_POWER = 1.0  # lexical weight = LEXICAL_WEIGHT · coverage ** this; the same CV
+LEXICAL_WEIGHT = 2.0  # RRF weight of the lexical list; the same CV
 VECTOR_WEIGHT = 1.0  # RRF weight of the vector list
 CANDIDATES = 100  # rows each of the lexical and vector lists contributes to the fusion
 MIN_COSINE = 0.2  # below this a vector "match" is noise for all-MiniLM-L6-v2
