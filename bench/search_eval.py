@@ -109,6 +109,7 @@ class Lists:
     coverage: dict[str, float]
     vector: list[str]
     anyterm: list[str]  # BM25 over any query term, for plain RRF
+    tiebreak: dict[str, str] | None = None  # label → the id the real search breaks ties by
 
 
 @dataclass
@@ -135,7 +136,8 @@ def bridge_capture(snap: Snapshot, label: dict[str, str], query: str, qvec: Any,
                               subject is not None) if terms else [])
         return Lists([label[ids[r]] for r in lex],
                      {label[ids[r]]: c for r, c in cov.items()},
-                     [label[ids[r]] for r in vec], [label[ids[r]] for r in anyterm])
+                     [label[ids[r]] for r in vec], [label[ids[r]] for r in anyterm],
+                     {v: k for k, v in label.items()})
 
     def real(k: int) -> list[str]:
         hits = snap.search(query, k=k, subject=subject, query_vector=qvec, now=now)
@@ -154,8 +156,8 @@ def _rowids(snap: Snapshot) -> dict[int, str]:
     return _ROWIDS[id(snap)]
 
 
-def server_capture(fleet: Fleet, label: dict[int, str], query: str, subject: str | None
-                   ) -> Capture:
+def server_capture(fleet: Fleet, label: dict[int, str], query: str, subject: str | None,
+                   public: dict[str, str]) -> Capture:
     now = timezone.now()
     statuses = [Claim.Status.PROMOTED]
     everything = search.collection(fleet, statuses)
@@ -171,7 +173,7 @@ def server_capture(fleet: Fleet, label: dict[int, str], query: str, subject: str
         anyterm = [pk for pk, _ in search._anyterm(everything, narrow, terms, n)[0]] if terms \
             else []
         return Lists([label[pk] for pk in lex], {label[pk]: c for pk, c in cov.items()},
-                     [label[pk] for pk in vec], [label[pk] for pk in anyterm])
+                     [label[pk] for pk in vec], [label[pk] for pk in anyterm], public)
 
     def real(k: int) -> list[str]:
         found = search.search_claims(fleet, query, k=k, subject=subject, now=now)
@@ -196,8 +198,13 @@ def fused(lists: Lists, method: str) -> list[str]:
         return [c for c, _ in sorted(score.items(), key=lambda p: (-p[1], p[0]))]
     lexical = lists.lexical if method in ("lexical", "shipped") else []
     vector = lists.vector if method in ("vector", "shipped") else []
+    # fuse under the ids the real search fuses under, so equal scores break the same way
+    to = lists.tiebreak or {}
+    back = {v: k for k, v in to.items()}
+    lexical, vector = [to.get(c, c) for c in lexical], [to.get(c, c) for c in vector]
+    coverage = {to.get(c, c): v for c, v in lists.coverage.items()}
     factors = dict.fromkeys([*lexical, *vector], UNIFORM)
-    return [c for c, _ in ranking.fuse(lexical, vector, factors, coverage=lists.coverage)]
+    return [back.get(c, c) for c, _ in ranking.fuse(lexical, vector, factors, coverage=coverage)]
 
 
 # -- metrics --------------------------------------------------------------------------------
@@ -293,7 +300,8 @@ def run_project(paths: set[str]) -> list[Run]:
             out.append(Run("project", "bridge", queries, caps, time.monotonic() - started))
         if "server" in paths:
             started = time.monotonic()
-            caps = [server_capture(fleet, label, q["query"], None) for q in queries]
+            tiebreak = {label[c.pk]: c.public_id for c in Claim.objects.filter(fleet=fleet)}
+            caps = [server_capture(fleet, label, q["query"], None, tiebreak) for q in queries]
             out.append(Run("project", "server", queries, caps, time.monotonic() - started))
         snap.close()
     return out
@@ -321,8 +329,9 @@ def run_public(base: Path, name: str, paths: set[str]) -> list[Run]:
     if "server" in paths:
         with throwaway_fleet(docs, matrix) as (fleet, label):
             started = time.monotonic()
-            caps = [server_capture(fleet, label, q["query"], q["group"] if ds.grouped else None)
-                    for q in ds.queries]
+            tiebreak = {label[c.pk]: c.public_id for c in Claim.objects.filter(fleet=fleet)}
+            caps = [server_capture(fleet, label, q["query"], q["group"] if ds.grouped else None,
+                                   tiebreak) for q in ds.queries]
             out.append(Run(name, "server", ds.queries, caps, time.monotonic() - started))
     return out
 
