@@ -11,7 +11,8 @@ the REST API and an agent's memory_search rank the same data the same way:
    query's own transaction (the default 40 misses true neighbours; see
    tests/claims/test_search_hnsw.py), cosine ≥ ranking.MIN_COSINE, CANDIDATES rows.
 
-Then score = w·RRF(lexical) + RRF(vector), × confidence × recency × (1 − staleness), where
+Then score = LEXICAL_WEIGHT·w·RRF(lexical) + RRF(vector), × confidence × recency ×
+(1 − staleness), where
 w is a lexical hit's query coverage (idf-weighted share of the terms it matches, see
 mcp_bridge.contract.ranking) raised to ranking.COVERAGE_POWER; conjunctive hits have w = 1.
 Superseded and expired claims leave default results (`include_inactive=True` keeps them);

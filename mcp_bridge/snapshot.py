@@ -108,11 +108,18 @@ class Snapshot:
         now = now or dt.datetime.now(dt.UTC)
         try:
             lexical, cover = self._lexical(query, k, now, scope, subject, claim_type)
-            vector = ([] if query_vector is None
-                      else self._vector(query_vector, k, now, scope, subject, claim_type))
+            matrix = None if query_vector is None else self.vectors()
+            ran_vector = matrix is not None and len(matrix.rowids) > 0
+            vector = (self._vector(query_vector, k, now, scope, subject, claim_type)
+                      if ran_vector else [])
             rows = self._rows([*lexical, *vector])
         except sqlite3.Error as e:
             return Hits([], False, "lexical", [f"{contract.SNAPSHOT} query failed ({e})"])
+        ran_lexical = bool(ranking.query_terms(query))
+        # what actually ran: a vector list only when there is a query vector and the
+        # snapshot holds vectors to compare it with
+        mode = ("hybrid" if ran_vector and ran_lexical else "vector" if ran_vector
+                else "lexical")
         ids = {rowid: row["id"] for rowid, row in rows.items()}
         factors = {row["id"]: _factors(row, now) for row in rows.values()}
         fused = ranking.fuse([ids[r] for r in lexical if r in ids],
@@ -120,7 +127,7 @@ class Snapshot:
                              coverage={ids[r]: c for r, c in cover.items() if r in ids})
         by_id = {row["id"]: row for row in rows.values()}
         results = [self._public(by_id[cid], s) for cid, s in fused[:k]]
-        return Hits(results, len(fused) > k, "hybrid" if query_vector is not None else "lexical")
+        return Hits(results, len(fused) > k, mode)
 
     def _filters(self, now: dt.datetime, scope: str | None, subject: str | None,
                  claim_type: str | None) -> tuple[str, list[Any]]:

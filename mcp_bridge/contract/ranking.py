@@ -3,7 +3,8 @@
 Stdlib only and pure, so the server's claims/search.py imports these very constants and
 functions and both sides rank the same data the same way:
 
-    score = w(lexical hit) · rrf(lexical_rank) + rrf(vector_rank)   # weighted RRF
+    score = LEXICAL_WEIGHT · w(lexical hit) · rrf(lexical_rank)     # weighted RRF
+            + VECTOR_WEIGHT · rrf(vector_rank)
             × confidence × recency(age_days) × (1 − staleness)
 
 with rrf(rank) = 1 / (RRF_K + rank), rank 1-based, and a missing rank contributing 0.
@@ -13,6 +14,10 @@ dropped, as Postgres' websearch_to_tsquery does), by BM25; only when that finds 
 k does a disjunctive (any-term) BM25 pass append more. It is what the server's websearch
 AND semantics return, and it keeps the bridge from BM25-scoring half the snapshot for a
 query of common words.
+
+RRF_K, LEXICAL_WEIGHT and COVERAGE_POWER were chosen together by 5-fold cross-validation
+over people's queries (SciFact, LoCoMo) and the project's own (bench/search_eval.py --cv;
+docs/search.md): the fused ranking beats plain RRF of the same two lists on every set.
 
 A lexical hit's weight w is how much of the query it covers: coverage^COVERAGE_POWER,
 where coverage is the idf-weighted fraction of the query's terms the claim matches (1 for
@@ -33,9 +38,9 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import lru_cache
 
-RRF_K = 60  # the usual constant: flattens the head so one list cannot dominate
-COVERAGE_POWER = 3.0  # lexical weight = coverage ** this; 5-fold CV (bench/search_eval.py --cv)
-LEXICAL_WEIGHT = 1.0  # RRF weight of the lexical list
+RRF_K = 5  # 5-fold CV over people's queries and the project's (bench/search_eval.py --cv)
+COVERAGE_POWER = 1.0  # lexical weight = LEXICAL_WEIGHT · coverage ** this; the same CV
+LEXICAL_WEIGHT = 2.0  # RRF weight of the lexical list; the same CV
 VECTOR_WEIGHT = 1.0  # RRF weight of the vector list
 CANDIDATES = 100  # rows each of the lexical and vector lists contributes to the fusion
 MIN_COSINE = 0.2  # below this a vector "match" is noise for all-MiniLM-L6-v2

@@ -82,6 +82,18 @@ def test_nearest_finds_paraphrases_above_unrelated_claims(fleet_a: Fleet) -> Non
     assert best == para and 0.6 < similarity < 1.0
 
 
+def test_reembed_reports_progress_with_the_model_name(fleet_a: Fleet) -> None:
+    for i in range(3):
+        _propose(fleet_a, f"Claim number {i} about the deploy VPN", f"s{i}")
+    out = StringIO()
+    call_command("reembed_claims", "--all", "--commit", "--batch", "2", stdout=out)
+    name = embeddings.embedder().NAME
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith(f"  2/3 embedded with {name} (") and "claims/s" in lines[0]
+    assert lines[1].startswith(f"  3/3 embedded with {name} (")
+    assert lines[-1] == f"Embedded 3 claim(s) with {name}."
+
+
 @pytest.mark.parametrize("batch", ["0", "-3"])
 def test_reembed_refuses_a_bad_batch_size(db: None, batch: str) -> None:
     from django.core.management.base import CommandError

@@ -36,3 +36,32 @@ def test_it_places_paraphrases_closer_than_unrelated_sentences() -> None:
 def test_it_caches_repeated_query_embeddings() -> None:
     first = embed.embed_query("a repeated query")
     assert embed.embed_query("a repeated query") is first
+
+
+def test_length_sorted_batches_keep_the_callers_order() -> None:
+    """Texts are batched by token length and padded per batch; the vectors come back in
+    the order given, each the same as when embedded alone."""
+    texts = ["short", "a much longer text " * 20, "mid length text here", "x"] * 12
+    together = embed.embed(texts)
+    alone = np.stack([embed.embed([t])[0] for t in texts[:4]])
+    assert together.shape == (len(texts), embed.DIMS)
+    assert np.allclose(together[:4], alone, atol=1e-4)
+    assert np.allclose(together[4:8], alone, atol=1e-4)
+
+
+def test_batches_are_bounded_in_texts_and_padded_tokens() -> None:
+    calls: list[tuple[int, int]] = []
+    model = embed.model()
+    run = model._run
+
+    def spy(ids: list[list[int]], width: int) -> np.ndarray:
+        calls.append((len(ids), width))
+        return run(ids, width)
+
+    model._run = spy  # type: ignore[method-assign]
+    try:
+        embed.embed(["word " * n for n in range(1, 200)])
+    finally:
+        del model._run
+    assert all(n <= embed.BATCH and n * width <= embed.BATCH_TOKENS for n, width in calls)
+    assert [w for _, w in calls] == sorted(w for _, w in calls)  # ascending lengths

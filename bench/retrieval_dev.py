@@ -1,0 +1,106 @@
+"""Public retrieval sets read at run time from ../shared/retrieval-dev (never copied here).
+
+SciFact (train split: 809 scientific claims → the abstracts that support or refute them,
+5,183 abstracts) and five LoCoMo conversations (760 questions → the dialogue turns that
+answer them; one conversation = one memory store, its id in `metadata.group`), both in
+BEIR layout. Their licences are non-commercial (CC BY-NC), so this module only reads
+them from outside the repository; the project ships none of it.
+
+Document vectors take minutes on two shared cores, so they are cached outside the
+repository (CTXLAKE_EVAL_CACHE, default ~/.cache/ctxlake-eval), keyed by the embedder's
+name, the model file's digest and a digest of the texts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DATA = ROOT.parent / "shared" / "retrieval-dev"
+SETS = ("scifact", "locomo")
+CACHE = Path(os.environ.get("CTXLAKE_EVAL_CACHE", Path.home() / ".cache" / "ctxlake-eval"))
+
+
+@dataclass
+class Dataset:
+    name: str
+    docs: list[dict[str, str]]  # {"id", "text", "group"}
+    queries: list[dict[str, Any]]  # {"id", "query", "group", "relevant": {doc id: grade}}
+    grouped: bool = False  # LoCoMo: search only the query's group (its conversation)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def data_dir(explicit: str | None = None) -> Path:
+    """--data, else $CTXLAKE_RETRIEVAL_DEV, else ../shared/retrieval-dev beside the repo."""
+    return Path(explicit or os.environ.get("CTXLAKE_RETRIEVAL_DEV") or DEFAULT_DATA)
+
+
+def available(base: Path) -> list[str]:
+    return [s for s in SETS if (base / s / "corpus.jsonl").is_file()]
+
+
+def load(base: Path, name: str, split: str = "dev") -> Dataset:
+    """Docs (claim text = title + " " + text, as the set's README says), queries with at
+    least one relevant doc in the split's qrels, grades as given."""
+    folder = base / name
+    docs = []
+    with open(folder / "corpus.jsonl") as f:
+        for line in f:
+            d = json.loads(line)
+            text = f"{d.get('title') or ''} {d.get('text') or ''}".strip()
+            docs.append({"id": str(d["_id"]), "text": text,
+                         "group": str((d.get("metadata") or {}).get("group") or "")})
+    qrels: dict[str, dict[str, int]] = {}
+    with open(folder / "qrels" / f"{split}.tsv") as f:
+        next(f)
+        for line in f:
+            qid, did, grade = line.rstrip("\n").split("\t")
+            if int(grade) > 0:
+                qrels.setdefault(qid, {})[did] = int(grade)
+    queries = []
+    with open(folder / "queries.jsonl") as f:
+        for line in f:
+            q = json.loads(line)
+            qid = str(q["_id"])
+            if qid in qrels:
+                queries.append({"id": qid, "query": q["text"], "kind": name,
+                                "group": str((q.get("metadata") or {}).get("group") or ""),
+                                "relevant": qrels[qid]})
+    grouped = any(q["group"] for q in queries)
+    return Dataset(name, docs, queries, grouped=grouped)
+
+
+def _digest(texts: list[str]) -> str:
+    h = hashlib.sha256()
+    for t in texts:
+        h.update(t.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def vectors(embedder: Any, texts: list[str], label: str) -> Any:
+    """embedder.embed(texts), cached by model and text digest; progress on stderr."""
+    import numpy as np
+
+    key = getattr(embedder, "CACHE_KEY", None) or embedder.NAME
+    path = CACHE / f"{label}-{key}-{_digest(texts)}.npy"
+    if path.is_file():
+        return np.load(path)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    out = []
+    step = 256
+    for i in range(0, len(texts), step):
+        out.append(embedder.embed(texts[i:i + step]))
+        print(f"  embedding {label}: {min(i + step, len(texts))}/{len(texts)}",
+              file=sys.stderr, flush=True)
+    matrix = np.concatenate(out) if out else np.zeros((0, embedder.DIMS), dtype=np.float32)
+    tmp = path.with_suffix(".tmp.npy")
+    np.save(tmp, matrix)
+    os.replace(tmp, path)
+    return matrix
