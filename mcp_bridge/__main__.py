@@ -28,12 +28,14 @@ commands:
              .cursor/rules/ctxlake.mdc (opt-in per repository; --help for options)
   sync       pull the fleet's cache from a ctxlake server and push the local spool
   guard      install | uninstall | check: a git pre-commit hook that checks leases
+  capture-session  --transcript PATH --session ID: spool a session's record and
+             candidate claims from its transcript (what the SessionEnd hook starts)
 
 environment:
 """
 
 TOOLING = {"install": "install", "uninstall": "install", "hook": "hooks", "sync": "sync",
-           "guard": "guard", "write-rules": "rules"}
+           "guard": "guard", "write-rules": "rules", "capture-session": "capture.run"}
 COMMANDS = ("serve", "briefing", *TOOLING)
 
 

@@ -80,6 +80,8 @@ BRANCH_MAX_CHARS: Final = 255
 COMMIT_MAX_CHARS: Final = 64
 EXCERPT_MAX_CHARS: Final = 2000
 END_REASON_MAX_CHARS: Final = 64
+#: An ISO 8601 instant as text (session.end's started_at): "2026-12-03T11:54:42.123456+00:00".
+INSTANT_MAX_CHARS: Final = 40
 
 #: Citation keys: the two that identify the message, and what may locate it.
 CITATION_LIMITS: Final = {
@@ -197,7 +199,8 @@ PAYLOAD_KEYS: Final = {
     KIND_LEASE_RELEASE: frozenset({"paths", "all"}),
     KIND_HANDOFF_CREATE: frozenset({"summary", "status", "next", "transfer_leases"}),
     KIND_CLAIM_PROPOSED: frozenset({"claim", "type", "subject", "scope", "evidence"}),
-    KIND_SESSION_END: frozenset({"outcome", "summary", "reason", "changed_paths"}),
+    KIND_SESSION_END: frozenset({"outcome", "summary", "reason", "changed_paths", "repo",
+                                 "branch", "started_at"}),
 }
 
 
@@ -235,7 +238,26 @@ def _session_end(p: dict[str, Any]) -> str | None:
             or text_problem(p.get("reason"), "reason", END_REASON_MAX_CHARS, required=False,
                             one_line=True)
             or _paths_problem(p.get("changed_paths", []), "changed_paths", min_items=0,
-                              max_items=CHANGED_PATHS_MAX))
+                              max_items=CHANGED_PATHS_MAX)
+            # from the transcript capture (mcp_bridge.capture); absent from older writers
+            or text_problem(p.get("repo"), "repo", REPO_MAX_CHARS, required=False, one_line=True)
+            or text_problem(p.get("branch"), "branch", BRANCH_MAX_CHARS, required=False,
+                            one_line=True)
+            or instant_problem(p.get("started_at"), "started_at"))
+
+
+def instant_problem(value: Any, name: str) -> str | None:
+    """Why `value` is not an ISO 8601 instant with a zone (or absent), or None."""
+    problem = text_problem(value, name, INSTANT_MAX_CHARS, required=False, one_line=True)
+    if problem or value is None:
+        return problem
+    from datetime import datetime
+
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return f"{name} must be an ISO 8601 date and time, e.g. 2026-01-01T00:00:00Z"
+    return None if moment.tzinfo else f"{name} must carry a time zone (e.g. a trailing Z)"
 
 
 _CHECKS: Final = {
