@@ -98,9 +98,11 @@ def _key(command: str) -> str:
 
 
 def _first_error_line(text: str) -> str:
-    """The line that names the error: an Error/Exception line first, else a failure line."""
+    """The line that names the error, most specific first: an ...Error/...Exception line, a
+    file:line: diagnostic, a line saying "error", a line saying it failed; else the last."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    for pattern in (r"\b\w*(?:Error|Exception)\b|\berror\b", r"(?i)fail|not found|cannot"):
+    for pattern in (r"\b\w*(?:Error|Exception)\b", r"^\S+:\d+(?::\d+)?:", r"(?i)\berror\b",
+                    r"(?i)fail|not found|cannot"):
         for ln in lines:
             if re.search(pattern, ln) and not ln.startswith("Exit code"):
                 return ln[:160]
