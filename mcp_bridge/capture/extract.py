@@ -55,9 +55,10 @@ class Candidate:
             if repo:
                 cite["repo"] = repo[:ev.REPO_MAX_CHARS]
             evidence.append(cite)
+        assert self.extractor in ev.CAPTURE_EXTRACTORS
         return {"claim": self.claim[:ev.CLAIM_MAX_CHARS], "type": self.type,
                 "subject": self.subject[:ev.SUBJECT_MAX_CHARS] or "session", "scope": "agent",
-                "evidence": evidence}
+                "evidence": evidence, "extractor": self.extractor}
 
 
 def candidates(steps: list[Step], *, cap: int = MAX_CANDIDATES,

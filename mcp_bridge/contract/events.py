@@ -193,12 +193,16 @@ KIND_SESSION_END: Final = "session.end"
 SESSION_OUTCOMES: Final = ("success", "partial", "failed", "abandoned")
 HANDOFF_STATUSES: Final = ("in_progress", "blocked", "done", "abandoned")
 CLAIM_TYPES: Final = ("fact", "gotcha", "procedure", "decision", "preference")
+#: The transcript capture's extractors (mcp_bridge.capture.extract): a claim.proposed
+#: event may name the one that produced it, and the review page shows it.
+CAPTURE_EXTRACTORS: Final = ("error_fix", "lesson", "works_here")
 
 PAYLOAD_KEYS: Final = {
     KIND_LEASE_CLAIM: frozenset({"paths", "reason", "ttl_secs"}),
     KIND_LEASE_RELEASE: frozenset({"paths", "all"}),
     KIND_HANDOFF_CREATE: frozenset({"summary", "status", "next", "transfer_leases"}),
-    KIND_CLAIM_PROPOSED: frozenset({"claim", "type", "subject", "scope", "evidence"}),
+    KIND_CLAIM_PROPOSED: frozenset({"claim", "type", "subject", "scope", "evidence",
+                                    "extractor"}),
     KIND_SESSION_END: frozenset({"outcome", "summary", "reason", "changed_paths", "repo",
                                  "branch", "started_at"}),
 }
@@ -229,7 +233,9 @@ def _claim_proposed(p: dict[str, Any]) -> str | None:
     return (text_problem(p.get("claim"), "claim", CLAIM_MAX_CHARS)
             or _enum_problem(p.get("type"), "type", CLAIM_TYPES, required=True)
             or text_problem(p.get("subject"), "subject", SUBJECT_MAX_CHARS)
-            or citations_problem(p.get("evidence")))
+            or citations_problem(p.get("evidence"))
+            or _enum_problem(p.get("extractor"), "extractor", CAPTURE_EXTRACTORS,
+                             required=False))
 
 
 def _session_end(p: dict[str, Any]) -> str | None:

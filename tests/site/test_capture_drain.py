@@ -12,7 +12,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from claims.models import Claim
+from claims.models import Claim, ClaimEvent
 from ctxlake_site import workers
 from fleet.models import Agent, DeadLetter, Fleet, Session
 from mcp_bridge.capture import run
@@ -61,6 +61,12 @@ def test_captured_candidates_arrive_as_proposals_citing_real_messages(
     ids = _uuids(transcript)
     assert {m for _, m in cited} <= ids and {s for s, _ in cited} == {"cc-s1"}
     assert {e.repo for c in claims for e in c.evidence.all()} == {"git@github.com:acme/proj.git"}
+    # the review page's history names the extractor on each candidate's `proposed` event
+    proposed = ClaimEvent.objects.filter(claim__in=claims, kind=ClaimEvent.Kind.PROPOSED)
+    labels = {e.claim_id: (e.note, e.data) for e in proposed}
+    assert labels[fix.pk] == ("candidate from a session transcript (extractor: error_fix)",
+                              {"extractor": "error_fix"})
+    assert {d["extractor"] for _, d in labels.values()} <= {"error_fix", "lesson", "works_here"}
 
     session = Session.objects.get(fleet=fleet_a, session_id="cc-s1")
     assert (session.agent, session.repo, session.branch, session.outcome) == (
