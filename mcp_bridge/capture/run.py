@@ -22,14 +22,20 @@ from mcp_bridge.contract import redact
 def capture(cfg: Any, *, path: str, session: str, reason: str | None = None,
             outcome: str | None = None, summary: str | None = None,
             changed_paths: list[str] | None = None, cwd: str = "",
-            max_candidates: int = extract.MAX_CANDIDATES) -> dict[str, Any]:
-    """Spool the session.end and the candidates; returns what was done (for the log)."""
+            max_candidates: int = extract.MAX_CANDIDATES,
+            parsed: transcript.Transcript | None = None) -> dict[str, Any]:
+    """Spool the session.end and the candidates; returns what was done (for the log).
+
+    The session id goes into the fleet's capture ledger (backfill.note_captured), so a
+    later `python -m mcp_bridge capture` backfill does not capture it again.
+    """
+    from mcp_bridge.capture.backfill import note_captured
     from mcp_bridge.contract.spool import Spool
 
     t0 = time.monotonic()
     done: dict[str, Any] = {"session": session, "candidates": 0, "notes": []}
     try:
-        t = transcript.read(path)
+        t = parsed or transcript.read(path)
     except OSError as e:
         t = transcript.Transcript("unknown", notes=[f"cannot read the transcript: {e}"])
     done["format"], done["notes"] = t.format, list(t.notes)
@@ -58,6 +64,10 @@ def capture(cfg: Any, *, path: str, session: str, reason: str | None = None,
             done["notes"].append(f"{c.extractor} candidate refused: {e}")
     done["end"] = spool.append(contract.KIND_SESSION_END,
                                redact.scrub_value(payload)).event_id
+    try:
+        note_captured(cfg, session)
+    except OSError as e:
+        done["notes"].append(f"capture ledger not updated: {e}")
     done["outcome"], done["why"] = payload.get("outcome"), rec.why
     done["secs"] = round(time.monotonic() - t0, 3)
     return done

@@ -307,3 +307,62 @@ def test_a_session_that_did_nothing_starts_no_capture(config: Config, tmp_path: 
                           timeout=60, cwd=ROOT)
     assert b"nothing recorded" in done.stderr
     assert not (config.home / "logs").exists()
+
+
+# -- backfill --------------------------------------------------------------------------
+
+
+def test_backfill_captures_each_recent_session_once(config: Config, repo: Path,
+                                                    tmp_path: Path) -> None:
+    claude, codex = tmp_path / "claude-projects", tmp_path / "codex-sessions"
+    (claude / "-proj").mkdir(parents=True)
+    (codex / "2026" / "11" / "30").mkdir(parents=True)
+    fix = error_fix_claude(repo)
+    fix.write(claude / "-proj" / f"{fix.session}.jsonl")
+    idle = Claude(cwd=str(repo), session="idle-1")
+    idle.user("/mcp")
+    idle.write(claude / "-proj" / "idle-1.jsonl")
+    old = Claude(cwd=str(repo), session="old-1")
+    old.user("hello")
+    old.assistant("hi")
+    old_path = old.write(claude / "-proj" / "old-1.jsonl")
+    os.utime(old_path, (time.time() - 40 * 86_400,) * 2)
+    cx = Codex(cwd=str(repo))
+    cx.user("run the tests")
+    cx.shell("pytest -q", "4 passed")
+    cx.assistant("All 4 tests pass.")
+    cx.write(codex / "2026" / "11" / "30" / f"rollout-2026-11-30T09-00-00-{cx.session}.jsonl")
+    argv = [sys.executable, "-m", "mcp_bridge", "capture", "--since", "30d",
+            "--claude-dir", str(claude), "--codex-dir", str(codex)]
+
+    first = subprocess.run(argv, env=_hook_env(config), capture_output=True, timeout=60,
+                           cwd=ROOT)
+    assert first.returncode == 0, first.stderr
+    out = first.stdout.decode()
+    assert "[1/3]" in out and "[3/3]" in out and "old-1" not in out
+    assert "session idle-1 has no exchange, nothing recorded" in out
+    assert out.splitlines()[-1] == "ctxlake capture: 2 captured, 0 already, 1 idle, 0 unknown"
+    ends = [e for e in read_events(config.spool_dir, config.fleet) if e["kind"] == "session.end"]
+    assert sorted((e["session"], e["payload"]["outcome"], e["payload"]["reason"])
+                  for e in ends) == sorted([(fix.session, "success", "backfill"),
+                                            (cx.session, "success", "backfill")])
+
+    again = subprocess.run(argv, env=_hook_env(config), capture_output=True, timeout=60,
+                           cwd=ROOT)
+    assert again.stdout.decode().splitlines()[-1] == (
+        "ctxlake capture: 0 captured, 2 already, 1 idle, 0 unknown")
+    assert [e for e in read_events(config.spool_dir, config.fleet)
+            if e["kind"] == "session.end"] == ends
+
+
+def test_a_session_the_hook_captured_is_not_backfilled(config: Config, repo: Path,
+                                                       tmp_path: Path) -> None:
+    claude = tmp_path / "claude-projects"
+    (claude / "-proj").mkdir(parents=True)
+    fix = error_fix_claude(repo)
+    path = fix.write(claude / "-proj" / f"{fix.session}.jsonl")
+    run.capture(config, path=str(path), session=fix.session)
+    done = subprocess.run([sys.executable, "-m", "mcp_bridge", "capture", "--claude-dir",
+                           str(claude), "--codex-dir", str(tmp_path / "none")],
+                          env=_hook_env(config), capture_output=True, timeout=60, cwd=ROOT)
+    assert f"session {fix.session} already captured" in done.stdout.decode()
