@@ -5,14 +5,17 @@ and cites the transcript's own message ids. Extractors and their scores (best fi
 the session's cap keeps the top MAX_CANDIDATES):
 
 - error_fix (score 3 + 0.5 per edited file, at most 4.5): a command failed, files were
-  edited, and the same command then passed. Type gotcha; subject: the first edited path.
+  edited, and the same command then passed; the claim quotes the first sentence the
+  assistant said between the failure and the pass (else right after the pass). Type
+  gotcha; subject: the first edited path.
 - lesson (user 2.5, assistant 2.0): a sentence with an explicit marker ("the fix was",
-  "turns out", "we decided", "gotcha", "always run", a sentence starting "Don't"/"Never").
+  "turns out", "we decided", "gotcha", "always run", a sentence starting "Don't"/"Never";
+  not "don't worry/hesitate", not "never mind").
   Type decision / procedure / gotcha / fact by marker; subject: a path named in the
   sentence, else a `code` span, else the tool involved.
-- works_here (2.0 when an earlier, different invocation of the same program failed, i.e.
-  the flags or environment had to be discovered; 1.0 otherwise): a build/test/lint command that
-  passed. Type procedure; subject: the program.
+- works_here (2.0): a build/test/lint command that passed after a *different* invocation
+  of the same program failed in the session, i.e. the flags or environment had to be
+  discovered (a plain passing run proposes nothing). Type procedure; subject: the program.
 
 Near-identical candidates (word-set Jaccard >= MERGE_JACCARD) merge: the higher score
 stays, citations are pooled. Ties keep transcript order.
@@ -139,7 +142,8 @@ def error_fix(steps: list[Step], relative: Callable[[str], str] = str) -> list[C
             continue  # passed on a retry with no edit: flaky, not a fix
         paths = list(dict.fromkeys(relative(p) for e in edits for p in e.paths))
         fail = steps[start]
-        why = next((x.text for x in reversed(steps[start:i]) if x.kind == "assistant"), "")
+        why = next((x.text for x in reversed(steps[start:i]) if x.kind == "assistant"), "") \
+            or _said_next(steps, i)
         claim = (f"`{key[:200]}` failed ({_first_error_line(fail.text)}) and passed after "
                  f"changing {', '.join(_short(p) for p in paths[:5])}")
         if why:
@@ -151,6 +155,16 @@ def error_fix(steps: list[Step], relative: Callable[[str], str] = str) -> list[C
         out.append(Candidate("error_fix", claim, "gotcha", _short(paths[0]),
                              min(4.5, 3.0 + 0.5 * len(paths)), cites))
     return out
+
+
+def _said_next(steps: list[Step], i: int) -> str:
+    """The assistant's first words after step i, if it speaks before its next tool call."""
+    for x in steps[i + 1:]:
+        if x.kind == "assistant":
+            return x.text
+        if x.kind in ("call", "user"):
+            return ""
+    return ""
 
 
 def _short(path: str) -> str:
@@ -174,6 +188,9 @@ _LESSONS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("fact", re.compile(r"(?i)\b(the fix was|the (?:root )?cause was|the problem was|"
                         r"the issue was)\b")),
 )
+#: Politeness and dismissals that start like a warning but teach nothing.
+_NOT_A_LESSON = re.compile(r"(?i)^(?:don'?t|do not|never)\s+(?:worry|hesitate|mind)\b"
+                           r"|\bnever ?mind\b")
 _PATHISH = re.compile(r"(?<![\w/])((?:[\w.-]+/)+[\w.-]+\.\w+|[\w-]+\.(?:py|js|ts|tsx|rs|go|toml|"
                       r"json|ya?ml|md|cfg|ini|sh|sql|html|css))\b")
 _CODE = re.compile(r"`([^`\n]{2,60})`")
@@ -188,6 +205,8 @@ def lessons(steps: list[Step]) -> list[Candidate]:
         if s.kind not in ("user", "assistant"):
             continue
         for sentence in _sentences(s.text):
+            if _NOT_A_LESSON.search(sentence):
+                continue
             for claim_type, pattern in _LESSONS:
                 if pattern.search(sentence):
                     subject = (_first(_PATHISH, sentence) or _first(_CODE, sentence)
@@ -233,10 +252,11 @@ def works_here(steps: list[Step]) -> list[Candidate]:
             continue
         if key in out or "\n" in s.command or len(key) > 300:
             continue
-        discovered = bool(failed.get(program, set()) - {key})  # another variant failed
-        claim = f"`{key}` runs the {kind} here"
-        if discovered:
-            claim += " (an earlier invocation failed; these flags/environment are needed)"
-        out[key] = Candidate("works_here", claim, "procedure", program or kind,
-                             2.0 if discovered else 1.0, [(s.id, f"passed: {key[:200]}")])
+        tried = sorted(failed.get(program, set()) - {key})  # other variants that failed
+        if not tried:
+            continue  # nothing was discovered: a plain `pytest` teaches the fleet nothing
+        claim = (f"`{key}` runs the {kind} here; `{tried[0][:200]}` failed earlier in the same "
+                 "session (the flags/environment matter)")
+        cites = [(s.id, f"passed: {key[:200]}")]
+        out[key] = Candidate("works_here", claim, "procedure", program or kind, 2.0, cites)
     return list(out.values())

@@ -25,7 +25,8 @@ _CHECK = re.compile(
     r"(pytest|py\.test|tox|nox|ruff|mypy|pyright|flake8|pylint|black\s+--check|lint-imports"
     r"|(?:python3?|uv run|poetry run)\s+-m\s+(?:pytest|unittest|mypy|ruff|django\s+test)"
     r"|manage\.py\s+test|npm\s+(?:run\s+)?(?:test|build|lint)|yarn\s+(?:test|build|lint)"
-    r"|pnpm\s+(?:run\s+)?(?:test|build|lint)|npx\s+(?:jest|vitest|tsc|eslint)|jest|vitest"
+    r"|pnpm\s+(?:run\s+)?(?:test|build|lint)|npx\s+(?:jest|vitest|tsc|eslint|playwright\s+test)"
+    r"|jest|vitest|playwright\s+test"
     r"|tsc|eslint|cargo\s+(?:test|build|check|clippy)|go\s+(?:test|build|vet)"
     r"|make(?:\s+[\w.-]+)?|gradle\w*\s+\w+|mvn\s+\w+|ctest|cmake\s+--build)\b")
 

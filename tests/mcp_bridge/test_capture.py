@@ -152,7 +152,7 @@ def test_a_secret_in_a_tool_result_is_never_spooled(config: Config, repo: Path,
     c.assistant(f"The fix was to quote the token {SECRET} in deploy.cfg.")
     path = c.write(tmp_path / "t.jsonl")
     done, events = _capture(config, path)
-    assert done["candidates"] >= 2
+    assert done["candidates"] == 1  # the error→fix; "The fix was …" merged into it
     spooled = b"".join(p.read_bytes() for p in (config.spool_dir / "mcp").iterdir())
     assert SECRET.encode() not in spooled
     assert b"[REDACTED:github-token]" in spooled

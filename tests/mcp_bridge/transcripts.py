@@ -154,6 +154,23 @@ def error_fix_claude(repo: Path) -> Claude:
     return c
 
 
+def rich_claude(repo: Path) -> Claude:
+    """One candidate of each extractor: an error→fix, a discovered invocation, a lesson."""
+    c = Claude(cwd=str(repo), branch="fix-slugs")
+    c.user("The slug tests fail on main, please fix them. Always run make migrate before the "
+           "tests, the test database is not created otherwise.")
+    c.bash("pytest -q tests/test_slug.py", "E   AssertionError: 'a-b' != 'a--b'\n1 failed",
+           code=1)
+    c.edit(str(repo / "src" / "slug.py"))
+    c.bash("pytest -q tests/test_slug.py", "3 passed in 0.12s")
+    c.assistant("Lowercasing before collapsing dashes fixed it.")
+    c.bash("pytest -q", "E   ImproperlyConfigured: settings are not configured", code=1)
+    c.bash("DJANGO_SETTINGS_MODULE=app.settings pytest -q", "58 passed in 3.1s")
+    c.assistant("Fixed: src/slug.py lowercases first; the whole suite passes.")
+    c.user("thanks, works")
+    return c
+
+
 def failing_claude(repo: Path) -> Claude:
     c = Claude(cwd=str(repo))
     c.user("Make the build pass with the new compiler")

@@ -17,7 +17,7 @@ from ctxlake_site import workers
 from fleet.models import Agent, DeadLetter, Fleet, Session
 from mcp_bridge.capture import run
 from mcp_bridge.config import Config
-from tests.mcp_bridge.transcripts import error_fix_claude, failing_claude
+from tests.mcp_bridge.transcripts import failing_claude, rich_claude
 
 
 def _config(spool_dir: Path, tmp_path: Path) -> Config:
@@ -43,10 +43,10 @@ def test_captured_candidates_arrive_as_proposals_citing_real_messages(
     fleet_a: Fleet, ada: Agent, spool_dir: Path, tmp_path: Path,
 ) -> None:
     repo = _repo(tmp_path)
-    transcript = error_fix_claude(repo).write(tmp_path / "t.jsonl")
+    transcript = rich_claude(repo).write(tmp_path / "t.jsonl")
     done = run.capture(_config(spool_dir, tmp_path), path=str(transcript), session="cc-s1",
                        reason="prompt_input_exit")
-    assert done["candidates"] >= 2
+    assert done["candidates"] == 3
 
     report = workers.drain_spool("fleet-a")
     assert report.applied == done["candidates"] + 1 and not DeadLetter.objects.exists()
@@ -66,7 +66,8 @@ def test_captured_candidates_arrive_as_proposals_citing_real_messages(
     labels = {e.claim_id: (e.note, e.data) for e in proposed}
     assert labels[fix.pk] == ("candidate from a session transcript (extractor: error_fix)",
                               {"extractor": "error_fix"})
-    assert {d["extractor"] for _, d in labels.values()} <= {"error_fix", "lesson", "works_here"}
+    assert sorted(d["extractor"] for _, d in labels.values()) == [
+        "error_fix", "lesson", "works_here"]
 
     session = Session.objects.get(fleet=fleet_a, session_id="cc-s1")
     assert (session.agent, session.repo, session.branch, session.outcome) == (
