@@ -152,7 +152,7 @@ def _claude(entries: list[tuple[int, dict[str, Any]]]) -> Transcript:
             continue
         t.session_id = t.session_id or str(e.get("sessionId") or "")
         t.cwd = t.cwd or str(e.get("cwd") or "")
-        if e.get("gitBranch"):
+        if e.get("gitBranch") and e["gitBranch"] != "HEAD":  # "HEAD": no branch / no repo
             t.branch = str(e["gitBranch"])
         content = msg.get("content")
         blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]

@@ -366,3 +366,29 @@ def test_a_session_the_hook_captured_is_not_backfilled(config: Config, repo: Pat
                            str(claude), "--codex-dir", str(tmp_path / "none")],
                           env=_hook_env(config), capture_output=True, timeout=60, cwd=ROOT)
     assert f"session {fix.session} already captured" in done.stdout.decode()
+
+
+REAL = Path(__file__).parent / "data" / "claude_code_2.1.332_session.jsonl"
+
+
+def test_a_transcript_the_real_claude_code_cli_wrote(config: Config) -> None:
+    """Written by Claude Code 2.1.332 (tests/realclients, against the stand-in API), minus
+    its api-request-*, skill_listing and prompt_snapshot lines (the vendor's prompts).
+    The newer line types (queue-operation, attachment, atis-latch, last-prompt, …) are
+    not messages; the user/assistant entries and tool_use/tool_result blocks are."""
+    t = transcript.read(REAL)
+    assert (t.format, t.notes) == ("claude-code", [])
+    assert [s.kind for s in t.steps] == ["user", "call", "result", "call", "result",
+                                         "assistant"]
+    assert [s.tool for s in t.steps if s.kind == "call"] == [
+        "ToolSearch", "mcp__ctxlake__memory_search"]
+    assert {s.id for s in t.steps} <= _ids_claude(REAL)
+    rec = record.build(t)
+    assert rec.branch == ""  # Claude Code writes gitBranch "HEAD" outside a git work tree
+    assert rec.repo == "project" and rec.outcome is None
+    assert rec.summary == ("Asked: What does this fleet know about Stripe webhooks?\n"
+                           "Concluded: standin: done")
+
+
+def _ids_claude(path: Path) -> set[str]:
+    return {json.loads(line).get("uuid") for line in path.read_text().splitlines()} - {None}
