@@ -105,8 +105,10 @@ def _main(argv: list[str]) -> int:
                    outcome=a.outcome, summary=a.summary, changed_paths=a.changed_paths,
                    cwd=a.cwd, max_candidates=max(0, a.max_candidates))
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    sys.stderr.write(f"{stamp} ctxlake capture: session {done['session']} ({done['format']}): "
-                     f"session.end {done['end']} outcome={done['outcome']} "
-                     f"[{done['why']}], {done['candidates']} candidate(s), "
-                     f"{done['secs']}s" + "".join(f"; {n}" for n in done["notes"]) + "\n")
+    line = (f"{stamp} ctxlake capture: session {done['session']} ({done['format']}): "
+            f"session.end {done['end']} outcome={done['outcome']} [{done['why']}], "
+            f"{done['candidates']} candidate(s), {done['secs']}s"
+            + "".join(f"; {n}" for n in done["notes"]))
+    # `why` quotes the last check's command line, which may carry a token (FOO_TOKEN=… make)
+    sys.stderr.write(redact.scrub_text(line) + "\n")
     return 0

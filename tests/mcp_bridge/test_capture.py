@@ -160,6 +160,23 @@ def test_a_secret_in_a_tool_result_is_never_spooled(config: Config, repo: Path,
     assert "Error: bad credentials for token [REDACTED:github-token]" in json.dumps(events)
 
 
+def test_a_secret_in_the_last_check_command_stays_out_of_the_log(config: Config, repo: Path,
+                                                                 tmp_path: Path) -> None:
+    c = Claude(cwd=str(repo))
+    c.user("run the tests against staging")
+    c.bash(f"GITHUB_TOKEN={SECRET} pytest -q", "E   RuntimeError: staging down\n1 failed", 1)
+    path = c.write(tmp_path / "t.jsonl")
+    env = {**os.environ, "CTXLAKE_HOME": str(config.home), "CTXLAKE_FLEET_ID": config.fleet,
+           "CTXLAKE_AGENT_ID": config.agent, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "mcp_bridge", "capture-session",
+                           "--transcript", str(path), "--session", "sess-2"],
+                          env=env, capture_output=True, timeout=60, cwd=ROOT)
+    assert b"outcome=failed [the last check failed: GITHUB_TOKEN=" in done.stderr
+    assert SECRET.encode() not in done.stderr
+    spooled = b"".join(p.read_bytes() for p in (config.spool_dir / "mcp").iterdir())
+    assert SECRET.encode() not in spooled
+
+
 def test_a_truncated_last_line_is_skipped_with_a_note(config: Config, repo: Path,
                                                       tmp_path: Path) -> None:
     path = error_fix_claude(repo).write(tmp_path / "t.jsonl")

@@ -13,6 +13,7 @@ import json
 import shlex
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,9 +109,18 @@ def test_session_briefing_memory_search_and_session_end(clients: Clients, fleet:
     # SessionStart: the fleet briefing is in what the CLI sends to the model.
     assert BRIEFING_MARK in first.dump()
     assert session.result["permission_denials"] == []
-    # SessionEnd: one session.end for this session, by this agent.
+    # SessionEnd: one session.end for this session, by this agent, written by the capture
+    # process the hook starts detached (issue 16): wait for it, then for any second one.
+    deadline = time.monotonic() + 30
+    while not [e for e in fleet.events() if e["kind"] == "session.end"]:
+        assert time.monotonic() < deadline, "no session.end was spooled"
+        time.sleep(0.1)
+    time.sleep(0.5)
     ends = [e for e in fleet.events() if e["kind"] == "session.end"]
     assert [(e["session"], e["agent"]) for e in ends] == [(session.result["session_id"], AGENT)]
+    assert ends[0]["payload"]["summary"] == f"Asked: {PROMPT}\nConcluded: standin: done"
+    log = (fleet.ctx_home / "logs" / "capture.log").read_text()
+    assert f"session {session.result['session_id']} (claude-code)" in log
 
     try:
         assert_memory_search_answered(session)
