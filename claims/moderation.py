@@ -185,6 +185,8 @@ class ProposalRequest:
     evidence: Iterable[Mapping[str, Any]]
     by_agent: Agent | None = None
     confidence: float = 0.5
+    #: the transcript capture's extractor that produced it (events.CAPTURE_EXTRACTORS), or ""
+    extractor: str = ""
 
 
 def propose_claim(
@@ -359,9 +361,10 @@ def _create_claims(
     ClaimEvent.objects.bulk_create(
         [
             ClaimEvent(
-                claim=claim, kind=ClaimEvent.Kind.PROPOSED, actor_agent=claim.proposed_by, data={}
+                claim=claim, kind=ClaimEvent.Kind.PROPOSED, actor_agent=claim.proposed_by,
+                **_extracted(c.request.extractor),
             )
-            for claim in claims
+            for c, claim in zip(new, claims, strict=True)
         ]
     )
     tasks.request_embedding()
@@ -369,6 +372,14 @@ def _create_claims(
         c.hash: Proposal(claim, created=True, evidence_added=len(cited))
         for c, (claim, cited) in zip(new, evidence, strict=True)
     }
+
+
+def _extracted(extractor: str) -> dict[str, Any]:
+    """The `proposed` event's note and data for a candidate the transcript capture made."""
+    if not extractor:
+        return {"data": {}}
+    return {"note": f"candidate from a session transcript (extractor: {extractor})",
+            "data": {"extractor": extractor}}
 
 
 @transaction.atomic(savepoint=False)  # only database errors can escape: no savepoint needed

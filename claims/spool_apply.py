@@ -25,6 +25,7 @@ def _proposal(event: Envelope) -> moderation.ProposalRequest:
         subject=payload["subject"],
         evidence=evidence,
         by_agent=event.agent,
+        extractor=payload.get("extractor") or "",
     )
 
 

@@ -94,11 +94,13 @@ class Ended:
 
 def end_session(
     session: Session, *, outcome: str, summary: str, changed_paths: Sequence[str],
-    now: datetime | None = None,
+    now: datetime | None = None, repo: str = "", branch: str = "",
 ) -> Ended:
     """Close a session with its outcome; the files it says it changed mark citing claims."""
     with transaction.atomic(savepoint=False):
-        session = api_presence.end_session(session, outcome=outcome, summary=summary, now=now)
+        session = api_presence.end_session(
+            session, outcome=outcome, summary=summary, now=now, repo=repo, branch=branch
+        )
         report = signals.PathReport(
             list(changed_paths), session.ended_at or now or timezone.now(), session, session.agent,
             source="session.end",

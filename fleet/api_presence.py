@@ -66,13 +66,23 @@ def start_session(
 
 @transaction.atomic
 def end_session(
-    session: Session, *, outcome: str, summary: str = "", now: datetime | None = None
+    session: Session, *, outcome: str, summary: str = "", now: datetime | None = None,
+    repo: str = "", branch: str = "",
 ) -> Session:
-    """Close a session with its outcome; ending it again updates outcome and summary."""
+    """Close a session with its outcome; ending it again updates outcome and summary.
+
+    `repo` and `branch` (what the transcript capture found) fill in the session's; an empty
+    value keeps what SessionStart recorded.
+    """
     session.ended_at = session.ended_at or max(now or timezone.now(), session.started_at)
     session.outcome = outcome
     session.summary = redact.scrub_text(summary)
-    session.save(update_fields=["ended_at", "outcome", "summary"])
+    fields = ["ended_at", "outcome", "summary"]
+    for name, value in (("repo", repo), ("branch", branch)):
+        if value:
+            setattr(session, name, redact.scrub_text(value))
+            fields.append(name)
+    session.save(update_fields=fields)
     activity.record(
         session.fleet, "session.ended", target=session, agent=session.agent, outcome=outcome
     )

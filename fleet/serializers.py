@@ -262,6 +262,14 @@ class SessionEndRequest(ContractChecked):
         help_text="Repo-relative files the session changed: claims citing them at a commit "
         "become possibly stale.",
     )
+    repo = PlainText(required=False, allow_blank=True, max_length=ev.REPO_MAX_CHARS, default="")
+    branch = PlainText(
+        required=False, allow_blank=True, max_length=ev.BRANCH_MAX_CHARS, default=""
+    )
+    started_at = serializers.CharField(
+        required=False, max_length=ev.INSTANT_MAX_CHARS,
+        help_text="When the session began (ISO 8601, from its transcript); checked, not stored.",
+    )
 
     def validate_changed_paths(self, value: list[str]) -> list[str]:
         try:

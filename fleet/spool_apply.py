@@ -223,7 +223,9 @@ def apply_session_end(event: Envelope) -> dict[str, Any]:
     except BadPath as exc:
         raise InvalidEvent(f"payload.changed_paths: {exc}") from exc
     ended = actions.end_session(
-        session, outcome=outcome, summary=summary, changed_paths=changed, now=event.at
+        session, outcome=outcome, summary=summary, changed_paths=changed, now=event.at,
+        repo=_text(event.payload, "repo", limit=ev.REPO_MAX_CHARS),
+        branch=_text(event.payload, "branch", limit=ev.BRANCH_MAX_CHARS),
     )
     result: dict[str, Any] = {
         "session": session.session_id, "outcome": outcome or None, "changed_paths": changed,

@@ -179,7 +179,7 @@ class SessionViewSet(FleetViewSet):
         data = self.valid(s.SessionEndRequest)
         ended = actions.end_session(
             session, outcome=data["outcome"], summary=data["summary"],
-            changed_paths=data["changed_paths"],
+            changed_paths=data["changed_paths"], repo=data["repo"], branch=data["branch"],
         )
         return Response(s.SessionSerializer(ended.session).data)
 

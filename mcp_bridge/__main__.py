@@ -32,12 +32,16 @@ commands:
              .cursor/rules/ctxlake.mdc (opt-in per repository; --help for options)
   sync       pull the fleet's cache from a ctxlake server and push the local spool
   guard      install | uninstall | check: a git pre-commit hook that checks leases
+  capture-session  --transcript PATH --session ID: spool a session's record and
+             candidate claims from its transcript (what the SessionEnd hook starts)
+  capture    --since 30d: capture existing Claude Code / Codex transcripts, once each
 
 environment:
 """
 
 TOOLING = {"install": "install", "uninstall": "install", "hook": "hooks", "sync": "sync",
-           "guard": "guard", "write-rules": "rules"}
+           "guard": "guard", "write-rules": "rules", "capture-session": "capture.run",
+           "capture": "capture.backfill"}
 COMMANDS = ("serve", "briefing", *TOOLING)
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 

@@ -185,6 +185,13 @@ def session_end(cfg: Config, hook_input: dict[str, Any], *, outcome: str | None,
     if not (said or transcript_has_exchange(hook_input.get("transcript_path"))
             or spooled_by(cfg, session)):
         return None
+    transcript = hook_input.get("transcript_path")
+    if capture_enabled() and isinstance(transcript, str) and os.path.isfile(
+            os.path.expanduser(transcript)):
+        pid = start_capture(cfg, os.path.expanduser(transcript), session, hook_input,
+                            outcome=outcome, summary=summary, changed_paths=paths)
+        if pid is not None:  # the capture process spools this session's one session.end
+            return f"capture:{pid}"
     payload = {"outcome": outcome, "summary": (summary or "").strip()[:4000] or None,
                "reason": reason[:64] if isinstance(reason, str) and reason else None}
     if paths:  # absent when empty, so older drains read the line unchanged
@@ -192,6 +199,58 @@ def session_end(cfg: Config, hook_input: dict[str, Any], *, outcome: str | None,
     spool = Spool(cfg.spool_dir, fleet=cfg.fleet, agent=cfg.agent, session=session,
                   max_bytes=cfg.spool_max_bytes, file_max_bytes=cfg.spool_file_max_bytes)
     return spool.append(contract.KIND_SESSION_END, redact.scrub_value(payload)).event_id
+
+
+def capture_enabled(env: dict[str, str] | None = None) -> bool:
+    """CTXLAKE_CAPTURE=off keeps SessionEnd to the bare record (no transcript capture)."""
+    value = (os.environ if env is None else env).get("CTXLAKE_CAPTURE", "on")
+    return value.strip().lower() not in ("off", "0", "no", "false")
+
+
+def start_capture(cfg: Config, transcript: str, session: str, hook_input: dict[str, Any], *,
+                  outcome: str | None, summary: str | None,
+                  changed_paths: list[str]) -> int | None:
+    """Start `python -m mcp_bridge capture-session` detached; its pid, or None if it failed.
+
+    A new session (start_new_session) so the runtime's exit or Ctrl-C does not kill it;
+    stdin from /dev/null, stdout/stderr appended to $CTXLAKE_HOME/logs/capture.log. The
+    hook does not wait: Popen returns once the child is forked (a few ms).
+    """
+    import subprocess
+
+    argv = [sys.executable, "-m", "mcp_bridge", "capture-session", "--transcript", transcript,
+            "--session", session]
+    cwd = hook_input.get("cwd")
+    if isinstance(cwd, str) and cwd:
+        argv += ["--cwd", cwd]
+    reason = hook_input.get("reason")
+    if isinstance(reason, str) and reason:
+        argv += ["--reason", reason[:64]]
+    if outcome is not None:
+        argv += ["--outcome", outcome]
+    if summary and summary.strip():
+        argv += ["--summary", summary.strip()[:4000]]
+    for path in changed_paths:
+        argv += ["--changed-path", path]
+    env = dict(os.environ)
+    package_parent = str(Path(__file__).resolve().parent.parent)  # the child imports this copy
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (package_parent, env.get("PYTHONPATH", "")) if p)
+    env["CTXLAKE_SESSION_ID"] = session
+    try:
+        logs = cfg.home / "logs"
+        logs.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(logs / "capture.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
+                                     env=env, start_new_session=True, close_fds=True)
+        finally:
+            os.close(fd)
+    except (OSError, ValueError) as e:
+        sys.stderr.write(f"ctxlake hook session-end: capture not started ({e}); recording "
+                         "the session without it\n")
+        return None
+    return child.pid
 
 
 def main(argv: list[str], *, command: str = "hook") -> int:

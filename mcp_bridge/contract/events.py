@@ -80,6 +80,8 @@ BRANCH_MAX_CHARS: Final = 255
 COMMIT_MAX_CHARS: Final = 64
 EXCERPT_MAX_CHARS: Final = 2000
 END_REASON_MAX_CHARS: Final = 64
+#: An ISO 8601 instant as text (session.end's started_at): "2026-12-03T11:54:42.123456+00:00".
+INSTANT_MAX_CHARS: Final = 40
 
 #: Citation keys: the two that identify the message, and what may locate it.
 CITATION_LIMITS: Final = {
@@ -191,13 +193,18 @@ KIND_SESSION_END: Final = "session.end"
 SESSION_OUTCOMES: Final = ("success", "partial", "failed", "abandoned")
 HANDOFF_STATUSES: Final = ("in_progress", "blocked", "done", "abandoned")
 CLAIM_TYPES: Final = ("fact", "gotcha", "procedure", "decision", "preference")
+#: The transcript capture's extractors (mcp_bridge.capture.extract): a claim.proposed
+#: event may name the one that produced it, and the review page shows it.
+CAPTURE_EXTRACTORS: Final = ("error_fix", "lesson", "works_here")
 
 PAYLOAD_KEYS: Final = {
     KIND_LEASE_CLAIM: frozenset({"paths", "reason", "ttl_secs"}),
     KIND_LEASE_RELEASE: frozenset({"paths", "all"}),
     KIND_HANDOFF_CREATE: frozenset({"summary", "status", "next", "transfer_leases"}),
-    KIND_CLAIM_PROPOSED: frozenset({"claim", "type", "subject", "scope", "evidence"}),
-    KIND_SESSION_END: frozenset({"outcome", "summary", "reason", "changed_paths"}),
+    KIND_CLAIM_PROPOSED: frozenset({"claim", "type", "subject", "scope", "evidence",
+                                    "extractor"}),
+    KIND_SESSION_END: frozenset({"outcome", "summary", "reason", "changed_paths", "repo",
+                                 "branch", "started_at"}),
 }
 
 
@@ -226,7 +233,9 @@ def _claim_proposed(p: dict[str, Any]) -> str | None:
     return (text_problem(p.get("claim"), "claim", CLAIM_MAX_CHARS)
             or _enum_problem(p.get("type"), "type", CLAIM_TYPES, required=True)
             or text_problem(p.get("subject"), "subject", SUBJECT_MAX_CHARS)
-            or citations_problem(p.get("evidence")))
+            or citations_problem(p.get("evidence"))
+            or _enum_problem(p.get("extractor"), "extractor", CAPTURE_EXTRACTORS,
+                             required=False))
 
 
 def _session_end(p: dict[str, Any]) -> str | None:
@@ -235,7 +244,26 @@ def _session_end(p: dict[str, Any]) -> str | None:
             or text_problem(p.get("reason"), "reason", END_REASON_MAX_CHARS, required=False,
                             one_line=True)
             or _paths_problem(p.get("changed_paths", []), "changed_paths", min_items=0,
-                              max_items=CHANGED_PATHS_MAX))
+                              max_items=CHANGED_PATHS_MAX)
+            # from the transcript capture (mcp_bridge.capture); absent from older writers
+            or text_problem(p.get("repo"), "repo", REPO_MAX_CHARS, required=False, one_line=True)
+            or text_problem(p.get("branch"), "branch", BRANCH_MAX_CHARS, required=False,
+                            one_line=True)
+            or instant_problem(p.get("started_at"), "started_at"))
+
+
+def instant_problem(value: Any, name: str) -> str | None:
+    """Why `value` is not an ISO 8601 instant with a zone (or absent), or None."""
+    problem = text_problem(value, name, INSTANT_MAX_CHARS, required=False, one_line=True)
+    if problem or value is None:
+        return problem
+    from datetime import datetime
+
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return f"{name} must be an ISO 8601 date and time, e.g. 2026-01-01T00:00:00Z"
+    return None if moment.tzinfo else f"{name} must carry a time zone (e.g. a trailing Z)"
 
 
 _CHECKS: Final = {

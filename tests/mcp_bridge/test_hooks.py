@@ -238,5 +238,11 @@ def test_session_end_records_a_session_with_an_exchange(config: Config, tmp_path
     stdin = json.dumps({"session_id": "s-real", "reason": "prompt_input_exit",
                         "transcript_path": _transcript(tmp_path, "user", "assistant")}).encode()
     assert _hook(config, "session-end", stdin=stdin).returncode == 0
+    # the hook hands the transcript to a detached capture process, which spools the one
+    # session.end (issue 16): wait for it rather than expect it when the hook returns
+    deadline = time.monotonic() + 30
+    while not read_events(config.spool_dir, config.fleet) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # a second session.end, if one were written, would be there by now
     (event,) = read_events(config.spool_dir, config.fleet)
     assert event["session"] == "s-real" and event["kind"] == contract.KIND_SESSION_END

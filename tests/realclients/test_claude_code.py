@@ -13,6 +13,7 @@ import json
 import shlex
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,9 +107,18 @@ def test_session_briefing_memory_search_and_session_end(clients: Clients, fleet:
     # SessionStart: the fleet briefing is in what the CLI sends to the model.
     assert BRIEFING_MARK in first.dump()
     assert session.result["permission_denials"] == []
-    # SessionEnd: one session.end for this session, by this agent.
+    # SessionEnd: one session.end for this session, by this agent, written by the capture
+    # process the hook starts detached (issue 16): wait for it, then for any second one.
+    deadline = time.monotonic() + 30
+    while not [e for e in fleet.events() if e["kind"] == "session.end"]:
+        assert time.monotonic() < deadline, "no session.end was spooled"
+        time.sleep(0.1)
+    time.sleep(0.5)
     ends = [e for e in fleet.events() if e["kind"] == "session.end"]
     assert [(e["session"], e["agent"]) for e in ends] == [(session.result["session_id"], AGENT)]
+    assert ends[0]["payload"]["summary"] == f"Asked: {PROMPT}\nConcluded: standin: done"
+    log = (fleet.ctx_home / "logs" / "capture.log").read_text()
+    assert f"session {session.result['session_id']} (claude-code)" in log
 
     assert_memory_search_answered(session)
 
@@ -256,3 +266,42 @@ def test_mcp_list_leaves_no_session(clients: Clients, fleet: Fleet) -> None:
     approve_project(fleet)
     assert "Connected" in mcp_list(clients, fleet)
     assert [e["kind"] for e in fleet.events()] == []
+
+
+def test_session_end_captures_an_error_fix_from_the_real_transcript(
+    clients: Clients, fleet: Fleet,
+) -> None:
+    """Issue 16 through the real CLI: a check fails, a file is written, the same check
+    passes; the SessionEnd hook's capture proposes the error→fix, citing message uuids
+    that exist in the transcript Claude Code wrote, and records the changed path."""
+    fleet.install("claude-code")
+    subprocess.run(["git", "init", "-q", str(fleet.project)], check=True, timeout=30)
+    # not `test -f`: Claude Code reads exit 1 of test/grep/diff as "false", not as an error
+    check = "python3 -c \"open('fixed.txt')\""
+    script: list[Step] = [
+        ToolUse("Bash", {"command": check, "description": "check"}),
+        ToolUse("Write", {"file_path": str(fleet.project / "fixed.txt"), "content": "ok\n"}),
+        ToolUse("Bash", {"command": check, "description": "check again"}),
+        Say(DONE),
+    ]
+    session = run_session(clients, fleet, script, "Bash", "Write")
+    sid = session.result["session_id"]
+    deadline = time.monotonic() + 30
+    while not [e for e in fleet.events() if e["kind"] == "session.end"]:
+        assert time.monotonic() < deadline, "no session.end was spooled"
+        time.sleep(0.1)
+    time.sleep(0.5)
+    events = fleet.events()
+    [end] = [e for e in events if e["kind"] == "session.end"]
+    assert end["session"] == sid
+    assert (end["payload"]["changed_paths"], end["payload"]["repo"]) == (["fixed.txt"],
+                                                                         "project")
+    proposed = [e["payload"] for e in events if e["kind"] == "claim.proposed"]
+    [fix] = [p for p in proposed if p.get("extractor") == "error_fix"]
+    assert fix["claim"].startswith(f"`{check}` failed (FileNotFoundError: [Errno 2] No such "
+                                   "file or directory: 'fixed.txt') and passed after changing "
+                                   "fixed.txt"), fix["claim"]
+    [transcript] = (fleet.home / ".claude" / "projects").glob(f"*/{sid}.jsonl")
+    uuids = {json.loads(line).get("uuid") for line in transcript.read_text().splitlines()}
+    assert {c["message_id"] for c in fix["evidence"]} <= uuids
+    assert {c["session_id"] for c in fix["evidence"]} == {sid}

@@ -45,6 +45,9 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
       "evidence": [{**CITE, "session_id": "s" * 128, "excerpt": "e" * 2000}] * 20}),
     ("session end", "session.end", {"outcome": "success", "summary": "done",
                                     "changed_paths": ["src/a.py"]}),
+    ("captured session end", "session.end",
+     {"outcome": "failed", "summary": "s" * 4000, "repo": "r" * 500, "branch": "b" * 255,
+      "started_at": "2026-01-01T00:00:00.123456+00:00"}),
     ("ttl 10^30", "lease.claim", {**LEASE, "ttl_secs": 10**30}),
     ("ttl 59", "lease.claim", {**LEASE, "ttl_secs": 59}),
     ("ttl 86401", "lease.claim", {**LEASE, "ttl_secs": 86_401}),
@@ -74,6 +77,10 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("unknown outcome", "session.end", {"outcome": "great"}),
     ("201 changed paths", "session.end", {"changed_paths": [f"p{i}" for i in range(201)]}),
     ("summary of 4001 at the end", "session.end", {"summary": "s" * 4001}),
+    ("repo of 501", "session.end", {"repo": "r" * 501}),
+    ("branch on two lines", "session.end", {"branch": "main\nx"}),
+    ("started_at not a time", "session.end", {"started_at": "yesterday"}),
+    ("started_at without a zone", "session.end", {"started_at": "2026-01-01T00:00:00"}),
 ]
 VALID = {label for label, kind, payload in CASES if events.problem(kind, payload) is None}
 TOOL = {"lease.claim": "fleet_claim", "lease.release": "fleet_release",
@@ -81,7 +88,7 @@ TOOL = {"lease.claim": "fleet_claim", "lease.release": "fleet_release",
 
 
 def test_the_table_has_both_verdicts() -> None:
-    assert len(VALID) == 7 and len(CASES) - len(VALID) == 26
+    assert len(VALID) == 8 and len(CASES) - len(VALID) == 30
 
 
 def _tool_arguments(payload: dict[str, Any]) -> dict[str, Any]:

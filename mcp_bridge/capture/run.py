@@ -1,0 +1,114 @@
+"""`python -m mcp_bridge capture-session`: the detached process a SessionEnd hook starts.
+
+It reads the transcript, spools the session's one session.end (record fields merged
+with what the hook was told: an explicit --outcome/--summary/--changed-path wins) and
+up to --max-candidates claim.proposed events, every string scrubbed by the shared
+redactor first. It always exits 0; its notes (counts and ids, never transcript text)
+go to stderr, which the hook points at $CTXLAKE_HOME/logs/capture.log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from mcp_bridge import contract
+from mcp_bridge.capture import extract, record, transcript
+from mcp_bridge.contract import redact
+
+
+def capture(cfg: Any, *, path: str, session: str, reason: str | None = None,
+            outcome: str | None = None, summary: str | None = None,
+            changed_paths: list[str] | None = None, cwd: str = "",
+            max_candidates: int = extract.MAX_CANDIDATES,
+            parsed: transcript.Transcript | None = None) -> dict[str, Any]:
+    """Spool the session.end and the candidates; returns what was done (for the log).
+
+    The session id goes into the fleet's capture ledger (backfill.note_captured), so a
+    later `python -m mcp_bridge capture` backfill does not capture it again.
+    """
+    from mcp_bridge.capture.backfill import note_captured
+    from mcp_bridge.contract.spool import Spool
+
+    t0 = time.monotonic()
+    done: dict[str, Any] = {"session": session, "candidates": 0, "notes": []}
+    try:
+        t = parsed or transcript.read(path)
+    except OSError as e:
+        t = transcript.Transcript("unknown", notes=[f"cannot read the transcript: {e}"])
+    done["format"], done["notes"] = t.format, list(t.notes)
+    rec = record.build(t, cwd=cwd) if t.format != "unknown" else record.Record()
+    payload = rec.payload()
+    if outcome is not None:
+        payload["outcome"] = outcome
+    if summary and summary.strip():
+        payload["summary"] = summary.strip()[:contract.events.SUMMARY_MAX_CHARS]
+    extra = [p.strip() for p in changed_paths or [] if p.strip()]
+    if extra:
+        merged = list(dict.fromkeys([*payload.get("changed_paths", []), *extra]))
+        payload["changed_paths"] = merged[:contract.events.CHANGED_PATHS_MAX]
+    if isinstance(reason, str) and reason:
+        payload["reason"] = reason[:contract.events.END_REASON_MAX_CHARS]
+    spool = Spool(cfg.spool_dir, fleet=cfg.fleet, agent=cfg.agent, session=session,
+                  max_bytes=cfg.spool_max_bytes, file_max_bytes=cfg.spool_file_max_bytes)
+    found = (extract.candidates(t.steps, cap=max_candidates, relative=rec.relative)
+             if t.format != "unknown" else [])
+    for c in found:  # candidates first: the session.end closes the session's story
+        try:
+            spool.append(contract.KIND_CLAIM_PROPOSED,
+                         redact.scrub_value(c.payload(session, rec.repo)))
+            done["candidates"] += 1
+        except ValueError as e:  # Refused: one bad candidate must not cost the others
+            done["notes"].append(f"{c.extractor} candidate refused: {e}")
+    done["end"] = spool.append(contract.KIND_SESSION_END,
+                               redact.scrub_value(payload)).event_id
+    try:
+        note_captured(cfg, session)
+    except OSError as e:
+        done["notes"].append(f"capture ledger not updated: {e}")
+    done["outcome"], done["why"] = payload.get("outcome"), rec.why
+    done["secs"] = round(time.monotonic() - t0, 3)
+    return done
+
+
+def main(argv: list[str], *, command: str = "capture-session") -> int:
+    """Never raises; exit 0 whatever happens (the hook already returned)."""
+    try:
+        return _main(argv)
+    except SystemExit as e:
+        return 0 if e.code in (0, None) else 0
+    except Exception as e:  # noqa: BLE001 - report, never propagate
+        sys.stderr.write(f"ctxlake capture: {type(e).__name__}: {e}\n")
+        return 0
+
+
+def _main(argv: list[str]) -> int:
+    from mcp_bridge.config import Config
+
+    p = argparse.ArgumentParser(prog="python -m mcp_bridge capture-session")
+    p.add_argument("--transcript", required=True)
+    p.add_argument("--session", required=True)
+    p.add_argument("--cwd", default="")
+    p.add_argument("--reason", default=None)
+    p.add_argument("--outcome", choices=contract.SESSION_OUTCOMES, default=None)
+    p.add_argument("--summary", default=None)
+    p.add_argument("--changed-path", action="append", dest="changed_paths", default=None)
+    p.add_argument("--max-candidates", type=int, default=extract.MAX_CANDIDATES)
+    a = p.parse_args(argv)
+    cfg = Config.from_env()
+    if cfg.problems:
+        sys.stderr.write("ctxlake capture: nothing queued: " + "; ".join(cfg.problems) + "\n")
+        return 0
+    done = capture(cfg, path=a.transcript, session=a.session, reason=a.reason,
+                   outcome=a.outcome, summary=a.summary, changed_paths=a.changed_paths,
+                   cwd=a.cwd, max_candidates=max(0, a.max_candidates))
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    line = (f"{stamp} ctxlake capture: session {done['session']} ({done['format']}): "
+            f"session.end {done['end']} outcome={done['outcome']} [{done['why']}], "
+            f"{done['candidates']} candidate(s), {done['secs']}s"
+            + "".join(f"; {n}" for n in done["notes"]))
+    # `why` quotes the last check's command line, which may carry a token (FOO_TOKEN=… make)
+    sys.stderr.write(redact.scrub_text(line) + "\n")
+    return 0
