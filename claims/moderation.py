@@ -329,8 +329,13 @@ def _create_claims(
         return {}
     last = take_claim_numbers(fleet.pk, len(new))
     claims, evidence = [], []
-    for number, c in enumerate(new, start=last - len(new) + 1):
-        unique = list({(e["session_id"], e["message_id"]): e for e in c.citations}.values())
+    cited = [
+        list({(e["session_id"], e["message_id"]): e for e in c.citations}.values()) for c in new
+    ]
+    counts = lineage.independent_counts(fleet, [[e["session_id"] for e in u] for u in cited])
+    for number, c, unique, count in zip(
+        range(last - len(new) + 1, last + 1), new, cited, counts, strict=True
+    ):
         claim = Claim(
             fleet=fleet,
             number=number,
@@ -342,9 +347,7 @@ def _create_claims(
             confidence=min(max(float(c.request.confidence), 0.0), 1.0),
             scope=Claim.Scope.AGENT,
             status=Claim.Status.PROPOSED,
-            independent_sessions=lineage.independent_sessions(
-                fleet, [e["session_id"] for e in unique]
-            ),
+            independent_sessions=count,
         )
         if near is not None:
             claim.near_claim, claim.near_similarity, claim.near_relation = near

@@ -21,7 +21,14 @@ def json_depth_problem(raw: bytes | str) -> str | None:
     Counts brackets outside strings in one linear scan, so a hostile body costs no
     recursion and no allocation per level.
     """
-    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    if isinstance(raw, bytes):
+        if raw.count(b"[") + raw.count(b"{") <= MAX_JSON_DEPTH:
+            return None  # too few brackets to nest that deep: skip the scan (the usual case)
+        text = raw.decode("utf-8", "replace")
+    else:
+        if raw.count("[") + raw.count("{") <= MAX_JSON_DEPTH:
+            return None
+        text = raw
     depth = 0
     in_string = escaped = False
     for ch in text:
