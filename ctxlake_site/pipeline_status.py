@@ -11,7 +11,7 @@ the files and rows the pipeline itself keeps:
 - rejected: `<spool>/rejected/<fleet>.ndjson`, lines a `sync` host's server refused
   (present when that host shares this spool directory);
 - quarantined: spool files of fleets that do not exist, moved by the drain to
-  `<spool>/quarantine/` (QUARANTINE_SUBDIR); files of unknown fleets still in `<spool>/mcp/`
+  `<spool>/quarantine/` (drain.QUARANTINE); files of unknown fleets still in `<spool>/mcp/`
   are listed too, as waiting;
 - render: the manifest's `generated_at` against the fleet's last activity, and whether a
   render is queued; last drain: the fleet's newest applied event;
@@ -35,7 +35,6 @@ from fleet import rendering
 from fleet.models import Activity, AppliedEvent, DeadLetter, Fleet, SpoolCursor
 from mcp_bridge import contract
 
-QUARANTINE_SUBDIR = drain.QUARANTINE  # <spool>/quarantine/: the drain's home for unknown fleets
 REJECTED_SUBDIR = "rejected"
 RENDER_STAMP_SLACK = timedelta(seconds=1)
 READ_LIMIT = 64 << 20  # never read more than this of one spool file to count its backlog
@@ -95,7 +94,7 @@ class Pipeline:
 
 def quarantined_files(spool_dir: Path | None = None) -> list[SpoolFile]:
     """Every file in `<spool>/quarantine/` (the fleet is the name's part before the first dot)."""
-    root = (spool_dir or paths.spool_dir()) / QUARANTINE_SUBDIR
+    root = (spool_dir or paths.spool_dir()) / drain.QUARANTINE
     if not root.is_dir():
         return []
     return [_spool_file(p) for p in sorted(root.iterdir()) if p.is_file()]

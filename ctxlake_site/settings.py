@@ -26,6 +26,7 @@ from ctxlake_site.env import (
     env_module,
     env_str,
 )
+from mcp_bridge import contract
 
 django_stubs_ext.monkeypatch()
 
@@ -265,9 +266,7 @@ Q_CLUSTER = {
 
 # Every record is scrubbed on its way out (messages and tracebacks: ctxlake_site/logs.py);
 # "django" is routed here too, replacing Django's own console and mail_admins handlers.
-LOG_LEVEL = env_choice(
-    "CTXLAKE_LOG_LEVEL", "WARNING", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-)
+LOG_LEVEL = env_choice("CTXLAKE_LOG_LEVEL", "WARNING", contract.LOG_LEVELS)
 
 LOGGING = {
     "version": 1,

@@ -14,6 +14,8 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from mcp_bridge.contract import LOG_LEVELS  # stdlib only: cheap for the hooks
+
 if TYPE_CHECKING:
     from mcp_bridge.config import Config
 
@@ -43,7 +45,6 @@ TOOLING = {"install": "install", "uninstall": "install", "hook": "hooks", "sync"
            "guard": "guard", "write-rules": "rules", "capture-session": "capture.run",
            "capture": "capture.backfill"}
 COMMANDS = ("serve", "briefing", *TOOLING)
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,7 @@ from mcp_bridge import contract
 from mcp_bridge.cache import Cache
 from mcp_bridge.config import Config
 from mcp_bridge.contract import events, parse_time, redact, render
-from mcp_bridge.contract.spool import Spool, SpoolFull
+from mcp_bridge.contract.spool import Refused, Spool, SpoolFull
 from mcp_bridge.toolspec import MAX_ROWS
 
 QUEUED = ("Queued for sync: the ctxlake drain applies it to the fleet later. This is not a "
@@ -248,14 +248,13 @@ def _spool(b: Bridge, kind: str, payload: dict[str, Any], forbid_promoted: bool 
            ) -> dict[str, Any]:
     found = redact.find_secrets(payload)
     clean = redact.scrub_value(payload)
-    problem = events.problem(kind, clean)
-    if problem:  # the drain would refuse it: say so now, never "queued" then dead-lettered
-        raise Rejected(f"{problem}; nothing was queued")
     if forbid_promoted and "promoted" in json.dumps(clean).lower():
         raise Rejected("a proposal may not contain the word 'promoted' (only a moderator "
                        "promotes); rephrase and retry")
     try:
-        receipt = b.spool.append(kind, clean)
+        receipt = b.spool.append(kind, clean)  # checks the contract: what the drain would take
+    except Refused as e:  # say so now, never "queued" and then dead-lettered
+        raise Rejected(f"{e}; nothing was queued") from e
     except SpoolFull as e:
         raise Rejected(str(e)) from e
     except OSError as e:

@@ -46,6 +46,9 @@ from mcp_bridge.contract.events import (
     SESSION_OUTCOMES as SESSION_OUTCOMES,
 )
 
+#: CTXLAKE_LOG_LEVEL's values, for the server's settings and the bridge alike.
+LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
 #: Version of the cache files. Readers refuse (with a note) any other value.
 FORMAT_VERSION: Final = 1
 #: Version of one spool line ("v" field). The drain refuses unknown versions.

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
-from ctxlake_site import pipeline_status, workers
+from ctxlake_site import drain, workers
 from fleet.models import Agent, Fleet
 from tests.claims.test_browser_review import ARTIFACTS, page  # noqa: F401 (the fixture)
 
@@ -28,7 +28,7 @@ def test_the_admin_index_shows_the_pipeline(page: Any, live_server: Any, spool_f
     workers.render_fleet(fleet)
     writer.append("lease.release", {"paths": [], "all": True})
     spool_for("acmee", "ada").append("lease.release", {"paths": [], "all": True})
-    quarantine = spool_dir / pipeline_status.QUARANTINE_SUBDIR
+    quarantine = spool_dir / drain.QUARANTINE
     quarantine.mkdir()
     (quarantine / "acme-typo.ndjson").write_bytes(b'{"id": "1"}\n' * 3)
     User.objects.create_superuser("root", password=PASSWORD)

@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from ctxlake_site import pipeline_status, workers
+from ctxlake_site import drain, workers
 from fleet import tokens
 from fleet.models import Agent, Fleet, FleetModerator
 
@@ -83,7 +83,7 @@ def troubled(spool_for: Any, spool_dir: Path, fleet_a: Fleet, ada: Agent) -> Pat
     writer.append("lease.release", {"paths": [], "all": True})
     writer.append("lease.release", {"paths": [], "all": True})
     spool_for("fleet-aa", "ada").append("lease.release", {"paths": [], "all": True})
-    quarantine = spool_dir / pipeline_status.QUARANTINE_SUBDIR
+    quarantine = spool_dir / drain.QUARANTINE
     quarantine.mkdir()
     (quarantine / "typo-fleet.ndjson").write_bytes(b'{"id": "1"}\n{"id": "2"}\n')
     return spool_dir
