@@ -222,6 +222,7 @@ def _render_fleet(fleet: Fleet, *, max_tokens: int | None) -> RenderReport:
         {
             **head,
             "memory_mode": fleet.memory_mode,
+            "capture": fleet.capture_mode,
             "embedder": {"name": embed.NAME, "dims": embed.DIMS},
         },
     )

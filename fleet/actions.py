@@ -95,11 +95,13 @@ class Ended:
 def end_session(
     session: Session, *, outcome: str, summary: str, changed_paths: Sequence[str],
     now: datetime | None = None, repo: str = "", branch: str = "",
+    started_at: datetime | None = None,
 ) -> Ended:
     """Close a session with its outcome; the files it says it changed mark citing claims."""
     with transaction.atomic(savepoint=False):
         session = api_presence.end_session(
-            session, outcome=outcome, summary=summary, now=now, repo=repo, branch=branch
+            session, outcome=outcome, summary=summary, now=now, repo=repo, branch=branch,
+            started_at=started_at,
         )
         report = signals.PathReport(
             list(changed_paths), session.ended_at or now or timezone.now(), session, session.agent,

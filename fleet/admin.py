@@ -126,8 +126,10 @@ class ScopedFilter(admin.RelatedFieldListFilter):
 @admin.register(Fleet)
 class FleetAdmin(FleetScopedAdmin):
     fleet_field = "pk"
-    list_display = ("slug", "name", "memory_mode", "default_lease_ttl_secs", "created_at")
-    list_filter = ("memory_mode",)
+    list_display = (
+        "slug", "name", "memory_mode", "capture_mode", "default_lease_ttl_secs", "created_at"
+    )
+    list_filter = ("memory_mode", "capture_mode")
     search_fields = ("slug", "name")
     prepopulated_fields = {"slug": ("name",)}
     inlines = (FleetModeratorInline,)

@@ -7,7 +7,7 @@ Activity row. Free text is scrubbed with the bridge's redactor before it is stor
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
@@ -64,20 +64,31 @@ def start_session(
     return session, created
 
 
+#: How much earlier than the server first heard of it a session may say it started; an
+#: older claim is ignored (a transcript's first timestamp, not a way to rewrite history).
+MAX_EARLIER_START = timedelta(days=30)
+
+
 @transaction.atomic
 def end_session(
     session: Session, *, outcome: str, summary: str = "", now: datetime | None = None,
-    repo: str = "", branch: str = "",
+    repo: str = "", branch: str = "", started_at: datetime | None = None,
 ) -> Session:
     """Close a session with its outcome; ending it again updates outcome and summary.
 
     `repo` and `branch` (what the transcript capture found) fill in the session's; an empty
-    value keeps what SessionStart recorded.
+    value keeps what SessionStart recorded. `started_at` (the transcript's first message)
+    moves the start earlier, never later: the server first hears of a session at its
+    first write, which may be long after the session began.
     """
+    fields = ["ended_at", "outcome", "summary"]
+    if started_at is not None and session.started_at - MAX_EARLIER_START <= started_at \
+            < session.started_at:
+        session.started_at = started_at
+        fields.append("started_at")
     session.ended_at = session.ended_at or max(now or timezone.now(), session.started_at)
     session.outcome = outcome
     session.summary = redact.scrub_text(summary)
-    fields = ["ended_at", "outcome", "summary"]
     for name, value in (("repo", repo), ("branch", branch)):
         if value:
             setattr(session, name, redact.scrub_text(value))

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from fleet.constraints import in_choices, not_blank
 from fleet.globs import BadPath, literal_prefix
+from mcp_bridge import contract
 from mcp_bridge.contract import events as ev
 
 
@@ -26,13 +27,29 @@ class MemoryMode(models.TextChoices):
     LIVE = "live", "live: promoted claims visible to agents"
 
 
+class CaptureMode(models.TextChoices):
+    """What an agent's session-end capture does for this fleet (docs/capture.md)."""
+
+    OFF = contract.CAPTURE_OFF, "off: the transcript is not read; a bare session record"
+    CANDIDATES = contract.CAPTURE_CANDIDATES, (
+        "candidates: the session record and deterministic candidate claims")
+    LLM = contract.CAPTURE_LLM, (
+        "candidates+LLM: also an LLM's candidates, where the agent's host has an API key")
+
+
 class Fleet(models.Model):
     MemoryMode = MemoryMode
+    CaptureMode = CaptureMode
 
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
     memory_mode = models.CharField(
         max_length=8, choices=MemoryMode.choices, default=MemoryMode.SHADOW
+    )
+    capture_mode = models.CharField(
+        max_length=16, choices=CaptureMode.choices, default=CaptureMode.CANDIDATES,
+        help_text="What agents' session-end capture proposes from their transcripts. Every "
+        "candidate is only proposed: a moderator promotes it.",
     )
     default_lease_ttl_secs = models.PositiveIntegerField(default=3600)
     min_independent_sessions = models.PositiveSmallIntegerField(
@@ -54,6 +71,7 @@ class Fleet(models.Model):
         ordering = ("slug",)
         constraints = [
             in_choices("memory_mode", MemoryMode, "fleet_memory_mode_valid"),
+            in_choices("capture_mode", CaptureMode, "fleet_capture_mode_valid"),
             not_blank("slug", "fleet_slug_not_blank"),
             models.CheckConstraint(
                 condition=Q(default_lease_ttl_secs__gte=1), name="fleet_lease_ttl_positive"

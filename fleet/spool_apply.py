@@ -48,6 +48,16 @@ def _str_list(payload: dict[str, Any], key: str) -> list[str]:
     return value
 
 
+def _instant(payload: dict[str, Any], key: str) -> datetime | None:
+    """An optional instant field, already checked by the contract; None when absent."""
+    value = payload.get(key)
+    if value is None:
+        return None
+    if ev.instant_problem(value, key):
+        raise InvalidEvent(f"payload.{ev.instant_problem(value, key)}")
+    return ev.parse_instant(value)
+
+
 def _text(payload: dict[str, Any], key: str, *, limit: int, required: bool = False) -> str:
     value = payload.get(key)
     if value is None and not required:
@@ -226,6 +236,7 @@ def apply_session_end(event: Envelope) -> dict[str, Any]:
         session, outcome=outcome, summary=summary, changed_paths=changed, now=event.at,
         repo=_text(event.payload, "repo", limit=ev.REPO_MAX_CHARS),
         branch=_text(event.payload, "branch", limit=ev.BRANCH_MAX_CHARS),
+        started_at=_instant(event.payload, "started_at"),
     )
     result: dict[str, Any] = {
         "session": session.session_id, "outcome": outcome or None, "changed_paths": changed,

@@ -26,6 +26,16 @@ ENV_HELP = {
     "CTXLAKE_SPOOL_FILE_MAX_BYTES": "rotate a fleet's spool file past this size (default 8 MiB)",
     "CTXLAKE_MAX_FIELD_CHARS": "bound on every string a read tool returns (default 2000)",
     "CTXLAKE_LOG_LEVEL": "stderr log level: DEBUG, INFO, WARNING (default), ERROR",
+    "CTXLAKE_CAPTURE": "off: no session capture on this host, whatever the fleet's setting",
+    "CTXLAKE_LLM_API_KEY": "Anthropic API key for the LLM capture step (else ANTHROPIC_API_KEY);"
+    " used only when the fleet's capture setting is candidates+llm",
+    "CTXLAKE_LLM_BASE_URL": "Messages API base URL (else ANTHROPIC_BASE_URL, else "
+    "https://api.anthropic.com)",
+    "CTXLAKE_LLM_MODEL": "model of the LLM capture step (default claude-haiku-4-5)",
+    "CTXLAKE_LLM_SESSION_TOKENS": "LLM capture: token cap per session, in and out (default "
+    "20000)",
+    "CTXLAKE_LLM_MONTHLY_TOKENS": "LLM capture: tokens per fleet and calendar month on this "
+    "host (default 2000000)",
 }
 
 DEFAULT_SPOOL_MAX = 64 * 1024 * 1024

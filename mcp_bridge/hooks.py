@@ -1,4 +1,4 @@
-"""`hook session-start|session-end|pre-tool-use`: what a runtime runs around a session.
+"""`hook session-start|session-end|pre-compact|pre-tool-use`: what a runtime runs around a session.
 
 A hook runs inside the host's turn, so three rules hold whatever happens:
 1. it is fast (session hooks ~100 ms, pre-tool-use 50 ms): stdlib plus the stdlib-only
@@ -60,12 +60,24 @@ def session_start(cfg: Config, hook_input: dict[str, Any], *, fmt: str) -> str:
     if cfg.problems:
         text = "ctxlake: no briefing (" + "; ".join(cfg.problems) + ")"
     else:
+        note_start(cfg, hook_input)
         text = Cache(cfg.fleet_cache, fleet=cfg.fleet).briefing() or (
             f"ctxlake: no briefing rendered yet for fleet {cfg.fleet!r}.")
     if fmt == "plain":
         return text if text.endswith("\n") else text + "\n"
     out = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
     return json.dumps(out, ensure_ascii=False) + "\n"
+
+
+def note_start(cfg: Config, hook_input: dict[str, Any]) -> None:
+    """Note the commit the session starts at, for its capture's `git diff` (if capture is on)."""
+    from mcp_bridge.capture import ledger, mode
+    from mcp_bridge.config import clean_session
+
+    session, cwd = clean_session(hook_input.get("session_id")), hook_input.get("cwd")
+    if session and isinstance(cwd, str) and cwd and \
+            mode.resolve(cfg, os.environ).reads_transcript:
+        ledger.note_start(cfg, session, cwd)
 
 
 MAX_CHANGED_PATHS = 200
@@ -185,10 +197,9 @@ def session_end(cfg: Config, hook_input: dict[str, Any], *, outcome: str | None,
     if not (said or transcript_has_exchange(hook_input.get("transcript_path"))
             or spooled_by(cfg, session)):
         return None
-    transcript = hook_input.get("transcript_path")
-    if capture_enabled() and isinstance(transcript, str) and os.path.isfile(
-            os.path.expanduser(transcript)):
-        pid = start_capture(cfg, os.path.expanduser(transcript), session, hook_input,
+    transcript = _transcript(hook_input)
+    if transcript and _capture_mode(cfg).reads_transcript:
+        pid = start_capture(cfg, transcript, session, hook_input,
                             outcome=outcome, summary=summary, changed_paths=paths)
         if pid is not None:  # the capture process spools this session's one session.end
             return f"capture:{pid}"
@@ -201,15 +212,41 @@ def session_end(cfg: Config, hook_input: dict[str, Any], *, outcome: str | None,
     return spool.append(contract.KIND_SESSION_END, redact.scrub_value(payload)).event_id
 
 
-def capture_enabled(env: dict[str, str] | None = None) -> bool:
-    """CTXLAKE_CAPTURE=off keeps SessionEnd to the bare record (no transcript capture)."""
-    value = (os.environ if env is None else env).get("CTXLAKE_CAPTURE", "on")
-    return value.strip().lower() not in ("off", "0", "no", "false")
+def _capture_mode(cfg: Config) -> Any:
+    from mcp_bridge.capture import mode
+
+    return mode.resolve(cfg, os.environ)
+
+
+def _transcript(hook_input: dict[str, Any]) -> str | None:
+    path = hook_input.get("transcript_path")
+    if not isinstance(path, str) or not path:
+        return None
+    path = os.path.expanduser(path)
+    return path if os.path.isfile(path) else None
+
+
+def pre_compact(cfg: Config, hook_input: dict[str, Any]) -> int | None:
+    """Claude Code is about to compact the conversation: capture its candidates so far.
+
+    Only candidates (no session.end: the session goes on); the session's ledger keeps
+    them, so its end proposes neither the same ones again nor more than the cap in all.
+    Returns the capture process's pid, or None when there is nothing to do.
+    """
+    from mcp_bridge.config import clean_session
+
+    session = clean_session(hook_input.get("session_id"))
+    transcript = _transcript(hook_input)
+    if cfg.problems or not session or not transcript or \
+            not _capture_mode(cfg).reads_transcript:
+        return None
+    return start_capture(cfg, transcript, session, hook_input, outcome=None, summary=None,
+                         changed_paths=[], phase="compact")
 
 
 def start_capture(cfg: Config, transcript: str, session: str, hook_input: dict[str, Any], *,
                   outcome: str | None, summary: str | None,
-                  changed_paths: list[str]) -> int | None:
+                  changed_paths: list[str], phase: str = "end") -> int | None:
     """Start `python -m mcp_bridge capture-session` detached; its pid, or None if it failed.
 
     A new session (start_new_session) so the runtime's exit or Ctrl-C does not kill it;
@@ -226,6 +263,8 @@ def start_capture(cfg: Config, transcript: str, session: str, hook_input: dict[s
     reason = hook_input.get("reason")
     if isinstance(reason, str) and reason:
         argv += ["--reason", reason[:64]]
+    if phase != "end":
+        argv += ["--phase", phase]
     if outcome is not None:
         argv += ["--outcome", outcome]
     if summary and summary.strip():
@@ -390,7 +429,8 @@ def _main(argv: list[str]) -> int:
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m mcp_bridge hook")
-    p.add_argument("event", choices=("session-start", "session-end", "pre-tool-use"))
+    p.add_argument("event", choices=("session-start", "session-end", "pre-compact",
+                                     "pre-tool-use"))
     p.add_argument("--format", choices=("claude-code", "plain"), default="claude-code",
                    help="session-start output: Claude Code hook JSON (default) or the text")
     p.add_argument("--outcome", choices=OUTCOMES, default=None)
@@ -407,6 +447,9 @@ def _main(argv: list[str]) -> int:
         return 0
     if a.event == "pre-tool-use":
         sys.stdout.write(pre_tool_use(cfg, hook_input, strict=a.strict))
+        return 0
+    if a.event == "pre-compact":
+        pre_compact(cfg, hook_input)
         return 0
     try:
         if session_end(cfg, hook_input, outcome=a.outcome, summary=a.summary,

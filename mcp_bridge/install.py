@@ -48,6 +48,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 HOME_VAR = {"claude-code": "${HOME}", "cursor": "${userHome}"}
 #: Claude Code hooks: event → (matcher or None, hook subcommand).
 CLAUDE_HOOKS = {"SessionStart": (None, "session-start"), "SessionEnd": (None, "session-end"),
+                "PreCompact": (None, "pre-compact"),
                 "PreToolUse": ("Edit|Write|MultiEdit|NotebookEdit|Bash", "pre-tool-use")}
 #: Codex (hooks.json, same input/output shapes as Claude Code's): no session-end event, and
 #: PreToolUse sees only shell commands, so the lease check catches `git commit` there.

@@ -17,6 +17,9 @@ the session's cap keeps the top MAX_CANDIDATES):
   of the same program failed in the session, i.e. the flags or environment had to be
   discovered (a plain passing run proposes nothing). Type procedure; subject: the program.
 
+- llm (2.5; mcp_bridge.capture.llm, only when the fleet's capture is "candidates+llm"):
+  what the model proposed, cited by transcript message ids that exist.
+
 Near-identical candidates (word-set Jaccard >= MERGE_JACCARD) merge: the higher score
 stays, citations are pooled. Ties keep transcript order.
 """
@@ -65,12 +68,15 @@ class Candidate:
 
 
 def candidates(steps: list[Step], *, cap: int = MAX_CANDIDATES,
-               relative: Callable[[str], str] = str) -> list[Candidate]:
+               relative: Callable[[str], str] = str,
+               more: list[Candidate] | None = None) -> list[Candidate]:
     """The session's best `cap` candidates, merged, best first.
 
-    `relative` turns a path a tool named into the repo-relative one a claim should name.
+    `relative` turns a path a tool named into the repo-relative one a claim should name;
+    `more` are candidates found another way (the optional LLM step), ranked, merged and
+    capped with these by the same rule.
     """
-    found = error_fix(steps, relative) + lessons(steps) + works_here(steps)
+    found = error_fix(steps, relative) + lessons(steps) + works_here(steps) + (more or [])
     for i, c in enumerate(found):
         c.order = i
     merged: list[Candidate] = []

@@ -82,15 +82,18 @@ class Record:
         return out
 
 
-def build(t: Transcript, *, cwd: str = "") -> Record:
+def build(t: Transcript, *, cwd: str = "", start: str | None = None) -> Record:
+    """The record; `start` is the commit the session started at, when its hook noted one."""
     cwd = cwd or t.cwd
     root = repo_root(Path(cwd)) if cwd else None
+    edited = changed_paths(t.steps, root, cwd)
     return Record(
         root=root, cwd=cwd,
         repo=repo_name(root, cwd, t.repo_url),
         branch=(t.branch or git_branch(root))[:ev.BRANCH_MAX_CHARS],
         started_at=_instant(t.started_at),
-        changed_paths=changed_paths(t.steps, root, cwd),
+        changed_paths=list(dict.fromkeys([*edited, *diffed_paths(root, start)]))[
+            :ev.CHANGED_PATHS_MAX],
         summary=summary(t.steps),
         **dict(zip(("outcome", "why"), outcome(t.steps), strict=True)),
     )
@@ -165,6 +168,25 @@ def changed_paths(steps: list[Step], root: Path | None, cwd: str) -> list[str]:
     """Repo-relative files the session's edit tools wrote, first-edit order, deduplicated."""
     out = (relative_path(raw, root, cwd) for s in steps if s.kind == "call" for raw in s.paths)
     return [p for p in dict.fromkeys(out) if p][:ev.CHANGED_PATHS_MAX]
+
+
+def diffed_paths(root: Path | None, start: str | None) -> list[str]:
+    """`git diff --name-only <start>`: files that differ between the start commit and the
+    work tree now (commits made in the session and uncommitted edits alike), repo-relative.
+    Nothing without a work tree or a start commit (a backfill, a session that began
+    outside git)."""
+    if root is None or not start:
+        return []
+    try:
+        done = subprocess.run(["git", "-C", str(root), "diff", "--name-only", "--no-renames",
+                               "-z", start, "--"], capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if done.returncode != 0:
+        return []
+    listed = done.stdout.decode("utf-8", "replace").split("\0")
+    return [p for p in listed if p and len(p) <= ev.PATH_MAX_CHARS and p.isprintable()][
+        :ev.CHANGED_PATHS_MAX]
 
 
 def summary(steps: list[Step]) -> str:

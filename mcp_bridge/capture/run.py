@@ -5,6 +5,13 @@ with what the hook was told: an explicit --outcome/--summary/--changed-path wins
 up to --max-candidates claim.proposed events, every string scrubbed by the shared
 redactor first. It always exits 0; its notes (counts and ids, never transcript text)
 go to stderr, which the hook points at $CTXLAKE_HOME/logs/capture.log.
+
+What it does follows the fleet's capture setting (mcp_bridge.capture.mode): off → the
+bare session.end, the transcript unread; candidates → record and deterministic
+candidates; candidates+llm → those plus the LLM step's (mcp_bridge.capture.llm).
+`--phase compact` (Claude Code's PreCompact) spools candidates only, no session.end;
+the session's ledger (mcp_bridge.capture.ledger) keeps what it proposed, so the
+session's end proposes neither the same candidate again nor more than the cap in all.
 """
 
 from __future__ import annotations
@@ -15,31 +22,85 @@ import time
 from typing import Any
 
 from mcp_bridge import contract
-from mcp_bridge.capture import extract, record, transcript
+from mcp_bridge.capture import extract, ledger, llm, record, transcript
+from mcp_bridge.capture.mode import Mode
 from mcp_bridge.contract import redact
+
+PHASES = ("end", "compact")
 
 
 def capture(cfg: Any, *, path: str, session: str, reason: str | None = None,
             outcome: str | None = None, summary: str | None = None,
             changed_paths: list[str] | None = None, cwd: str = "",
             max_candidates: int = extract.MAX_CANDIDATES,
-            parsed: transcript.Transcript | None = None) -> dict[str, Any]:
-    """Spool the session.end and the candidates; returns what was done (for the log).
+            parsed: transcript.Transcript | None = None, mode: Mode | None = None,
+            phase: str = "end", env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Spool the candidates and (phase "end") the session.end; returns what was done.
 
-    The session id goes into the fleet's capture ledger (backfill.note_captured), so a
-    later `python -m mcp_bridge capture` backfill does not capture it again.
+    At the end the session id goes into the fleet's capture ledger, so a later `python -m
+    mcp_bridge capture` backfill does not capture it again.
     """
-    from mcp_bridge.capture.backfill import note_captured
+    import os
+
+    from mcp_bridge.capture import mode as modes
     from mcp_bridge.contract.spool import Spool
 
     t0 = time.monotonic()
-    done: dict[str, Any] = {"session": session, "candidates": 0, "notes": []}
-    try:
-        t = parsed or transcript.read(path)
-    except OSError as e:
-        t = transcript.Transcript("unknown", notes=[f"cannot read the transcript: {e}"])
+    env = dict(os.environ) if env is None else env
+    mode = mode or modes.resolve(cfg, env)
+    done: dict[str, Any] = {"session": session, "candidates": 0, "notes": [],
+                            "mode": mode.value, "end": None}
+    if mode.reads_transcript:
+        try:
+            t = parsed or transcript.read(path)
+        except OSError as e:
+            t = transcript.Transcript("unknown", notes=[f"cannot read the transcript: {e}"])
+    else:
+        t = transcript.Transcript("unread", notes=[f"capture is off ({mode.why})"])
     done["format"], done["notes"] = t.format, list(t.notes)
-    rec = record.build(t, cwd=cwd) if t.format != "unknown" else record.Record()
+    readable = t.format not in ("unknown", "unread")
+    rec = record.build(t, cwd=cwd, start=ledger.take_start(cfg, session, keep=phase != "end")) \
+        if readable else record.Record()
+    spool = Spool(cfg.spool_dir, fleet=cfg.fleet, agent=cfg.agent, session=session,
+                  max_bytes=cfg.spool_max_bytes, file_max_bytes=cfg.spool_file_max_bytes)
+    more: list[extract.Candidate] = []
+    if readable and mode.wants_llm:
+        more, notes = llm.distill(cfg, t.steps, env)
+        done["notes"] += notes
+    found = (extract.candidates(t.steps, cap=extract.MAX_CANDIDATES * 2, relative=rec.relative,
+                                more=more) if readable else [])
+    proposed = ledger.proposed(cfg, session)
+    room = max(0, max_candidates - len(proposed))
+    fresh = [c for c in found if ledger.key(c.claim) not in proposed][:room]
+    for c in fresh:  # candidates first: the session.end closes the session's story
+        try:
+            spool.append(contract.KIND_CLAIM_PROPOSED,
+                         redact.scrub_value(c.payload(session, rec.repo)))
+            done["candidates"] += 1
+            ledger.note_proposed(cfg, session, c.claim)
+        except ValueError as e:  # Refused: one bad candidate must not cost the others
+            done["notes"].append(f"{c.extractor} candidate refused: {e}")
+    done["outcome"], done["why"] = None, rec.why
+    if phase == "end":
+        payload = _end_payload(rec, reason=reason, outcome=outcome, summary=summary,
+                               changed_paths=changed_paths)
+        done["end"] = spool.append(contract.KIND_SESSION_END,
+                                   redact.scrub_value(payload)).event_id
+        done["outcome"] = payload.get("outcome")
+        try:
+            from mcp_bridge.capture.backfill import note_captured
+
+            note_captured(cfg, session)
+            ledger.forget(cfg, session)
+        except OSError as e:
+            done["notes"].append(f"capture ledger not updated: {e}")
+    done["secs"] = round(time.monotonic() - t0, 3)
+    return done
+
+
+def _end_payload(rec: record.Record, *, reason: str | None, outcome: str | None,
+                 summary: str | None, changed_paths: list[str] | None) -> dict[str, Any]:
+    """The session.end payload: the record, with what the hook was told winning."""
     payload = rec.payload()
     if outcome is not None:
         payload["outcome"] = outcome
@@ -51,26 +112,7 @@ def capture(cfg: Any, *, path: str, session: str, reason: str | None = None,
         payload["changed_paths"] = merged[:contract.events.CHANGED_PATHS_MAX]
     if isinstance(reason, str) and reason:
         payload["reason"] = reason[:contract.events.END_REASON_MAX_CHARS]
-    spool = Spool(cfg.spool_dir, fleet=cfg.fleet, agent=cfg.agent, session=session,
-                  max_bytes=cfg.spool_max_bytes, file_max_bytes=cfg.spool_file_max_bytes)
-    found = (extract.candidates(t.steps, cap=max_candidates, relative=rec.relative)
-             if t.format != "unknown" else [])
-    for c in found:  # candidates first: the session.end closes the session's story
-        try:
-            spool.append(contract.KIND_CLAIM_PROPOSED,
-                         redact.scrub_value(c.payload(session, rec.repo)))
-            done["candidates"] += 1
-        except ValueError as e:  # Refused: one bad candidate must not cost the others
-            done["notes"].append(f"{c.extractor} candidate refused: {e}")
-    done["end"] = spool.append(contract.KIND_SESSION_END,
-                               redact.scrub_value(payload)).event_id
-    try:
-        note_captured(cfg, session)
-    except OSError as e:
-        done["notes"].append(f"capture ledger not updated: {e}")
-    done["outcome"], done["why"] = payload.get("outcome"), rec.why
-    done["secs"] = round(time.monotonic() - t0, 3)
-    return done
+    return payload
 
 
 def main(argv: list[str], *, command: str = "capture-session") -> int:
@@ -96,6 +138,9 @@ def _main(argv: list[str]) -> int:
     p.add_argument("--summary", default=None)
     p.add_argument("--changed-path", action="append", dest="changed_paths", default=None)
     p.add_argument("--max-candidates", type=int, default=extract.MAX_CANDIDATES)
+    p.add_argument("--phase", choices=PHASES, default="end",
+                   help="end (SessionEnd: candidates and the session.end) or compact "
+                        "(PreCompact: candidates only)")
     a = p.parse_args(argv)
     cfg = Config.from_env()
     if cfg.problems:
@@ -103,11 +148,13 @@ def _main(argv: list[str]) -> int:
         return 0
     done = capture(cfg, path=a.transcript, session=a.session, reason=a.reason,
                    outcome=a.outcome, summary=a.summary, changed_paths=a.changed_paths,
-                   cwd=a.cwd, max_candidates=max(0, a.max_candidates))
+                   cwd=a.cwd, max_candidates=max(0, a.max_candidates), phase=a.phase)
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    ended = (f"session.end {done['end']} outcome={done['outcome']} [{done['why']}]"
+             if a.phase == "end" else "before compaction")
     line = (f"{stamp} ctxlake capture: session {done['session']} ({done['format']}): "
-            f"session.end {done['end']} outcome={done['outcome']} [{done['why']}], "
-            f"{done['candidates']} candidate(s), {done['secs']}s"
+            f"capture {done['mode']}, {ended}, {done['candidates']} candidate(s), "
+            f"{done['secs']}s"
             + "".join(f"; {n}" for n in done["notes"]))
     # `why` quotes the last check's command line, which may carry a token (FOO_TOKEN=… make)
     sys.stderr.write(redact.scrub_text(line) + "\n")

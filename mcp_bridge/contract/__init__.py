@@ -62,6 +62,13 @@ SNAPSHOT: Final = "snapshot.sqlite"
 BRIEFING: Final = "briefing.md"
 
 MEMORY_MODES: Final = ("off", "shadow", "live")
+#: What a fleet's session-end capture does (the manifest's `capture`, set per fleet by an
+#: operator): nothing; the transcript's record and deterministic candidates; those plus
+#: the optional LLM distillation (which also needs an API key on the agent's host).
+CAPTURE_OFF: Final = "off"
+CAPTURE_CANDIDATES: Final = "candidates"
+CAPTURE_LLM: Final = "candidates+llm"
+CAPTURE_MODES: Final = (CAPTURE_OFF, CAPTURE_CANDIDATES, CAPTURE_LLM)
 CLAIM_SCOPES: Final = ("agent", "fleet")
 SOURCE_TRUST: Final = ("operator", "agent", "ingested")
 TIMELINE_KINDS: Final = (

@@ -202,7 +202,7 @@ HANDOFF_STATUSES: Final = ("in_progress", "blocked", "done", "abandoned")
 CLAIM_TYPES: Final = ("fact", "gotcha", "procedure", "decision", "preference")
 #: The transcript capture's extractors (mcp_bridge.capture.extract): a claim.proposed
 #: event may name the one that produced it, and the review page shows it.
-CAPTURE_EXTRACTORS: Final = ("error_fix", "lesson", "works_here")
+CAPTURE_EXTRACTORS: Final = ("error_fix", "lesson", "works_here", "llm")
 
 PAYLOAD_KEYS: Final = {
     KIND_LEASE_CLAIM: frozenset({"paths", "reason", "ttl_secs"}),
@@ -264,13 +264,19 @@ def instant_problem(value: Any, name: str) -> str | None:
     problem = text_problem(value, name, INSTANT_MAX_CHARS, required=False, one_line=True)
     if problem or value is None:
         return problem
-    from datetime import datetime
-
     try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        moment = parse_instant(value)
     except ValueError:
         return f"{name} must be an ISO 8601 date and time, e.g. 2026-01-01T00:00:00Z"
     return None if moment.tzinfo else f"{name} must carry a time zone (e.g. a trailing Z)"
+
+
+def parse_instant(value: str) -> Any:
+    """The datetime an instant field names (ValueError if it names none): one parser for
+    the check above and for the drain that stores it."""
+    from datetime import datetime
+
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
 _CHECKS: Final = {

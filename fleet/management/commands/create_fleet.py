@@ -8,7 +8,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from fleet.models import Fleet, MemoryMode
+from fleet.models import CaptureMode, Fleet, MemoryMode
 
 
 class Command(BaseCommand):
@@ -18,13 +18,19 @@ class Command(BaseCommand):
         parser.add_argument("slug")
         parser.add_argument("--name", default="")
         parser.add_argument("--memory-mode", choices=MemoryMode.values, default=MemoryMode.SHADOW)
+        parser.add_argument(
+            "--capture", choices=CaptureMode.values, default=CaptureMode.CANDIDATES,
+            help="What session-end capture proposes from agents' transcripts (docs/capture.md).",
+        )
         parser.add_argument("--lease-ttl", type=int, default=3600, help="Default lease TTL, s.")
 
     def handle(
-        self, *args: Any, slug: str, name: str, memory_mode: str, lease_ttl: int, **options: Any
+        self, *args: Any, slug: str, name: str, memory_mode: str, capture: str, lease_ttl: int,
+        **options: Any,
     ) -> None:
         fleet = Fleet(
-            slug=slug, name=name or slug, memory_mode=memory_mode, default_lease_ttl_secs=lease_ttl
+            slug=slug, name=name or slug, memory_mode=memory_mode, capture_mode=capture,
+            default_lease_ttl_secs=lease_ttl,
         )
         try:
             fleet.full_clean(validate_unique=False)
@@ -37,8 +43,10 @@ class Command(BaseCommand):
             defaults={
                 "name": fleet.name,
                 "memory_mode": memory_mode,
+                "capture_mode": capture,
                 "default_lease_ttl_secs": lease_ttl,
             },
         )
         verb = "created" if created else "exists"
-        self.stdout.write(f"fleet {existing.slug} {verb} (memory mode {existing.memory_mode})")
+        self.stdout.write(f"fleet {existing.slug} {verb} (memory mode {existing.memory_mode}, "
+                          f"capture {existing.capture_mode})")
