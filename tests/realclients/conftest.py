@@ -40,7 +40,7 @@ CLIENTS = {"claude-code": ("claude", "@anthropic-ai/claude-code"),
            "codex": ("codex", "@openai/codex"), "node": ("node", "node")}
 #: test module → the client it drives, for the closing matrix.
 CLIENT_OF_MODULE = {"test_claude_code": "claude-code", "test_inspector": "mcp-inspector",
-                    "test_codex": "codex"}
+                    "test_codex": "codex", "test_capture_e2e": "claude-code"}
 VERSIONS: dict[str, str] = {}
 MATRIX: list[tuple[str, str, str, str]] = []
 

@@ -1,0 +1,261 @@
+"""Issue 16's end to end, through the real Claude Code CLI and the real server.
+
+Session 1 (the real CLI against the Messages-API stand-in): a unit test fails, a file is
+written, the test passes, and the model states a lesson. Its real SessionEnd hook starts the
+detached capture, which spools candidates and the session's end. The real drain puts them
+into Postgres as *proposals* (the review queue shows them; their evidence cites message
+uuids of the transcript the CLI wrote) and the Session row gets repo, outcome and summary.
+A person (a staff moderator granted this fleet) promotes the error→fix; the worker's tasks
+embed and render the fleet's cache. Session 2 (the real CLI again) finds the promoted claim
+with `memory_search` asked in other words, and `fleet_history` shows session 1.
+
+Only the model is a stand-in. Nothing is promoted automatically: the test is the person.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.test import Client
+from django.urls import reverse
+
+from claims import moderation, tasks
+from claims.models import Claim, ClaimEvent
+from ctxlake_site import workers
+from fleet.models import Agent, DeadLetter, FleetModerator, Session
+from fleet.models import Fleet as FleetRow
+from tests.realclients.conftest import AGENT, FLEET, Clients, Fleet
+from tests.realclients.messages_standin import Say, Standin, Step, ToolUse, result_text, tool_id
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+REMOTE = "git@github.com:acme/shop.git"
+CHECK = "python3 -m unittest -q test_config"
+TEST_FILE = """\
+import unittest
+
+
+class ConfigTest(unittest.TestCase):
+    def test_fixture_env(self):
+        with open("fixtures.env") as f:
+            self.assertIn("FOO=1", f.read())
+"""
+PROMPT_1 = "The config unit test fails on a fresh checkout; please fix it."
+LESSON = ("Turns out the config tests read `FOO=1` from fixtures.env, so a fresh checkout "
+          "needs that file before they run.")
+FINAL_1 = f"The config test passes now. {LESSON}"
+PROMPT_2 = "Has anyone here hit the config test problem before?"
+#: Other words than the claim's: how a later agent would ask about the same failure.
+QUERY = "config unit test crashes because a fixtures file is missing on a clean checkout"
+FINAL_2 = "standin: looked it up"
+SEARCH, HISTORY = "mcp__ctxlake__memory_search", "mcp__ctxlake__fleet_history"
+CAPTURE_WAIT_SECS = 30
+
+
+@dataclass(frozen=True)
+class Ran:
+    """One real Claude Code session: its JSON result, what reached the stand-in, its log."""
+
+    result: dict[str, Any]
+    standin: Standin
+    debug_log: str
+
+    @property
+    def session_id(self) -> str:
+        return str(self.result["session_id"])
+
+    def step_result(self, index: int) -> tuple[str, bool]:
+        """(text, is_error) of the tool_result Claude Code sent back for script step `index`."""
+        requests = self.standin.agent_requests()
+        assert requests, f"Claude Code never reached the stand-in: {self.standin.requests}"
+        block = requests[-1].tool_results().get(tool_id(index))
+        assert block is not None, (f"step {index} never got a tool_result; debug log tail:\n"
+                                   f"{self.debug_log[-3000:]}")
+        return result_text(block), block.get("is_error") is True
+
+
+def drive(clients: Clients, world: Fleet, prompt: str, script: list[Step],
+          *allowed: str) -> Ran:
+    """One headless `claude -p` session in the world's project, the stand-in as its model."""
+    final = script[-1]
+    assert isinstance(final, Say)
+    debug = world.root / f"claude-debug-{len(list(world.root.glob('claude-debug-*')))}.log"
+    with Standin(script) as standin:
+        env = clients.env(world.home, ANTHROPIC_BASE_URL=standin.url,
+                          ANTHROPIC_API_KEY="sk-ant-standin-not-a-key", DISABLE_TELEMETRY="1",
+                          DISABLE_ERROR_REPORTING="1", DISABLE_AUTOUPDATER="1",
+                          CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+        done = subprocess.run(
+            [clients.path("claude"), "-p", prompt, "--output-format", "json",
+             "--allowedTools", ",".join(("mcp__ctxlake", *allowed)), "--debug-file", str(debug)],
+            cwd=world.project, env=env, capture_output=True, text=True, timeout=180)
+    log = debug.read_text(errors="replace") if debug.exists() else ""
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    result = json.loads(done.stdout)
+    assert result["is_error"] is False and result["result"] == final.text, (
+        f"{result}\ndebug log tail:\n{log[-3000:]}")
+    assert result["permission_denials"] == [], result["permission_denials"]
+    return Ran(result, standin, log)
+
+
+def what_happened(world: Fleet) -> str:
+    """For a failure message: every spooled line (kind, session, payload head) and the log."""
+    lines = [f"{e['kind']} session={e.get('session')} {json.dumps(e.get('payload'))[:300]}"
+             for e in world.events()]
+    log = world.ctx_home / "logs" / "capture.log"
+    return ("spooled:\n  " + ("\n  ".join(lines) or "(nothing)") + "\ncapture.log:\n"
+            + (log.read_text(errors="replace")[-3000:] if log.exists() else "(none)"))
+
+
+def wait_for_session_end(world: Fleet, session_id: str) -> None:
+    """The capture runs detached after the CLI exits: wait for its session.end."""
+    deadline = time.monotonic() + CAPTURE_WAIT_SECS
+    while not [e for e in world.events()
+               if e["kind"] == "session.end" and e.get("session") == session_id]:
+        assert time.monotonic() < deadline, (
+            f"no session.end for {session_id} within {CAPTURE_WAIT_SECS} s\n"
+            f"{what_happened(world)}")
+        time.sleep(0.1)
+    time.sleep(0.3)  # nothing is spooled after the session's end; let the writer finish
+
+
+@pytest.fixture
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings: Any) -> Fleet:
+    """HOME, CTXLAKE_HOME and a project with an origin remote; the server (drain, render)
+    reads and writes that CTXLAKE_HOME's spool and cache, as one machine running both."""
+    world = Fleet(tmp_path)
+    spool_dir, cache_dir = world.ctx_home / "spool", world.ctx_home / "cache"
+    monkeypatch.setenv("CTXLAKE_SPOOL_DIR", str(spool_dir))  # ctxlake_site.paths reads these
+    monkeypatch.setenv("CTXLAKE_CACHE_DIR", str(cache_dir))
+    settings.CTXLAKE_SPOOL_DIR, settings.CTXLAKE_CACHE_DIR = spool_dir, cache_dir
+    project = str(world.project)
+    subprocess.run(["git", "init", "-q", project], check=True, timeout=30)
+    subprocess.run(["git", "-C", project, "remote", "add", "origin", REMOTE], check=True,
+                   timeout=30)
+    (world.project / "test_config.py").write_text(TEST_FILE)
+    return world
+
+
+@pytest.fixture
+def moderator(db: None) -> User:
+    """A person: staff, holding the moderation permission, granted fleets one by one."""
+    user = User.objects.create_user("rita", password="rita-pass-1234", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="promote_claim"))
+    return user
+
+
+def test_real_session_to_review_queue_to_promotion_to_next_session(
+    clients: Clients, world: Fleet, moderator: User,
+) -> None:
+    fleet = FleetRow.objects.create(slug=FLEET, name="Real clients", memory_mode="live",
+                                    min_independent_sessions=1)
+    agent = Agent.objects.create(fleet=fleet, agent_id=AGENT, runtime="claude-code")
+    FleetModerator.objects.create(fleet=fleet, user=moderator)
+    workers.render_fleet(fleet)  # the cache the server keeps for the fleet: empty for now
+    world.install("claude-code")
+
+    # -- session 1: fail, fix, pass, say a lesson ------------------------------------------
+    script_1: list[Step] = [
+        ToolUse("Bash", {"command": CHECK, "description": "run the config test"}),
+        ToolUse("Write", {"file_path": str(world.project / "fixtures.env"),
+                          "content": "FOO=1\n"}),
+        ToolUse("Bash", {"command": CHECK, "description": "run the config test again"}),
+        Say(FINAL_1),
+    ]
+    first = drive(clients, world, PROMPT_1, script_1, "Bash", "Write")
+    failed, passed = first.step_result(0), first.step_result(2)
+    assert failed[1] and "FileNotFoundError" in failed[0], failed
+    assert not passed[1], passed
+    sid = first.session_id
+    wait_for_session_end(world, sid)
+    [transcript] = (world.home / ".claude" / "projects").glob(f"*/{sid}.jsonl")
+    uuids = {json.loads(line).get("uuid") for line in transcript.read_text().splitlines()
+             if line.strip()} - {None}
+
+    # -- the server: drain, then the worker's embedding pass ---------------------------------
+    report = workers.drain_spool(FLEET)
+    dead = list(DeadLetter.objects.values("event_id", "reason", "line"))
+    assert not dead, f"dead-lettered: {dead}\n{what_happened(world)}"
+    assert report.applied >= 2, f"{report}\n{what_happened(world)}"
+    tasks.embed_pending()
+
+    claims = list(Claim.objects.filter(fleet=fleet).prefetch_related("evidence")
+                  .order_by("number"))
+    by_extractor = {e.data.get("extractor"): e.claim for e in ClaimEvent.objects.filter(
+        claim__in=claims, kind=ClaimEvent.Kind.PROPOSED).select_related("claim")}
+    assert {"error_fix", "lesson"} <= set(by_extractor), (
+        f"extractors: {sorted(map(str, by_extractor))}; claims: {[c.text for c in claims]}\n"
+        f"{what_happened(world)}")
+    assert {c.status for c in claims} == {Claim.Status.PROPOSED}
+    for claim in claims:
+        cited = list(claim.evidence.all())
+        assert cited, f"{claim.public_id} has no evidence"
+        assert {e.message_id for e in cited} <= uuids, (
+            f"{claim.public_id} cites {[e.message_id for e in cited]}, not all in {transcript}")
+        assert {e.session_id for e in cited} == {sid}
+        assert {e.repo for e in cited} == {REMOTE}
+        assert claim.independent_sessions == 1  # the session is the fleet's own, verified
+    fix, lesson = by_extractor["error_fix"], by_extractor["lesson"]
+    assert fix.text.startswith(f"`{CHECK}` failed (FileNotFoundError: [Errno 2] No such file "
+                               "or directory: 'fixtures.env') and passed after changing "
+                               "fixtures.env"), fix.text
+    assert (fix.type, fix.subject) == ("gotcha", "fixtures.env")
+    assert lesson.text == LESSON, lesson.text
+
+    session = Session.objects.get(fleet=fleet, session_id=sid)
+    assert (session.agent, session.repo, session.outcome) == (agent, REMOTE, "success"), (
+        f"{session.repo!r} {session.outcome!r}\n{what_happened(world)}")
+    assert session.summary == f"Asked: {PROMPT_1}\nConcluded: {FINAL_1}", session.summary
+
+    # -- the review queue a moderator opens ----------------------------------------------------
+    browser = Client()
+    browser.force_login(moderator)
+    queue = browser.get(reverse("admin:claims_claim_review"))
+    assert queue.status_code == 200
+    page = queue.content.decode()
+    for claim in claims:
+        assert claim.public_id in page and escape(claim.text[:100]) in page, (
+            f"{claim.public_id} is not in the review queue")
+    review = browser.get(reverse("admin:claims_claim_change", args=(fix.pk,)))
+    assert review.status_code == 200 and escape(fix.text) in review.content.decode()
+
+    # -- a person promotes the error→fix; the worker renders the fleet's cache -----------------
+    promoted = moderation.promote_claim(fix, by=moderator, note="checked: the file is needed")
+    assert (promoted.status, promoted.scope, promoted.promoted_by) == (
+        Claim.Status.PROMOTED, Claim.Scope.FLEET, moderator)
+    lesson.refresh_from_db()
+    assert lesson.status == Claim.Status.PROPOSED  # nothing else moved
+    assert workers.render_fleet(fleet).claims >= 1
+
+    # -- session 2: the next session finds it ---------------------------------------------
+    script_2: list[Step] = [
+        ToolUse("ToolSearch", {"query": f"select:{SEARCH}"}),
+        ToolUse(SEARCH, {"query": QUERY}),
+        ToolUse("ToolSearch", {"query": f"select:{HISTORY}"}),
+        ToolUse(HISTORY, {}),
+        Say(FINAL_2),
+    ]
+    second = drive(clients, world, PROMPT_2, script_2)
+    assert second.session_id != sid
+    text, is_error = second.step_result(1)
+    assert not is_error, text
+    found = json.loads(text)
+    assert found["mode"] == "hybrid", found  # the snapshot carries the worker's vectors
+    assert [(r["id"], r["text"]) for r in found["results"]] == [(fix.public_id, fix.text)], (
+        found)  # the proposed lesson is not searchable: only what a person promoted is
+
+    text, is_error = second.step_result(3)
+    assert not is_error, text
+    history = json.loads(text)
+    rows = [s for s in history["sessions"] if s["session_id"] == sid]
+    assert rows, history
+    assert (rows[0]["agent_id"], rows[0]["repo"], rows[0]["outcome"], rows[0]["summary"]) == (
+        AGENT, REMOTE, "success", session.summary), rows[0]
