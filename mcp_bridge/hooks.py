@@ -177,9 +177,6 @@ def session_end(cfg: Config, hook_input: dict[str, Any], *, outcome: str | None,
     --changed-path). `claude mcp list` fires SessionEnd with none of these: no trace.
     ValueError says what is missing.
     """
-    from mcp_bridge.contract import redact
-    from mcp_bridge.contract.spool import Spool
-
     if cfg.problems:
         raise ValueError("; ".join(cfg.problems))
     explicit = cfg.session if cfg.session_source != "generated" else None
@@ -203,6 +200,10 @@ def session_end(cfg: Config, hook_input: dict[str, Any], *, outcome: str | None,
                             outcome=outcome, summary=summary, changed_paths=paths)
         if pid is not None:  # the capture process spools this session's one session.end
             return f"capture:{pid}"
+    # only this fallback spools here: its imports (dataclasses → inspect) are ~20 ms
+    from mcp_bridge.contract import redact
+    from mcp_bridge.contract.spool import Spool
+
     payload = {"outcome": outcome, "summary": (summary or "").strip()[:4000] or None,
                "reason": reason[:64] if isinstance(reason, str) and reason else None}
     if paths:  # absent when empty, so older drains read the line unchanged
@@ -421,11 +422,19 @@ def pre_tool_use(cfg: Config, hook_input: dict[str, Any], *, strict: bool) -> st
                       ensure_ascii=False) + "\n"
 
 
+#: The hooks as `install` writes them take no options (pre-tool-use at most --strict):
+#: those skip argparse, whose import with gettext and shutil costs 10-25 ms.
+BARE_EVENTS = ("session-start", "session-end", "pre-compact")
+
+
 def _main(argv: list[str]) -> int:
     if argv[:1] == ["pre-tool-use"] and set(argv[1:]) <= {"--strict"}:  # the 50 ms path
         sys.stdout.write(pre_tool_use(Config.from_env(), read_hook_input(),
                                       strict="--strict" in argv))
         return 0
+    if len(argv) == 1 and argv[0] in BARE_EVENTS:
+        return _run(argv[0], fmt="claude-code", outcome=None, summary=None, changed_paths=None,
+                    strict=False)
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m mcp_bridge hook")
@@ -441,19 +450,25 @@ def _main(argv: list[str]) -> int:
     p.add_argument("--strict", action="store_true",
                    help="pre-tool-use: deny (not just warn about) an edit in another's lease")
     a = p.parse_args(argv)
+    return _run(a.event, fmt=a.format, outcome=a.outcome, summary=a.summary,
+                changed_paths=a.changed_paths, strict=a.strict)
+
+
+def _run(event: str, *, fmt: str, outcome: str | None, summary: str | None,
+         changed_paths: list[str] | None, strict: bool) -> int:
     cfg, hook_input = Config.from_env(), read_hook_input()
-    if a.event == "session-start":
-        sys.stdout.write(session_start(cfg, hook_input, fmt=a.format))
+    if event == "session-start":
+        sys.stdout.write(session_start(cfg, hook_input, fmt=fmt))
         return 0
-    if a.event == "pre-tool-use":
-        sys.stdout.write(pre_tool_use(cfg, hook_input, strict=a.strict))
+    if event == "pre-tool-use":
+        sys.stdout.write(pre_tool_use(cfg, hook_input, strict=strict))
         return 0
-    if a.event == "pre-compact":
+    if event == "pre-compact":
         pre_compact(cfg, hook_input)
         return 0
     try:
-        if session_end(cfg, hook_input, outcome=a.outcome, summary=a.summary,
-                       changed_paths=a.changed_paths) is None:
+        if session_end(cfg, hook_input, outcome=outcome, summary=summary,
+                       changed_paths=changed_paths) is None:
             sys.stderr.write("ctxlake hook session-end: the session did nothing (no exchange "
                              "in its transcript, no spooled write); nothing recorded\n")
     except (ValueError, OSError) as e:
