@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -144,8 +143,7 @@ class Cache:
 
 
 
-@dataclass(frozen=True)
-class Backlog:
+class Backlog(NamedTuple):  # not a dataclass, as Read: the hooks import this module
     """This host's queued writes the cache does not reflect yet (see `spool_backlog`)."""
 
     lines: int
