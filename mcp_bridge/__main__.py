@@ -37,13 +37,14 @@ commands:
   capture-session  --transcript PATH --session ID: spool a session's record and
              candidate claims from its transcript (what the SessionEnd hook starts)
   capture    --since 30d: capture existing Claude Code / Codex transcripts, once each
+  embedder   the host's shared query embedder (bridges start it on need; exits when idle)
 
 environment:
 """
 
 TOOLING = {"install": "install", "uninstall": "install", "hook": "hooks", "sync": "sync",
            "guard": "guard", "write-rules": "rules", "capture-session": "capture.run",
-           "capture": "capture.backfill"}
+           "capture": "capture.backfill", "embedder": "embed_service"}
 COMMANDS = ("serve", "briefing", *TOOLING)
 
 

@@ -26,6 +26,10 @@ ENV_HELP = {
     "CTXLAKE_SPOOL_FILE_MAX_BYTES": "rotate a fleet's spool file past this size (default 8 MiB)",
     "CTXLAKE_MAX_FIELD_CHARS": "bound on every string a read tool returns (default 2000)",
     "CTXLAKE_LOG_LEVEL": "stderr log level: DEBUG, INFO, WARNING (default), ERROR",
+    "CTXLAKE_EMBED_SHARED": "off: embed queries in this bridge process instead of asking the "
+    "host's shared embedder (`python -m mcp_bridge embedder`, started on need)",
+    "CTXLAKE_EMBED_IDLE_SECS": "the shared embedder exits after this many idle seconds "
+    "(default 1800)",
     "CTXLAKE_CAPTURE": "off: no session capture on this host, whatever the fleet's setting",
     "CTXLAKE_LLM_API_KEY": "Anthropic API key for the LLM capture step (else ANTHROPIC_API_KEY);"
     " used only when the fleet's capture setting is candidates+llm",

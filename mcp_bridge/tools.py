@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from dataclasses import dataclass
 from typing import Any
 
-from mcp_bridge import contract
+from mcp_bridge import contract, embed_service
 from mcp_bridge.cache import Cache
 from mcp_bridge.config import Config
 from mcp_bridge.contract import events, parse_time, redact, render
@@ -186,8 +187,14 @@ def _query_vector(b: Bridge, snap: Any, query: str) -> tuple[Any, str | None]:
         return None, (f"lexical only: the snapshot's embeddings are {theirs.get('name')!r}/"
                       f"{theirs.get('dims')!r}, this bridge embeds with {embed.NAME}/"
                       f"{embed.DIMS}")
+    text = query.strip()[:2000]
+    if embed_service.enabled(os.environ):  # one embedder per host, not one per session
+        try:
+            return embed_service.query_vector(b.config.home, embed.NAME, embed.DIMS, text), None
+        except embed_service.Unavailable as e:
+            return None, f"lexical only: {e}"
     try:
-        return embed.embed_query(query.strip()[:2000]), None
+        return embed.embed_query(text), None
     except Exception as e:  # a broken model install degrades to lexical, never to an error
         return None, f"lexical only: the query embedder failed to load ({type(e).__name__})"
 

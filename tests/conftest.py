@@ -8,12 +8,20 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission, User
 
 from fleet.models import Agent, Fleet
+
+
+def pytest_configure(config: Any) -> None:
+    """Bridges the tests start embed in their own process: the host's shared embedder
+    (mcp_bridge.embed_service) would otherwise be started once per test's CTXLAKE_HOME and
+    outlive the test. tests/mcp_bridge/test_embed_service.py runs it on purpose."""
+    os.environ.setdefault("CTXLAKE_EMBED_SHARED", "off")
 
 
 @pytest.fixture(autouse=True)

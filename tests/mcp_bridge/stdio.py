@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def bridge_env(cfg: Config, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXLAKE_")}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("CTXLAKE_") or k == "CTXLAKE_EMBED_SHARED"}
     env.update({"PYTHONPATH": str(ROOT), "CTXLAKE_CACHE_DIR": str(cfg.cache_dir),
                 "CTXLAKE_SPOOL_DIR": str(cfg.spool_dir), "CTXLAKE_FLEET_ID": cfg.fleet,
                 "CTXLAKE_AGENT_ID": cfg.agent, **extra})

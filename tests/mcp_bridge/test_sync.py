@@ -120,7 +120,8 @@ def test_server_down_keeps_the_spool_and_the_loop_backs_off(host: Host) -> None:
 
 def _sync_cli(host: Host, *args: str) -> subprocess.CompletedProcess[str]:
     """The real command, in its own process: the test process's env is the server's."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXLAKE_")}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("CTXLAKE_") or k == "CTXLAKE_EMBED_SHARED"}
     env.update(PYTHONPATH=str(ROOT), CTXLAKE_CACHE_DIR=str(host.cache),
                CTXLAKE_SPOOL_DIR=str(host.spool))
     return subprocess.run(

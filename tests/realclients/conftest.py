@@ -57,7 +57,8 @@ class Clients:
         return str(self.bin_dir / name)
 
     def env(self, home: Path, **extra: str) -> dict[str, str]:
-        base = {k: v for k, v in os.environ.items() if not k.startswith(FOREIGN_ENV)}
+        base = {k: v for k, v in os.environ.items()
+                if not k.startswith(FOREIGN_ENV) or k == "CTXLAKE_EMBED_SHARED"}
         return npm_clients.run_env({**base, "HOME": str(home), **extra})
 
 
@@ -100,7 +101,8 @@ class Fleet:
 
     def env(self) -> dict[str, str]:
         """What `install` runs with: this HOME and CTXLAKE_HOME (passed through to entries)."""
-        base = {k: v for k, v in os.environ.items() if not k.startswith(FOREIGN_ENV)}
+        base = {k: v for k, v in os.environ.items()
+                if not k.startswith(FOREIGN_ENV) or k == "CTXLAKE_EMBED_SHARED"}
         return {**base, "HOME": str(self.home), "CTXLAKE_HOME": str(self.ctx_home)}
 
     def install(self, runtime: str, *options: str) -> str:

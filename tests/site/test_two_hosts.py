@@ -35,7 +35,8 @@ class AgentHost:
         root.mkdir(parents=True)
         self.token_file.write_text(self.secret)
         self.token_file.chmod(0o600)
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("CTXLAKE_")}
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith("CTXLAKE_") or k == "CTXLAKE_EMBED_SHARED"}
         self.env.update(PYTHONPATH=str(ROOT), CTXLAKE_HOME=str(root / "ctxlake"),
                         CTXLAKE_FLEET_ID=fleet.slug, CTXLAKE_AGENT_ID=agent.agent_id)
 

@@ -1,0 +1,271 @@
+"""One query embedder per host, shared by every bridge: `python -m mcp_bridge embedder`.
+
+Every agent session runs its own bridge, and the embedder is most of a bridge's memory
+(onnxruntime holding the model: ~170 MiB of the ~330 MiB peak at 10k claims). So a bridge
+does not load it: it asks this process, over a Unix socket in $CTXLAKE_HOME/run/ (a
+0700 directory), for the query's vector. With N sessions on a host that is one embedder
+instead of N, and a new session's first hybrid search does not pay the model's load.
+
+- The first bridge that needs a vector and finds no service starts one, detached, and
+  waits up to START_WAIT_SECS for it; if it is not up by then, that search is lexical and
+  says so (the service keeps starting for the next one). A flock held for the service's
+  life makes a second start exit at once, so racing bridges start one service.
+- The service is per model: its socket is named by the embedder's NAME, every answer
+  carries NAME and DIMS, and a bridge uses a vector only when both are its own.
+- It exits after IDLE_SECS without a request (CTXLAKE_EMBED_IDLE_SECS), so a host that
+  stops searching gets its memory back.
+- CTXLAKE_EMBED_SHARED=off keeps the embedder in the bridge process (as before).
+
+Protocol, one request per connection: the client sends one JSON line
+`{"v": 1, "model": NAME, "text": "..."}` (at most MAX_REQUEST_BYTES); the service answers
+one JSON line `{"name": NAME, "dims": DIMS}` followed by DIMS little-endian float32, or
+`{"error": "..."}`. Stdlib only on the client side; the service imports the embedder.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+PROTOCOL = 1
+MAX_REQUEST_BYTES = 64 * 1024
+START_WAIT_SECS = 3.0
+CONNECT_TIMEOUT_SECS = 2.0
+IDLE_SECS = 1800
+RUN_SUBDIR = "run"
+SHARED_ENV = "CTXLAKE_EMBED_SHARED"
+IDLE_ENV = "CTXLAKE_EMBED_IDLE_SECS"
+
+
+class Unavailable(Exception):
+    """No vector from the shared service; the message says why (for the search's note)."""
+
+
+def enabled(env: Mapping[str, str]) -> bool:
+    return env.get(SHARED_ENV, "on").strip().lower() not in ("off", "0", "no", "false")
+
+
+def run_dir(home: Path) -> Path:
+    return Path(home) / RUN_SUBDIR
+
+
+def socket_path(home: Path, model: str) -> Path:
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in model)[:60]
+    return run_dir(home) / f"embedder-{safe}.sock"
+
+
+# -- the client: what a bridge calls ---------------------------------------------------------
+
+def query_vector(home: Path, model: str, dims: int, text: str, *,
+                 start_wait: float = START_WAIT_SECS) -> Any:
+    """The vector of `text` from the host's service (started if absent), as numpy float32.
+
+    Raises Unavailable when it cannot answer in time; the caller then searches lexically.
+    """
+    path = socket_path(home, model)
+    try:
+        return _ask(path, model, dims, text)
+    except FileNotFoundError:
+        pass
+    except ConnectionRefusedError:  # a socket left by a service that died
+        pass
+    start(home)
+    deadline = time.monotonic() + start_wait
+    while True:
+        try:
+            return _ask(path, model, dims, text)
+        except (FileNotFoundError, ConnectionRefusedError):
+            if time.monotonic() >= deadline:
+                raise Unavailable("the host's shared embedder is starting; this search is "
+                                  "lexical, the next ones hybrid") from None
+            time.sleep(0.05)
+
+
+def _ask(path: Path, model: str, dims: int, text: str) -> Any:
+    import numpy as np
+
+    request = json.dumps({"v": PROTOCOL, "model": model, "text": text}).encode() + b"\n"
+    if len(request) > MAX_REQUEST_BYTES:
+        raise Unavailable("the query is too long for the shared embedder")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(CONNECT_TIMEOUT_SECS)
+        try:
+            s.connect(str(path))
+        except OSError as e:
+            if e.errno == errno.ENOENT:
+                raise FileNotFoundError(str(path)) from None
+            if e.errno in (errno.ECONNREFUSED, errno.ENOTSOCK):
+                raise ConnectionRefusedError(str(path)) from None
+            raise Unavailable(f"the shared embedder cannot be reached ({e.strerror})") from None
+        try:
+            s.sendall(request)
+            data = _read_all(s, 4096 + 4 * dims)
+        except OSError as e:
+            raise Unavailable(f"the shared embedder did not answer ({e})") from None
+    head, _, body = data.partition(b"\n")
+    try:
+        meta = json.loads(head)
+    except ValueError:
+        raise Unavailable("the shared embedder's answer is not understood") from None
+    if not isinstance(meta, dict) or "error" in meta:
+        raise Unavailable(f"the shared embedder refused: {str(meta)[:200]}")
+    if (meta.get("name"), meta.get("dims")) != (model, dims) or len(body) != 4 * dims:
+        raise Unavailable(f"the shared embedder runs {meta.get('name')!r}/{meta.get('dims')!r}, "
+                          f"not {model}/{dims}")
+    vector = np.frombuffer(body, dtype="<f4").astype(np.float32)
+    vector.setflags(write=False)
+    return vector
+
+
+def _read_all(s: socket.socket, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def start(home: Path) -> int | None:
+    """Start the service detached (it exits at once if one already holds the lock)."""
+    folder = run_dir(home)
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        log = os.open(folder / "embedder.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    except OSError:
+        return None
+    env = dict(os.environ)
+    package_parent = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", ""))
+                                        if p)
+    env["CTXLAKE_HOME"] = str(home)
+    try:
+        child = subprocess.Popen([sys.executable, "-m", "mcp_bridge", "embedder"],
+                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                                 start_new_session=True, close_fds=True)
+    except OSError:
+        return None
+    finally:
+        os.close(log)
+    return child.pid
+
+
+# -- the service -----------------------------------------------------------------------------
+
+def serve(home: Path, *, idle_secs: float = IDLE_SECS) -> int:
+    """Run the service until IDLE_SECS pass without a request. 0 also when another runs."""
+    import fcntl
+
+    from mcp_bridge.contract import embed
+
+    folder = run_dir(home)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = socket_path(home, embed.NAME)
+    lock = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(lock)
+        return 0  # another service holds it
+    try:
+        embed.embed_query("warm up")  # load before listening: the first answer is fast
+        path.unlink(missing_ok=True)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+            server.bind(str(path))
+            os.chmod(path, 0o600)
+            server.listen(64)
+            server.settimeout(1.0)
+            _log(f"serving {embed.NAME} on {path} (pid {os.getpid()})")
+            last = time.monotonic()
+            while time.monotonic() - last < idle_secs:
+                try:
+                    conn, _ = server.accept()
+                except TimeoutError:
+                    continue
+                with conn:
+                    _answer(conn, embed)
+                last = time.monotonic()
+            _log(f"idle for {idle_secs:.0f} s: exiting")
+    finally:
+        path.unlink(missing_ok=True)
+        os.close(lock)
+    return 0
+
+
+def _answer(conn: socket.socket, embed: Any) -> None:
+    conn.settimeout(CONNECT_TIMEOUT_SECS)
+    try:
+        raw = b""
+        while b"\n" not in raw and len(raw) <= MAX_REQUEST_BYTES:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            raw += chunk
+        reply = _reply(raw.partition(b"\n")[0] if b"\n" in raw else None, embed)
+        conn.sendall(reply)
+    except OSError:
+        return  # the client went away; nothing to do
+
+
+def _reply(line: bytes | None, embed: Any) -> bytes:
+    def error(why: str) -> bytes:
+        return json.dumps({"error": why}).encode() + b"\n"
+
+    if line is None:
+        return error(f"send one JSON line of at most {MAX_REQUEST_BYTES} bytes")
+    try:
+        request = json.loads(line)
+    except (ValueError, RecursionError):
+        return error("the request is not JSON")
+    if not isinstance(request, dict) or request.get("v") != PROTOCOL:
+        return error(f"protocol {PROTOCOL} requests only")
+    text = request.get("text")
+    if request.get("model") != embed.NAME:
+        return error(f"this service runs {embed.NAME}")
+    if not isinstance(text, str) or not text.strip() or "\x00" in text:
+        return error("text must be a non-empty string without NUL")
+    try:
+        text.encode("utf-8")  # a lone surrogate is refused here, not in the tokenizer
+        vector = embed.embed_query(text)
+    except (UnicodeEncodeError, ValueError) as e:
+        return error(f"cannot embed this text ({type(e).__name__})")
+    head = json.dumps({"name": embed.NAME, "dims": embed.DIMS}).encode() + b"\n"
+    return head + vector.astype("<f4").tobytes()
+
+
+def _log(message: str) -> None:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    sys.stderr.write(f"{stamp} ctxlake embedder: {message}\n")
+    sys.stderr.flush()
+
+
+def main(argv: list[str], *, command: str = "embedder") -> int:
+    from mcp_bridge.config import Config
+
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    cfg_home = Config.from_env().home
+    raw = os.environ.get(IDLE_ENV, "").strip()
+    idle = float(IDLE_SECS)
+    if raw:
+        try:
+            idle = float(raw)
+            if not 1 <= idle <= 7 * 86_400:
+                raise ValueError
+        except ValueError:
+            _log(f"bad setting: {IDLE_ENV}={raw[:40]!r} is not a number of seconds in "
+                 f"1..604800; using {IDLE_SECS}")
+            idle = float(IDLE_SECS)
+    return serve(cfg_home, idle_secs=idle)

@@ -1,0 +1,215 @@
+"""The host's shared query embedder: real bridge processes over stdio, a real service
+process on a real Unix socket, the real model.
+
+What must hold: a bridge with the shared embedder never loads onnxruntime itself; its
+hybrid answers use the same vector it would have computed in-process; racing bridges start
+one service; a hostile or confused client gets an error and the service keeps serving; the
+service goes away when idle; when it cannot answer in time the search is lexical and says
+so, never an error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from mcp_bridge import embed_service
+from mcp_bridge.config import Config
+from mcp_bridge.contract import embed
+from tests.mcp_bridge.stdio import INIT, ROOT, bridge_env, call
+
+SEARCH = "clippy gate RUSTFLAGS"
+
+
+def _pids(home: Path) -> list[int]:
+    """Service processes whose CTXLAKE_HOME is `home`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            env = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"embedder" in cmd and f"CTXLAKE_HOME={home}".encode() in env:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def home(live: Config) -> Iterator[Path]:
+    yield live.home
+    for pid in _pids(live.home):
+        os.kill(pid, signal.SIGTERM)
+
+
+def _env(cfg: Config, **extra: str) -> dict[str, str]:
+    return bridge_env(cfg, **{"CTXLAKE_HOME": str(cfg.home), "CTXLAKE_EMBED_SHARED": "on",
+                              "CTXLAKE_EMBED_IDLE_SECS": "60", **extra})
+
+
+class Bridge:
+    """One real bridge process, kept open across calls (a session)."""
+
+    def __init__(self, cfg: Config, **extra: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "mcp_bridge"], cwd=ROOT,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, env=_env(cfg, **extra))
+        self.n = 1
+        self.send(INIT)
+
+    def send(self, data: bytes) -> dict[str, Any]:
+        assert self.proc.stdin and self.proc.stdout
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+    def search(self, query: str = SEARCH) -> dict[str, Any]:
+        self.n += 1
+        reply = self.send(call(self.n, "memory_search", {"query": query}))
+        return reply["result"]["structuredContent"]
+
+    def maps(self) -> str:
+        return Path(f"/proc/{self.proc.pid}/maps").read_text()
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+
+def test_a_bridge_asks_the_hosts_service_and_never_loads_the_model(live: Config,
+                                                                   home: Path) -> None:
+    first = Bridge(live)
+    try:
+        out = first.search()
+        assert out["mode"] == "hybrid", out.get("note")
+        assert "onnxruntime" not in first.maps()  # the model lives in the service only
+        [service] = _pids(home)
+        second = Bridge(live)
+        try:
+            again = second.search()
+            assert again["mode"] == "hybrid" and again["results"] == out["results"]
+            assert _pids(home) == [service]  # one service for both sessions
+        finally:
+            second.close()
+    finally:
+        first.close()
+    mine = embed_service.query_vector(home, embed.NAME, embed.DIMS, SEARCH)
+    assert np.allclose(mine, embed.embed_query(SEARCH), atol=1e-6)
+
+
+def test_racing_bridges_start_one_service(live: Config, home: Path) -> None:
+    bridges = [Bridge(live) for _ in range(3)]
+    try:
+        for b in bridges:
+            assert b.search()["results"]
+        assert len(_pids(home)) == 1
+    finally:
+        for b in bridges:
+            b.close()
+
+
+def test_when_the_service_cannot_come_up_the_search_is_lexical_and_says_so(
+    live: Config, home: Path,
+) -> None:
+    import fcntl
+
+    path = embed_service.socket_path(home, embed.NAME)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    held = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(held, fcntl.LOCK_EX)  # a service that never listens: each start leaves
+    bridge = Bridge(live)
+    try:
+        out = bridge.search()
+        assert out["mode"] == "lexical" and out["results"]
+        assert "shared embedder is starting" in out["note"]
+    finally:
+        bridge.close()
+        os.close(held)
+
+
+def _raw(path: Path, payload: bytes) -> dict[str, Any]:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(20)
+        s.connect(str(path))
+        s.sendall(payload)
+        s.shutdown(socket.SHUT_WR)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    return json.loads(data.partition(b"\n")[0])
+
+
+@pytest.mark.parametrize(("payload", "error"), [
+    (b"not json\n", "not JSON"),
+    (b"[" * 50_000 + b"\n", "not JSON"),
+    (json.dumps({"v": 2, "model": embed.NAME, "text": "x"}).encode() + b"\n", "protocol"),
+    (json.dumps({"v": 1, "model": "other", "text": "x"}).encode() + b"\n", "this service runs"),
+    (json.dumps({"v": 1, "model": embed.NAME, "text": "a\x00b"}).encode() + b"\n", "NUL"),
+    (json.dumps({"v": 1, "model": embed.NAME, "text": "\ud800"}).encode() + b"\n",
+     "cannot embed"),
+    (json.dumps({"v": 1, "model": embed.NAME, "text": 10**400}).encode() + b"\n", "non-empty"),
+    (b"x" * (embed_service.MAX_REQUEST_BYTES + 10), "one JSON line"),
+    (b"\xff\xfe\n", "not JSON"),
+])
+def test_hostile_requests_get_an_error_and_the_service_keeps_serving(
+    live: Config, home: Path, payload: bytes, error: str,
+) -> None:
+    embed_service.query_vector(home, embed.NAME, embed.DIMS, "warm")  # starts it
+    path = embed_service.socket_path(home, embed.NAME)
+    assert error in _raw(path, payload)["error"]
+    vector = embed_service.query_vector(home, embed.NAME, embed.DIMS, "still serving")
+    assert vector.shape == (embed.DIMS,)
+
+
+def test_a_stale_socket_file_is_replaced_and_the_idle_service_exits(live: Config,
+                                                                    home: Path) -> None:
+    path = embed_service.socket_path(home, embed.NAME)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("left by a crash")  # not a socket
+    env = _env(live, CTXLAKE_EMBED_IDLE_SECS="2")
+    service = subprocess.Popen([sys.executable, "-m", "mcp_bridge", "embedder"], cwd=ROOT,
+                               env=env, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not path.is_socket():
+        assert time.monotonic() < deadline and service.poll() is None
+        time.sleep(0.05)
+    assert embed_service.query_vector(home, embed.NAME, embed.DIMS, "hello").shape == (
+        embed.DIMS,)
+    second = subprocess.run([sys.executable, "-m", "mcp_bridge", "embedder"], cwd=ROOT,
+                            env=env, timeout=60)
+    assert second.returncode == 0  # another holds the lock: it leaves at once
+    assert service.wait(30) == 0  # idle for 2 s: it exits
+    assert not path.exists()
+    assert b"idle for 2 s: exiting" in service.stderr.read()  # type: ignore[union-attr]
+
+
+def test_a_bad_idle_setting_is_named_and_the_default_used(live: Config, home: Path) -> None:
+    env = _env(live, CTXLAKE_EMBED_IDLE_SECS="soon")
+    service = subprocess.Popen([sys.executable, "-m", "mcp_bridge", "embedder"], cwd=ROOT,
+                               env=env, stderr=subprocess.PIPE)
+    try:
+        line = service.stderr.readline()  # type: ignore[union-attr]
+        assert b"bad setting: CTXLAKE_EMBED_IDLE_SECS='soon'" in line
+    finally:
+        service.kill()
+        service.wait(10)
+
+
+def test_the_help_names_the_real_idle_default() -> None:
+    from mcp_bridge.config import ENV_HELP
+
+    assert f"default {embed_service.IDLE_SECS}" in ENV_HELP[embed_service.IDLE_ENV]
+    assert embed_service.SHARED_ENV in ENV_HELP
