@@ -13,7 +13,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.contrib.admin.views.main import ChangeList
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
@@ -131,10 +131,16 @@ class ClaimAdmin(ModeratorOnly, admin.ModelAdmin[Claim]):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Claim]:
         qs = admin_scope.visible_claims(Claim.objects.all(), request.user)
-        qs = qs.select_related("fleet", "proposed_by", "near_claim").defer(
+        if in_queue(request):
+            # The queue sorts every proposed row by its group (a window over all of them):
+            # the labelled claims, shown by id only, are fetched for the page once it is
+            # cut rather than joined into every row before the sort (a third of its time).
+            near = Prefetch("near_claim", Claim.objects.only("pk", "fleet_id", "number"))
+            qs = qs.proposed().select_related("fleet", "proposed_by").prefetch_related(near)
+            return qs.defer("embedding", "search_vector")
+        return qs.select_related("fleet", "proposed_by", "near_claim").defer(
             "embedding", "search_vector", "near_claim__embedding", "near_claim__search_vector"
         )
-        return qs.proposed() if in_queue(request) else qs
 
     def get_ordering(self, request: HttpRequest) -> tuple[Any, ...]:
         return QUEUE_ORDERING if in_queue(request) else ALL_ORDERING

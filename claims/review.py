@@ -264,7 +264,7 @@ def groups_of(claims: Sequence[Claim]) -> dict[int, Group]:
         return {}
     cited: dict[int, set[str]] = {}
     pairs = Evidence.objects.filter(claim_id__in=[c.pk for m in members.values() for c in m])
-    for claim_id, session_id in pairs.values_list("claim_id", "session_id").distinct():
+    for claim_id, session_id in pairs.order_by().values_list("claim_id", "session_id").distinct():
         cited.setdefault(claim_id, set()).add(session_id)
     sessions: dict[int, int] = {}
     for fleet_id, fleet in fleets.items():

@@ -321,7 +321,10 @@ def test_the_queues_queries_do_not_grow_with_rows_or_groups(
     add_groups(2, 14)
     many, many_rows = _queue_queries(as_mod)
     assert (few_rows, many_rows) == (6, 48)
-    assert many == few
+    assert many == few, (few, many)
+    # the queue's 9 (session, user, permissions, filter choices, counts, the page), then
+    # the labelled claims, the groups' members, their sessions, verified ones, handoffs
+    assert many <= 14
     assert all("3 proposals · 2 sessions" in v for v in _cell(as_mod, "group").values())
 
 
