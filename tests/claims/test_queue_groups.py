@@ -271,6 +271,17 @@ def test_a_rejected_duplicate_leaves_its_group(
     assert "2 proposals · 2 sessions" in _cell(as_mod, "group")[group["root"].public_id]
 
 
+def test_groups_are_one_level_never_chained(
+    as_mod: Client, fleet_a: Fleet, group: dict[str, Claim]
+) -> None:
+    chained = _propose(fleet_a, TEXT + " in this repo too", "s-c").claim
+    moderation.label_near_claim(chained, near=group["near"], similarity=0.98,
+                                relation="duplicate")
+    cells = _cell(as_mod, "group")
+    assert "3 proposals · 2 sessions" in cells[group["near"].public_id]
+    assert cells[chained.public_id] == ""
+
+
 def test_the_review_page_lists_the_groups_other_members_with_links(
     as_mod: Client, group: dict[str, Claim]
 ) -> None:
