@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import time_machine
 from django.apps import apps
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -23,6 +23,8 @@ from claims.models import Claim, ClaimEvent
 from fleet.models import Agent, Fleet, FleetModerator
 from fleet.spool_apply import Envelope
 from mcp_bridge.contract import events as ev
+from tests.claims.test_browser_review import ARTIFACTS
+from tests.claims.test_browser_review import page as page  # the headless Chromium fixture
 from tests.claims.witness import seen
 
 QUEUE = "/admin/claims/claim/review/"
@@ -137,8 +139,8 @@ def test_the_queue_says_agent_or_captured_with_the_extractor(
     assert cells[sources["agent"].public_id] == "agent"
     assert "captured · error_fix" in cells[sources["error_fix"].public_id]
     assert "captured · lesson" in cells[sources["lesson"].public_id]
-    page = as_mod.get(QUEUE).content.decode()
-    assert '<span class="cl-captured"' in page and "captured · error_fix" in page
+    html = as_mod.get(QUEUE).content.decode()
+    assert '<span class="cl-captured"' in html and "captured · error_fix" in html
 
 
 @pytest.mark.parametrize(
@@ -163,18 +165,18 @@ def test_the_source_filter(
 def test_the_source_filter_offers_each_extractor_of_the_contract(
     as_mod: Client, sources: dict[str, Claim]
 ) -> None:
-    page = as_mod.get(QUEUE).content.decode()
-    assert "agent&#x27;s own" in page and "captured, any extractor" in page
+    html = as_mod.get(QUEUE).content.decode()
+    assert "agent&#x27;s own" in html and "captured, any extractor" in html
     for name in ev.CAPTURE_EXTRACTORS:
-        assert f"?source={name}" in page and f"captured · {name}" in page
+        assert f"?source={name}" in html and f"captured · {name}" in html
 
 
 def test_the_review_page_says_where_the_proposal_came_from(
     as_mod: Client, sources: dict[str, Claim]
 ) -> None:
     def source(claim: Claim) -> str:
-        page = as_mod.get(reverse("admin:claims_claim_change", args=(claim.pk,))).content.decode()
-        return page.split('id="claim-source">', 1)[1].split("</td>", 1)[0]
+        html = as_mod.get(reverse("admin:claims_claim_change", args=(claim.pk,))).content.decode()
+        return html.split('id="claim-source">', 1)[1].split("</td>", 1)[0]
 
     assert "captured · error_fix" in source(sources["error_fix"])
     assert source(sources["agent"]).startswith("agent")
@@ -285,11 +287,11 @@ def test_groups_are_one_level_never_chained(
 def test_the_review_page_lists_the_groups_other_members_with_links(
     as_mod: Client, group: dict[str, Claim]
 ) -> None:
-    def page(claim: Claim) -> str:
+    def review_page(claim: Claim) -> str:
         return as_mod.get(reverse("admin:claims_claim_change", args=(claim.pk,))).content.decode()
 
     for name in ("root", "again", "near"):
-        shown = page(group[name])
+        shown = review_page(group[name])
         assert "Group: 3 proposals · 2 sessions" in shown
         panel = shown.split('id="group"', 1)[1].split("</table>", 1)[0]
         for other in ("root", "again", "near"):
@@ -299,7 +301,7 @@ def test_the_review_page_lists_the_groups_other_members_with_links(
             else:
                 assert f'<a href="{href}">{group[other].public_id}</a>' in panel
         assert group["other"].public_id not in panel
-    assert 'id="group"' not in page(group["other"])
+    assert 'id="group"' not in review_page(group["other"])
 
 
 def test_a_column_sort_still_works_in_the_queue(as_mod: Client, group: dict[str, Claim]) -> None:
@@ -359,3 +361,45 @@ def test_the_migration_fills_the_extractor_from_proposed_events(
         captured.pk: "works_here", own.pk: "", odd.pk: ""
     }
     assert list(ClaimEvent.objects.order_by("pk").values_list("pk", "note", "data")) == before
+
+
+# In a real browser ----------------------------------------------------------------------
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_a_browser_shows_a_group_together_with_its_source_badges(
+    page: Any, live_server: Any, fleet_a: Fleet, ada: Agent, bo: Agent
+) -> None:
+    user = User.objects.create_user("mira", password="mod-pass-1234", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="promote_claim"))
+    FleetModerator.objects.create(fleet=fleet_a, user=user)
+    seen(fleet_a, "s-a", agent=ada)
+    seen(fleet_a, "s-b", "s-c", agent=bo)
+    now = timezone.now()
+    with time_machine.travel(now - timedelta(days=3)):
+        root = _propose(fleet_a, TEXT, "s-a", agent=ada).claim
+    with time_machine.travel(now - timedelta(days=2)):
+        _propose(fleet_a, "cargo build needs --locked here", "s-c", agent=bo)
+    with time_machine.travel(now - timedelta(days=1)):
+        _propose(fleet_a, TEXT.upper(), "s-x", extractor="lesson", agent=ada)
+    near = _propose(fleet_a, TEXT + " in this repo", "s-b", extractor="error_fix", agent=bo).claim
+    moderation.label_near_claim(near, near=root, similarity=0.97, relation="duplicate")
+
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/claims/claim/review/")
+    page.fill("#id_username", "mira")
+    page.fill("#id_password", "mod-pass-1234")
+    page.click("input[type=submit]")
+    page.wait_for_selector("#result_list")
+    ids = page.locator("#result_list tbody .field-public_id").all_inner_texts()
+    assert [i.strip() for i in ids] == ["cc-01", "cc-03", "cc-04", "cc-02"]
+    groups = page.locator("#result_list tbody .field-group").all_inner_texts()
+    assert groups[:3] == ["3 proposals · 2 sessions"] * 3
+    sources = page.locator("#result_list tbody .field-source").all_inner_texts()
+    assert sources == ["agent", "captured · lesson", "captured · error_fix", "agent"]
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "queue-groups.png"), full_page=True)
+    page.click(f"#result_list a:text('{near.public_id}')")
+    page.wait_for_selector("#group")
+    assert "Group: 3 proposals · 2 sessions" in page.inner_text("#group h2")
+    page.screenshot(path=str(ARTIFACTS / "review-group.png"), full_page=True)
