@@ -1,4 +1,5 @@
-"""Review-queue filters: fleet (only granted ones), subject, independent sessions, age.
+"""Review-queue filters: fleet (only granted ones), source, subject, independent sessions,
+age.
 
 Each filter's choices come from what the moderator may see, never from all fleets: a
 filter listing another fleet's name or subjects would leak it.
@@ -15,6 +16,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from claims import admin_scope
+from claims.models import Claim
 
 TOP_SUBJECTS = 15
 
@@ -33,6 +35,35 @@ class FleetFilter(admin.SimpleListFilter):
             return queryset
         # A forged id is harmless: the queryset is already limited to granted fleets.
         return queryset.filter(fleet_id=int(value)) if value.isdigit() else queryset.none()
+
+
+class SourceFilter(admin.SimpleListFilter):
+    """An agent's own proposal, or a candidate the transcript capture extracted (any
+    extractor, or one: the contract's list, so a new extractor appears by itself)."""
+
+    title = "source"
+    parameter_name = "source"
+    AGENT, CAPTURED = "agent", "captured"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        extractors = [value for value in Claim.Extractor.values if value]
+        return [
+            (self.AGENT, "agent's own"),
+            (self.CAPTURED, "captured, any extractor"),
+            *((value, f"captured · {value}") for value in extractors),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        match self.value():
+            case None:
+                return queryset
+            case self.AGENT:
+                return queryset.filter(extractor="")
+            case self.CAPTURED:
+                return queryset.exclude(extractor="")
+            case value if value in Claim.Extractor.values:
+                return queryset.filter(extractor=value)
+        return queryset.none()  # a forged value matches nothing
 
 
 class SubjectFilter(admin.SimpleListFilter):

@@ -80,8 +80,18 @@ class NearRelation(models.TextChoices):
     CONFLICT = "conflict", "possible conflict"
 
 
+#: Where a proposal came from: blank for an agent's own, else the transcript capture's
+#: extractor that produced it (the contract's list, so a new extractor needs no edit here).
+ClaimExtractor = models.TextChoices(
+    "ClaimExtractor",
+    [("AGENT", ("", "agent's own")), *((x.upper(), (x, x)) for x in ev.CAPTURE_EXTRACTORS)],
+)
+
+
 class Claim(models.Model):
     Type = ClaimType
+
+    Extractor = ClaimExtractor
 
     NearRelation = NearRelation
 
@@ -140,6 +150,15 @@ class Claim(models.Model):
         max_length=10, blank=True, default="", choices=NearRelation.choices, editable=False
     )
 
+    extractor = models.CharField(
+        max_length=max(map(len, ev.CAPTURE_EXTRACTORS)),
+        blank=True,
+        default="",
+        choices=ClaimExtractor.choices,
+        editable=False,
+        help_text="The transcript capture's extractor that proposed it; blank: an agent did.",
+    )
+
     objects = ClaimQuerySet.as_manager()
 
     class Meta:
@@ -151,6 +170,7 @@ class Claim(models.Model):
             in_choices("scope", ClaimScope, "claims_claim_scope_valid"),
             in_choices("status", ClaimStatus, "claims_claim_status_valid"),
             in_choices("near_relation", NearRelation, "claims_claim_near_relation_valid"),
+            in_choices("extractor", ClaimExtractor, "claims_claim_extractor_valid"),
             models.CheckConstraint(condition=~Q(text=""), name="claims_claim_text_not_blank"),
             models.CheckConstraint(condition=~Q(subject=""), name="claims_claim_subject_not_blank"),
             models.CheckConstraint(

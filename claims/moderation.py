@@ -229,6 +229,8 @@ def _check(request: ProposalRequest) -> _Checked:
         raise InvalidProposal("subject is longer than 200 characters")
     if request.type not in Claim.Type.values:
         raise InvalidProposal(f"type must be one of {', '.join(Claim.Type.values)}")
+    if request.extractor not in Claim.Extractor.values:
+        raise InvalidProposal(f"extractor must be one of {', '.join(ev.CAPTURE_EXTRACTORS)}")
     return _Checked(request, text, subject, clean_citations(request.evidence), text_hash(text))
 
 
@@ -348,6 +350,7 @@ def _create_claims(
             scope=Claim.Scope.AGENT,
             status=Claim.Status.PROPOSED,
             independent_sessions=count,
+            extractor=c.request.extractor,
         )
         if near is not None:
             claim.near_claim, claim.near_similarity, claim.near_relation = near

@@ -7,11 +7,13 @@ claims.moderation's job.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from urllib.parse import quote
 
 from django.db import connection, transaction
+from django.db.models import Case, F, Min, Q, When, Window
 from pgvector.django import CosineDistance
 
 from claims import conflicts, moderation
@@ -75,6 +77,7 @@ class Review:
     events: list[ClaimEvent]
     has_embedding: bool
     sessions_now: int  # what the gate would count right now (may exceed the stored count)
+    group: Group | None  # the claim's group when it has other live members
 
     @property
     def unverified(self) -> int:
@@ -94,6 +97,7 @@ def review_of(claim: Claim) -> Review:
         has_embedding=claim.embedding is not None,
         # the same count as moderation.session_count, from the rows already fetched
         sessions_now=lineage.independent_among_verified(claim.fleet, verified),
+        group=groups_of([claim]).get(group_root(claim)),
     )
 
 
@@ -167,3 +171,112 @@ def nearest(claim: Claim, k: int) -> list[Neighbour]:
             .order_by("distance")[:k]
         )
     return [Neighbour(c, "similar", round(1 - float(c.distance), 3), claim) for c in rows]
+
+
+# Groups ---------------------------------------------------------------------------------
+#
+# Several sessions proposing the same thing: identical text from a verified session the
+# claim lacks is corroboration already (claims.moderation._repeat); anything else close to
+# a claim is filed as its own proposal labelled "likely duplicate" of it (near_claim). A
+# group is a claim plus the proposals labelled likely duplicates of it — one level, never
+# a chain — so the queue can show them together. A label for the moderator, not a merge.
+
+#: The claim a row's group is named after: the claim its "likely duplicate" label points
+#: at, else itself. `group_root` is the same rule for a row already fetched.
+GROUP_ROOT = Case(
+    When(
+        near_relation=Claim.NearRelation.DUPLICATE,
+        near_claim__isnull=False,
+        then=F("near_claim_id"),
+    ),
+    default=F("pk"),
+)
+#: The queue's order: groups by their oldest member among the rows in view (oldest first
+#: still holds, group by group), a group's members together, each oldest first.
+GROUP_ORDERING = (
+    Window(Min("created_at"), partition_by=GROUP_ROOT).asc(),
+    GROUP_ROOT.asc(),
+    "created_at",
+    "pk",
+)
+
+
+def group_root(claim: Claim) -> int:
+    """`GROUP_ROOT` for a fetched claim."""
+    if claim.near_relation == Claim.NearRelation.DUPLICATE and claim.near_claim_id is not None:
+        return claim.near_claim_id
+    return claim.pk
+
+
+@dataclass(frozen=True)
+class Group:
+    """A group with more than one live member, for the queue's column and the review page."""
+
+    root: int  # pk of the claim the group is named after
+    members: list[Claim]  # live (proposed or promoted), oldest first
+    sessions: int  # independent verified sessions among all members' evidence
+
+    @property
+    def proposals(self) -> int:
+        return sum(1 for c in self.members if c.status == Claim.Status.PROPOSED)
+
+    @property
+    def label(self) -> str:
+        """ "3 proposals · 2 sessions"; a promoted root is named: "+ cc-12 promoted"."""
+        n = self.proposals
+        said = f"{n} proposal{'s' if n != 1 else ''}"
+        said += "".join(
+            f" + {c.public_id} promoted"
+            for c in self.members
+            if c.status == Claim.Status.PROMOTED
+        )
+        return f"{said} · {self.sessions} session{'s' if self.sessions != 1 else ''}"
+
+    @property
+    def root_claim(self) -> Claim | None:
+        """The claim the group is named after, if it is live (a member)."""
+        return next((c for c in self.members if c.pk == self.root), None)
+
+    def others(self, claim: Claim) -> list[Claim]:
+        return [c for c in self.members if c.pk != claim.pk]
+
+
+def groups_of(claims: Sequence[Claim]) -> dict[int, Group]:
+    """The groups of `claims` (one page of the queue, or the claim under review) that have
+    more than one live member, by root pk.
+
+    A fixed number of queries whatever the page size: the members, their cited session
+    ids, then per fleet on the page the verified ones and the handoff graph
+    (fleet.lineage.independent_counts, the one rule: unverified ids never count).
+    """
+    roots = {group_root(c) for c in claims}
+    if not roots:
+        return {}
+    fleets = {c.fleet_id: c.fleet for c in claims}
+    members: dict[int, list[Claim]] = {}
+    live = Claim.objects.filter(status__in=moderation.LIVE).filter(
+        Q(pk__in=roots) | Q(near_claim_id__in=roots, near_relation=Claim.NearRelation.DUPLICATE)
+    )
+    for member in live.only(*_MEMBER_FIELDS).order_by("created_at", "pk"):
+        members.setdefault(group_root(member), []).append(member)
+    members = {root: found for root, found in members.items() if len(found) > 1}
+    if not members:
+        return {}
+    cited: dict[int, set[str]] = {}
+    pairs = Evidence.objects.filter(claim_id__in=[c.pk for m in members.values() for c in m])
+    for claim_id, session_id in pairs.order_by().values_list("claim_id", "session_id").distinct():
+        cited.setdefault(claim_id, set()).add(session_id)
+    sessions: dict[int, int] = {}
+    for fleet_id, fleet in fleets.items():
+        mine = [root for root, m in members.items() if m[0].fleet_id == fleet_id]
+        ids = [_session_ids(members[root], cited) for root in mine]
+        sessions.update(zip(mine, lineage.independent_counts(fleet, ids), strict=True))
+    return {root: Group(root, m, sessions.get(root, 0)) for root, m in members.items()}
+
+
+_MEMBER_FIELDS = ("pk", "fleet_id", "number", "status", "near_claim_id", "near_relation",
+                  "created_at", "text", "extractor")
+
+
+def _session_ids(members: Iterable[Claim], cited: dict[int, set[str]]) -> set[str]:
+    return set().union(*(cited.get(c.pk, set()) for c in members))
