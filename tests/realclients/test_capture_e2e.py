@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -32,8 +31,9 @@ from claims.models import Claim, ClaimEvent
 from ctxlake_site import workers
 from fleet.models import Agent, DeadLetter, FleetModerator, Session
 from fleet.models import Fleet as FleetRow
+from tests.realclients.claude_session import drive
 from tests.realclients.conftest import AGENT, FLEET, Clients, Fleet
-from tests.realclients.messages_standin import Say, Standin, Step, ToolUse, result_text, tool_id
+from tests.realclients.messages_standin import Say, Step, ToolUse
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -58,52 +58,6 @@ QUERY = "config unit test crashes because a fixtures file is missing on a clean 
 FINAL_2 = "standin: looked it up"
 SEARCH, HISTORY = "mcp__ctxlake__memory_search", "mcp__ctxlake__fleet_history"
 CAPTURE_WAIT_SECS = 30
-
-
-@dataclass(frozen=True)
-class Ran:
-    """One real Claude Code session: its JSON result, what reached the stand-in, its log."""
-
-    result: dict[str, Any]
-    standin: Standin
-    debug_log: str
-
-    @property
-    def session_id(self) -> str:
-        return str(self.result["session_id"])
-
-    def step_result(self, index: int) -> tuple[str, bool]:
-        """(text, is_error) of the tool_result Claude Code sent back for script step `index`."""
-        requests = self.standin.agent_requests()
-        assert requests, f"Claude Code never reached the stand-in: {self.standin.requests}"
-        block = requests[-1].tool_results().get(tool_id(index))
-        assert block is not None, (f"step {index} never got a tool_result; debug log tail:\n"
-                                   f"{self.debug_log[-3000:]}")
-        return result_text(block), block.get("is_error") is True
-
-
-def drive(clients: Clients, world: Fleet, prompt: str, script: list[Step],
-          *allowed: str) -> Ran:
-    """One headless `claude -p` session in the world's project, the stand-in as its model."""
-    final = script[-1]
-    assert isinstance(final, Say)
-    debug = world.root / f"claude-debug-{len(list(world.root.glob('claude-debug-*')))}.log"
-    with Standin(script) as standin:
-        env = clients.env(world.home, ANTHROPIC_BASE_URL=standin.url,
-                          ANTHROPIC_API_KEY="sk-ant-standin-not-a-key", DISABLE_TELEMETRY="1",
-                          DISABLE_ERROR_REPORTING="1", DISABLE_AUTOUPDATER="1",
-                          CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
-        done = subprocess.run(
-            [clients.path("claude"), "-p", prompt, "--output-format", "json",
-             "--allowedTools", ",".join(("mcp__ctxlake", *allowed)), "--debug-file", str(debug)],
-            cwd=world.project, env=env, capture_output=True, text=True, timeout=180)
-    log = debug.read_text(errors="replace") if debug.exists() else ""
-    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
-    result = json.loads(done.stdout)
-    assert result["is_error"] is False and result["result"] == final.text, (
-        f"{result}\ndebug log tail:\n{log[-3000:]}")
-    assert result["permission_denials"] == [], result["permission_denials"]
-    return Ran(result, standin, log)
 
 
 def what_happened(world: Fleet) -> str:
@@ -171,6 +125,7 @@ def test_real_session_to_review_queue_to_promotion_to_next_session(
         Say(FINAL_1),
     ]
     first = drive(clients, world, PROMPT_1, script_1, "Bash", "Write")
+    assert first.result["permission_denials"] == [], first.result["permission_denials"]
     failed, passed = first.step_result(0), first.step_result(2)
     assert failed[1] and "FileNotFoundError" in failed[0], failed
     assert not passed[1], passed
@@ -244,6 +199,7 @@ def test_real_session_to_review_queue_to_promotion_to_next_session(
         Say(FINAL_2),
     ]
     second = drive(clients, world, PROMPT_2, script_2)
+    assert second.result["permission_denials"] == [], second.result["permission_denials"]
     assert second.session_id != sid
     text, is_error = second.step_result(1)
     assert not is_error, text

@@ -14,7 +14,6 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ import pytest
 from mcp_bridge.config_files import LAUNCHER_MARK
 from mcp_bridge.toolspec import TOOLS
 from tests.realclients import npm_clients
+from tests.realclients.claude_session import Ran, drive
 from tests.realclients.conftest import (
     AGENT,
     BRIEFING_MARK,
@@ -38,10 +38,8 @@ from tests.realclients.conftest import (
 from tests.realclients.messages_standin import (
     Recorded,
     Say,
-    Standin,
     Step,
     ToolUse,
-    result_text,
     tool_id,
 )
 
@@ -60,40 +58,8 @@ MEMORY_SCRIPT: list[Step] = [
 
 
 
-@dataclass(frozen=True)
-class Session:
-    result: dict[str, Any]
-    standin: Standin
-    debug_log: str
-
-    def agent_requests(self) -> list[Recorded]:
-        requests = self.standin.agent_requests()
-        assert requests, f"Claude Code never reached the stand-in: {self.standin.requests}"
-        return requests
-
-    def step_result(self, index: int) -> tuple[str, bool]:
-        """(text, is_error) of the tool_result Claude Code sent back for script step `index`."""
-        block = self.agent_requests()[-1].tool_results().get(tool_id(index))
-        assert block is not None, f"step {index} never got a tool_result"
-        return result_text(block), block.get("is_error") is True
-
-
-def run_session(clients: Clients, fleet: Fleet, script: list[Step], *allowed: str) -> Session:
-    debug = fleet.root / "claude-debug.log"
-    with Standin(script) as standin:
-        env = clients.env(fleet.home, ANTHROPIC_BASE_URL=standin.url,
-                          ANTHROPIC_API_KEY="sk-ant-standin-not-a-key", DISABLE_TELEMETRY="1",
-                          DISABLE_ERROR_REPORTING="1", DISABLE_AUTOUPDATER="1",
-                          CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
-        done = subprocess.run(
-            [clients.path("claude"), "-p", PROMPT, "--output-format", "json",
-             "--allowedTools", ",".join(("mcp__ctxlake", *allowed)), "--debug-file", str(debug)],
-            cwd=fleet.project, env=env, capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
-    result = json.loads(done.stdout)
-    assert result["is_error"] is False, result
-    assert result["result"] == DONE, result
-    return Session(result, standin, debug.read_text(errors="replace") if debug.exists() else "")
+def run_session(clients: Clients, fleet: Fleet, script: list[Step], *allowed: str) -> Ran:
+    return drive(clients, fleet, PROMPT, script, *allowed)
 
 
 def test_session_briefing_memory_search_and_session_end(clients: Clients, fleet: Fleet) -> None:
@@ -123,7 +89,7 @@ def test_session_briefing_memory_search_and_session_end(clients: Clients, fleet:
     assert_memory_search_answered(session)
 
 
-def assert_memory_search_answered(session: Session) -> None:
+def assert_memory_search_answered(session: Ran) -> None:
     """Steps 0-1 of MEMORY_SCRIPT went through Claude Code to the real bridge and back.
 
     Claude Code connects MCP servers without blocking the first request and defers their
