@@ -369,22 +369,12 @@ def test_the_migration_fills_the_extractor_from_proposed_events(
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
 def test_a_browser_shows_a_group_together_with_its_source_badges(
-    page: Any, live_server: Any, fleet_a: Fleet, ada: Agent, bo: Agent
+    page: Any, live_server: Any, fleet_a: Fleet, group: dict[str, Claim]
 ) -> None:
     user = User.objects.create_user("mira", password="mod-pass-1234", is_staff=True)
     user.user_permissions.add(Permission.objects.get(codename="promote_claim"))
     FleetModerator.objects.create(fleet=fleet_a, user=user)
-    seen(fleet_a, "s-a", agent=ada)
-    seen(fleet_a, "s-b", "s-c", agent=bo)
-    now = timezone.now()
-    with time_machine.travel(now - timedelta(days=3)):
-        root = _propose(fleet_a, TEXT, "s-a", agent=ada).claim
-    with time_machine.travel(now - timedelta(days=2)):
-        _propose(fleet_a, "cargo build needs --locked here", "s-c", agent=bo)
-    with time_machine.travel(now - timedelta(days=1)):
-        _propose(fleet_a, TEXT.upper(), "s-x", extractor="lesson", agent=ada)
-    near = _propose(fleet_a, TEXT + " in this repo", "s-b", extractor="error_fix", agent=bo).claim
-    moderation.label_near_claim(near, near=root, similarity=0.97, relation="duplicate")
+    near = group["near"]
 
     page.goto(f"{live_server.url}/admin/login/?next=/admin/claims/claim/review/")
     page.fill("#id_username", "mira")
