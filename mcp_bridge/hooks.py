@@ -124,7 +124,11 @@ MAX_TRANSCRIPT_LINES = 200_000
 
 
 def transcript_has_exchange(path: Any) -> bool:
-    """True when the runtime's transcript (JSONL) holds a user turn and an assistant turn."""
+    """True when the runtime's transcript (JSONL) holds a user turn and an assistant turn.
+
+    Claude Code writes `{"type": "user"|"assistant", ...}`; a Codex rollout writes
+    `{"type": "response_item", "payload": {"type": "message", "role": ...}}`.
+    """
     if not isinstance(path, str) or not path:
         return False
     seen: set[str] = set()
@@ -140,6 +144,9 @@ def transcript_has_exchange(path: Any) -> bool:
                 except ValueError:
                     continue
                 kind = entry.get("type") if isinstance(entry, dict) else None
+                if kind == "response_item" and isinstance(entry.get("payload"), dict) and \
+                        entry["payload"].get("type") == "message":
+                    kind = entry["payload"].get("role")
                 if kind in ("user", "assistant") and not entry.get("isMeta"):
                     seen.add(kind)
                     if len(seen) == 2:
