@@ -148,7 +148,8 @@ def test_codex_exec_session_end_hook_captures_the_rollout(clients: Clients,
     assert by_extractor["lesson"]["claim"] == LESSON
     for claim in proposed:
         cited = {e["message_id"] for e in claim["evidence"]}
-        assert cited and cited <= set(items), f"{claim['claim']} cites {cited}, not all in {rollout}"
+        assert cited and cited <= set(items), (
+            f"{claim['claim']} cites {cited}, not all in {rollout}")
         assert {e["session_id"] for e in claim["evidence"]} == {sid}
         assert {e["repo"] for e in claim["evidence"]} == {REMOTE}
     # the error→fix cites the failing check's output, the patch, and the passing output
