@@ -25,6 +25,7 @@ Every request is recorded for the test to inspect.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,13 @@ from typing import Any
 CALL_ID_PREFIX = "call_standin_"
 #: Shell tools Codex may offer, best first, and how each one's arguments spell a command.
 SHELL_TOOLS = ("shell_command", "exec_command", "shell")
+#: What a request without tools (Codex compacting its context) is answered with, plus the
+#: call ids answered so far: compaction drops the tool outputs from the history, and the
+#: summary (which Codex keeps) is how the script still knows where it is.
+COMPACT_SUMMARY = "standin summary of the session so far"
+_DONE = re.compile(r"\[standin done: ([^\]]*)\]")
+#: Input tokens a "full context" reply reports: over any small auto-compact limit.
+FULL_CONTEXT_TOKENS = 500_000
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,11 @@ class Recorded:
     def is_turn(self) -> bool:
         return self.path.split("?", 1)[0].endswith("/responses") and isinstance(self.body, dict)
 
+    @property
+    def is_agent_loop(self) -> bool:
+        """A turn that offers tools; Codex's compaction request offers none."""
+        return self.is_turn and bool(self.tool_names())
+
     def tool_names(self) -> list[str]:
         tools = self.body.get("tools") if isinstance(self.body, dict) else None
         return [str(t.get("name")) for t in tools or [] if isinstance(t, dict)]
@@ -81,6 +94,17 @@ class Recorded:
     def items(self) -> list[dict[str, Any]]:
         raw = self.body.get("input") if isinstance(self.body, dict) else None
         return [i for i in raw if isinstance(i, dict)] if isinstance(raw, list) else []
+
+    def answered(self) -> set[str]:
+        """Call ids with an output in the request, or named by an earlier compaction summary."""
+        done = set(self.outputs())
+        for item in self.items():
+            if item.get("type") == "message":
+                for part in item.get("content") or []:
+                    text = part.get("text") if isinstance(part, dict) else None
+                    for found in _DONE.findall(text if isinstance(text, str) else ""):
+                        done.update(found.split())
+        return done
 
     def outputs(self) -> dict[str, str]:
         """call_id → a tool call's output text, over the whole conversation sent."""
@@ -113,6 +137,8 @@ class Standin:
     """The server; use as a context manager. `base_url` goes into the provider's config."""
 
     script: Sequence[Step]
+    #: Script steps whose reply reports FULL_CONTEXT_TOKENS of input (Codex then compacts).
+    full_context_at: frozenset[int] = frozenset()
     requests: list[Recorded] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
@@ -154,7 +180,9 @@ class Standin:
 
     def next_step(self, request: Recorded) -> tuple[int, Step]:
         """The step this request is answered with (see the module docstring)."""
-        answered = request.outputs()
+        answered = request.answered()
+        if not request.is_agent_loop:
+            return -1, Say(f"{COMPACT_SUMMARY} [standin done: {' '.join(sorted(answered))}]")
         steps = [i for i, s in enumerate(self.script) if not isinstance(s, Say)]
         done = sum(1 for i in steps if call_id(i) in answered)
         index = steps[done] if done < len(steps) else len(self.script) - 1
@@ -177,12 +205,14 @@ def output_item(request: Recorded, index: int, step: Step) -> dict[str, Any]:
         return {"type": "function_call", "id": f"fc_standin_{index}", "status": "completed",
                 "call_id": call_id(index), "name": tool,
                 "arguments": json.dumps(shell_arguments(tool, step.command))}
-    return {"type": "message", "id": f"msg_standin_{index}", "role": "assistant",
+    return {"type": "message", "id": f"msg_standin_{index if index >= 0 else 'summary'}",
+            "role": "assistant",
             "status": "completed",
             "content": [{"type": "output_text", "text": step.text, "annotations": []}]}
 
 
-def sse_events(response_id: str, item: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def sse_events(response_id: str, item: dict[str, Any],
+               input_tokens: int = 10) -> Iterator[dict[str, Any]]:
     """The event stream of one response that carries `item`."""
     yield {"type": "response.created", "response": {"id": response_id, "status": "in_progress"}}
     added = {**item, "status": "in_progress"}
@@ -197,9 +227,9 @@ def sse_events(response_id: str, item: dict[str, Any]) -> Iterator[dict[str, Any
         yield {"type": "response.output_text.delta", "item_id": item["id"], "output_index": 0,
                "content_index": 0, "delta": item["content"][0]["text"]}
     yield {"type": "response.output_item.done", "output_index": 0, "item": item}
-    usage = {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
+    usage = {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0},
              "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0},
-             "total_tokens": 15}
+             "total_tokens": input_tokens + 5}
     yield {"type": "response.completed",
            "response": {"id": response_id, "status": "completed", "output": [item],
                         "usage": usage}}
@@ -242,7 +272,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.end_headers()
-        for event in sse_events(f"resp_standin_{n}", item):
+        tokens = FULL_CONTEXT_TOKENS if index in self.owner.full_context_at else 10
+        for event in sse_events(f"resp_standin_{n}", item, tokens):
             self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
             self.wfile.flush()
 

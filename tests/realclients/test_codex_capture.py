@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -80,66 +81,87 @@ def session_ends(world: Fleet, session_id: str) -> list[dict[str, Any]]:
             if e["kind"] == "session.end" and e.get("session") == session_id]
 
 
-def test_codex_exec_session_end_hook_captures_the_rollout(clients: Clients,
-                                                          fleet: Fleet) -> None:
+@dataclass(frozen=True)
+class Ran:
+    """One real `codex exec` session: the process, the stand-in, the rollout it wrote."""
+
+    done: subprocess.CompletedProcess[str]
+    standin: Standin
+    rollout: Path
+    session_id: str
+    #: rollout id → (item type, call_id), see rollout_items
+    items: dict[str, tuple[str, str]]
+
+
+def drive(clients: Clients, world: Fleet, *, full_context_at: frozenset[int] = frozenset(),
+          extra: tuple[str, ...] = ()) -> Ran:
+    """Install into the world, run SCRIPT through `codex exec`, find the rollout."""
     if "codex" in clients.cannot_run:  # e.g. a platform the package ships no binary for
         pytest.skip(f"the codex binary cannot run here: {clients.cannot_run['codex']}")
-    project = str(fleet.project)
+    project = str(world.project)
     subprocess.run(["git", "init", "-q", project], check=True, timeout=30)
     subprocess.run(["git", "-C", project, "remote", "add", "origin", REMOTE], check=True,
                    timeout=30)
-    (fleet.project / "test_config.py").write_text(TEST_FILE)
-    fleet.install("codex")
-    hooks = json.loads((fleet.home / ".codex" / "hooks.json").read_text())["hooks"]
+    (world.project / "test_config.py").write_text(TEST_FILE)
+    world.install("codex")
+    hooks = json.loads((world.home / ".codex" / "hooks.json").read_text())["hooks"]
     assert {"SessionStart", "SessionEnd", "PreCompact", "PreToolUse"} <= set(hooks), hooks
 
-    with Standin(SCRIPT) as standin:
+    with Standin(SCRIPT, full_context_at=full_context_at) as standin:
         provider = (f'model_providers.standin={{name="standin", base_url="{standin.base_url}", '
                     'wire_api="responses"}')
         done = subprocess.run(
             [clients.path("codex"), "exec", "--skip-git-repo-check", "--sandbox",
              "danger-full-access", "--dangerously-bypass-hook-trust", "-m", MODEL,
-             "-c", 'model_provider="standin"', "-c", provider, PROMPT],
-            cwd=fleet.project, env=clients.env(fleet.home), capture_output=True, text=True,
+             "-c", 'model_provider="standin"', "-c", provider, *extra, PROMPT],
+            cwd=world.project, env=clients.env(world.home), capture_output=True, text=True,
             timeout=180, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
     assert FINAL in done.stdout, f"{done.stdout}\n{done.stderr[-3000:]}"
-    turns = standin.turns()
-    assert len(turns) == 4, [r.path for r in standin.requests]  # one per script step
-    outputs = turns[-1].outputs()
+    outputs: dict[str, str] = {}
+    for turn in standin.turns():
+        outputs.update(turn.outputs())
     assert "Process exited with code 1" in outputs[call_id(0)], outputs  # the failing check
     assert "FileNotFoundError" in outputs[call_id(0)], outputs
     assert "Process exited with code 0" in outputs[call_id(2)], outputs  # the passing one
-    assert (fleet.project / "fixtures.env").read_text() == "FOO=1\n"  # Codex applied the patch
+    assert (world.project / "fixtures.env").read_text() == "FOO=1\n"  # Codex applied the patch
 
-    # -- the rollout Codex wrote, and its session id ------------------------------------------
-    [rollout] = (fleet.home / ".codex" / "sessions").glob("*/*/*/rollout-*.jsonl")
+    [rollout] = (world.home / ".codex" / "sessions").glob("*/*/*/rollout-*.jsonl")
     meta = json.loads(rollout.read_text().splitlines()[0])
     assert meta["type"] == "session_meta", meta["type"]
     sid = str(meta["payload"]["id"])
     assert rollout.name.endswith(f"-{sid}.jsonl"), rollout.name
-    items = rollout_items(rollout)
+    return Ran(done, standin, rollout, sid, rollout_items(rollout))
 
-    # -- SessionEnd fired; the detached capture spooled the session's end ---------------------
+
+def wait_for_session_end(world: Fleet, ran: Ran) -> dict[str, Any]:
+    """The capture runs detached after `codex exec` exits: its one session.end."""
     deadline = time.monotonic() + CAPTURE_WAIT_SECS
-    while not session_ends(fleet, sid):
+    while not session_ends(world, ran.session_id):
         assert time.monotonic() < deadline, (
-            f"no session.end for {sid} within {CAPTURE_WAIT_SECS} s: did Codex fire "
-            f"SessionEnd?\n{what_happened(fleet, done)}")
+            f"no session.end for {ran.session_id} within {CAPTURE_WAIT_SECS} s: did Codex "
+            f"fire SessionEnd?\n{what_happened(world, ran.done)}")
         time.sleep(0.1)
     time.sleep(0.3)  # nothing is spooled after the session's end; let the writer finish
-    [end] = session_ends(fleet, sid)
-    payload = end["payload"]
+    [end] = session_ends(world, ran.session_id)
+    return dict(end["payload"])
+
+
+def check_capture(world: Fleet, ran: Ran) -> None:
+    """The session's end and its candidates, as issue 16 wants them from Codex."""
+    sid = ran.session_id
+    payload = wait_for_session_end(world, ran)
     assert (payload["repo"], payload["outcome"], payload["reason"]) == (
-        REMOTE, "success", "other"), f"{payload}\n{what_happened(fleet, done)}"
+        REMOTE, "success", "other"), f"{payload}\n{what_happened(world, ran.done)}"
     assert payload["changed_paths"] == ["fixtures.env"], payload
     assert payload["summary"] == f"Asked: {PROMPT}\nConcluded: {FINAL}", payload["summary"]
 
-    proposed = [e["payload"] for e in fleet.events()
+    proposed = [e["payload"] for e in world.events()
                 if e["kind"] == "claim.proposed" and e.get("session") == sid]
+    extractors = [p["extractor"] for p in proposed]
+    assert sorted(extractors) == ["error_fix", "lesson"], (  # each once: none repeated
+        f"{extractors}\n{what_happened(world, ran.done)}")
     by_extractor = {p["extractor"]: p for p in proposed}
-    assert {"error_fix", "lesson"} <= set(by_extractor), (
-        f"{sorted(by_extractor)}\n{what_happened(fleet, done)}")
     fix = by_extractor["error_fix"]
     assert fix["claim"].startswith(
         f"`{CHECK}` failed (FileNotFoundError: [Errno 2] No such file or directory: "
@@ -148,11 +170,45 @@ def test_codex_exec_session_end_hook_captures_the_rollout(clients: Clients,
     assert by_extractor["lesson"]["claim"] == LESSON
     for claim in proposed:
         cited = {e["message_id"] for e in claim["evidence"]}
-        assert cited and cited <= set(items), (
-            f"{claim['claim']} cites {cited}, not all in {rollout}")
+        assert cited and cited <= set(ran.items), (
+            f"{claim['claim']} cites {cited}, not all in {ran.rollout}")
         assert {e["session_id"] for e in claim["evidence"]} == {sid}
         assert {e["repo"] for e in claim["evidence"]} == {REMOTE}
     # the error→fix cites the failing check's output, the patch, and the passing output
-    assert [items[e["message_id"]] for e in fix["evidence"]] == [
+    assert [ran.items[e["message_id"]] for e in fix["evidence"]] == [
         ("function_call_output", call_id(0)), ("custom_tool_call", call_id(1)),
         ("function_call_output", call_id(2))], fix["evidence"]
+
+
+def capture_log(world: Fleet) -> list[str]:
+    log = world.ctx_home / "logs" / "capture.log"
+    return log.read_text(errors="replace").splitlines() if log.exists() else []
+
+
+def test_codex_exec_session_end_hook_captures_the_rollout(clients: Clients,
+                                                          fleet: Fleet) -> None:
+    ran = drive(clients, fleet)
+    assert len(ran.standin.turns()) == 4, [r.path for r in ran.standin.requests]  # one a step
+    check_capture(fleet, ran)
+    assert not [line for line in capture_log(fleet) if "before compaction" in line]
+
+
+def test_codex_auto_compaction_fires_pre_compact_and_the_end_repeats_nothing(
+    clients: Clients, fleet: Fleet,
+) -> None:
+    """The reply to the passing check reports a full context, so Codex compacts mid-turn:
+    PreCompact's capture proposes the error→fix then, and the session's end (which still
+    reads the whole rollout) proposes only what is new, the lesson."""
+    ran = drive(clients, fleet, full_context_at=frozenset({2}),
+                extra=("-c", "model_auto_compact_token_limit=100000"))
+    compactions = [r for r in ran.standin.turns() if not r.is_agent_loop]
+    assert len(compactions) == 1, [r.path for r in ran.standin.requests]
+    kinds = [json.loads(line)["type"] for line in ran.rollout.read_text().splitlines()]
+    assert "compacted" in kinds, sorted(set(kinds))
+    check_capture(fleet, ran)
+    before = [line for line in capture_log(fleet)
+              if ran.session_id in line and "before compaction" in line]
+    assert len(before) == 1 and "1 candidate(s)" in before[0], (
+        f"{before}\n{what_happened(fleet, ran.done)}")
+    first_proposed = next(e for e in fleet.events() if e["kind"] == "claim.proposed")
+    assert first_proposed["payload"]["extractor"] == "error_fix"  # spooled before the end's
