@@ -70,12 +70,16 @@ def session_start(cfg: Config, hook_input: dict[str, Any], *, fmt: str) -> str:
 
 
 def note_start(cfg: Config, hook_input: dict[str, Any]) -> None:
-    """Note the commit the session starts at, for its capture's `git diff` (if capture is on)."""
+    """Note the commit the session starts at, for its capture's `git diff` (if capture is on).
+
+    Not after a compaction (`source: "compact"`: Codex and Claude Code run SessionStart
+    again then): the session goes on, and its start commit stays the one it started at.
+    """
     from mcp_bridge.capture import ledger, mode
     from mcp_bridge.config import clean_session
 
     session, cwd = clean_session(hook_input.get("session_id")), hook_input.get("cwd")
-    if session and isinstance(cwd, str) and cwd and \
+    if session and isinstance(cwd, str) and cwd and hook_input.get("source") != "compact" and \
             mode.resolve(cfg, os.environ).reads_transcript:
         ledger.note_start(cfg, session, cwd)
 

@@ -49,6 +49,9 @@ LESSON = ("Turns out the config tests read `FOO=1` from fixtures.env, so a fresh
           "needs that file before they run.")
 FINAL = f"The config test passes now. {LESSON}"
 SCRIPT: list[Step] = [Shell(CHECK), Patch(PATCH), Shell(CHECK), Say(FINAL)]
+GIT_AS = "git -c user.name=ada -c user.email=ada@example.invalid"
+#: A commit made inside the session: only `git diff` against the start commit can see it.
+COMMIT = (f"printf 'notes\\n' > NOTES.md && git add NOTES.md && {GIT_AS} commit -qm notes")
 CAPTURE_WAIT_SECS = 30
 
 
@@ -93,9 +96,10 @@ class Ran:
     items: dict[str, tuple[str, str]]
 
 
-def drive(clients: Clients, world: Fleet, *, full_context_at: frozenset[int] = frozenset(),
-          extra: tuple[str, ...] = ()) -> Ran:
-    """Install into the world, run SCRIPT through `codex exec`, find the rollout."""
+def drive(clients: Clients, world: Fleet, script: list[Step], *,
+          full_context_at: frozenset[int] = frozenset(), extra: tuple[str, ...] = ()) -> Ran:
+    """Install into a world with one commit, run `script` (a failing CHECK at step 0, the
+    PATCH at step 1, the passing CHECK as its last call) through `codex exec`."""
     if "codex" in clients.cannot_run:  # e.g. a platform the package ships no binary for
         pytest.skip(f"the codex binary cannot run here: {clients.cannot_run['codex']}")
     project = str(world.project)
@@ -103,11 +107,13 @@ def drive(clients: Clients, world: Fleet, *, full_context_at: frozenset[int] = f
     subprocess.run(["git", "-C", project, "remote", "add", "origin", REMOTE], check=True,
                    timeout=30)
     (world.project / "test_config.py").write_text(TEST_FILE)
+    subprocess.run(f"git add test_config.py && {GIT_AS} commit -qm start", shell=True,
+                   cwd=project, check=True, timeout=30)
     world.install("codex")
     hooks = json.loads((world.home / ".codex" / "hooks.json").read_text())["hooks"]
     assert {"SessionStart", "SessionEnd", "PreCompact", "PreToolUse"} <= set(hooks), hooks
 
-    with Standin(SCRIPT, full_context_at=full_context_at) as standin:
+    with Standin(script, full_context_at=full_context_at) as standin:
         provider = (f'model_providers.standin={{name="standin", base_url="{standin.base_url}", '
                     'wire_api="responses"}')
         done = subprocess.run(
@@ -123,7 +129,8 @@ def drive(clients: Clients, world: Fleet, *, full_context_at: frozenset[int] = f
         outputs.update(turn.outputs())
     assert "Process exited with code 1" in outputs[call_id(0)], outputs  # the failing check
     assert "FileNotFoundError" in outputs[call_id(0)], outputs
-    assert "Process exited with code 0" in outputs[call_id(2)], outputs  # the passing one
+    passed = call_id(len(script) - 2)
+    assert "Process exited with code 0" in outputs[passed], outputs  # the passing one
     assert (world.project / "fixtures.env").read_text() == "FOO=1\n"  # Codex applied the patch
 
     [rollout] = (world.home / ".codex" / "sessions").glob("*/*/*/rollout-*.jsonl")
@@ -147,13 +154,14 @@ def wait_for_session_end(world: Fleet, ran: Ran) -> dict[str, Any]:
     return dict(end["payload"])
 
 
-def check_capture(world: Fleet, ran: Ran) -> None:
+def check_capture(world: Fleet, ran: Ran, *, passed: int = 2,
+                  changed: tuple[str, ...] = ("fixtures.env",)) -> None:
     """The session's end and its candidates, as issue 16 wants them from Codex."""
     sid = ran.session_id
     payload = wait_for_session_end(world, ran)
     assert (payload["repo"], payload["outcome"], payload["reason"]) == (
         REMOTE, "success", "other"), f"{payload}\n{what_happened(world, ran.done)}"
-    assert payload["changed_paths"] == ["fixtures.env"], payload
+    assert payload["changed_paths"] == list(changed), payload
     assert payload["summary"] == f"Asked: {PROMPT}\nConcluded: {FINAL}", payload["summary"]
 
     proposed = [e["payload"] for e in world.events()
@@ -177,7 +185,7 @@ def check_capture(world: Fleet, ran: Ran) -> None:
     # the error→fix cites the failing check's output, the patch, and the passing output
     assert [ran.items[e["message_id"]] for e in fix["evidence"]] == [
         ("function_call_output", call_id(0)), ("custom_tool_call", call_id(1)),
-        ("function_call_output", call_id(2))], fix["evidence"]
+        ("function_call_output", call_id(passed))], fix["evidence"]
 
 
 def capture_log(world: Fleet) -> list[str]:
@@ -187,7 +195,7 @@ def capture_log(world: Fleet) -> list[str]:
 
 def test_codex_exec_session_end_hook_captures_the_rollout(clients: Clients,
                                                           fleet: Fleet) -> None:
-    ran = drive(clients, fleet)
+    ran = drive(clients, fleet, SCRIPT)
     assert len(ran.standin.turns()) == 4, [r.path for r in ran.standin.requests]  # one a step
     check_capture(fleet, ran)
     assert not [line for line in capture_log(fleet) if "before compaction" in line]
@@ -198,14 +206,17 @@ def test_codex_auto_compaction_fires_pre_compact_and_the_end_repeats_nothing(
 ) -> None:
     """The reply to the passing check reports a full context, so Codex compacts mid-turn:
     PreCompact's capture proposes the error→fix then, and the session's end (which still
-    reads the whole rollout) proposes only what is new, the lesson."""
-    ran = drive(clients, fleet, full_context_at=frozenset({2}),
+    reads the whole rollout) proposes only what is new, the lesson. Codex runs SessionStart
+    again after compacting (source "compact"): the session's start commit must stay the
+    one it started at, or the commit made before the compaction drops out of its diff."""
+    script: list[Step] = [Shell(CHECK), Patch(PATCH), Shell(COMMIT), Shell(CHECK), Say(FINAL)]
+    ran = drive(clients, fleet, script, full_context_at=frozenset({3}),
                 extra=("-c", "model_auto_compact_token_limit=100000"))
     compactions = [r for r in ran.standin.turns() if not r.is_agent_loop]
     assert len(compactions) == 1, [r.path for r in ran.standin.requests]
     kinds = [json.loads(line)["type"] for line in ran.rollout.read_text().splitlines()]
     assert "compacted" in kinds, sorted(set(kinds))
-    check_capture(fleet, ran)
+    check_capture(fleet, ran, passed=3, changed=("fixtures.env", "NOTES.md"))
     before = [line for line in capture_log(fleet)
               if ran.session_id in line and "before compaction" in line]
     assert len(before) == 1 and "1 candidate(s)" in before[0], (
