@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -139,6 +139,9 @@ class Standin:
     script: Sequence[Step]
     #: Script steps whose reply reports FULL_CONTEXT_TOKENS of input (Codex then compacts).
     full_context_at: frozenset[int] = frozenset()
+    #: Called with the step index before a step is answered: a test's way to make the
+    #: "model" take its time until something outside Codex has happened.
+    before_reply: Callable[[int], None] | None = None
     requests: list[Recorded] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
@@ -262,6 +265,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(404, _error("not_found", f"no {self.path} in the stand-in"))
             return
         index, step = self.owner.next_step(request)
+        if self.owner.before_reply is not None:
+            self.owner.before_reply(index)
         try:
             item = output_item(request, index, step)
         except LookupError as e:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,7 +98,8 @@ class Ran:
 
 
 def drive(clients: Clients, world: Fleet, script: list[Step], *,
-          full_context_at: frozenset[int] = frozenset(), extra: tuple[str, ...] = ()) -> Ran:
+          full_context_at: frozenset[int] = frozenset(), extra: tuple[str, ...] = (),
+          before_reply: Callable[[int], None] | None = None) -> Ran:
     """Install into a world with one commit, run `script` (a failing CHECK at step 0, the
     PATCH at step 1, the passing CHECK as its last call) through `codex exec`."""
     if "codex" in clients.cannot_run:  # e.g. a platform the package ships no binary for
@@ -113,7 +115,7 @@ def drive(clients: Clients, world: Fleet, script: list[Step], *,
     hooks = json.loads((world.home / ".codex" / "hooks.json").read_text())["hooks"]
     assert {"SessionStart", "SessionEnd", "PreCompact", "PreToolUse"} <= set(hooks), hooks
 
-    with Standin(script, full_context_at=full_context_at) as standin:
+    with Standin(script, full_context_at=full_context_at, before_reply=before_reply) as standin:
         provider = (f'model_providers.standin={{name="standin", base_url="{standin.base_url}", '
                     'wire_api="responses"}')
         done = subprocess.run(
@@ -210,8 +212,18 @@ def test_codex_auto_compaction_fires_pre_compact_and_the_end_repeats_nothing(
     again after compacting (source "compact"): the session's start commit must stay the
     one it started at, or the commit made before the compaction drops out of its diff."""
     script: list[Step] = [Shell(CHECK), Patch(PATCH), Shell(COMMIT), Shell(CHECK), Say(FINAL)]
+
+    def slow_model(index: int) -> None:
+        """The final answer waits for PreCompact's detached capture, as a real model's
+        seconds would: the stand-in answers in milliseconds, and that capture could
+        otherwise start only after the session's last message was written."""
+        deadline = time.monotonic() + CAPTURE_WAIT_SECS
+        while index == len(script) - 1 and time.monotonic() < deadline and not [
+                line for line in capture_log(fleet) if "before compaction" in line]:
+            time.sleep(0.05)
+
     ran = drive(clients, fleet, script, full_context_at=frozenset({3}),
-                extra=("-c", "model_auto_compact_token_limit=100000"))
+                extra=("-c", "model_auto_compact_token_limit=100000"), before_reply=slow_model)
     compactions = [r for r in ran.standin.turns() if not r.is_agent_loop]
     assert len(compactions) == 1, [r.path for r in ran.standin.requests]
     kinds = [json.loads(line)["type"] for line in ran.rollout.read_text().splitlines()]
@@ -223,3 +235,6 @@ def test_codex_auto_compaction_fires_pre_compact_and_the_end_repeats_nothing(
         f"{before}\n{what_happened(fleet, ran.done)}")
     first_proposed = next(e for e in fleet.events() if e["kind"] == "claim.proposed")
     assert first_proposed["payload"]["extractor"] == "error_fix"  # spooled before the end's
+    [end_line] = [line for line in capture_log(fleet)
+                  if ran.session_id in line and "session.end" in line]
+    assert "1 candidate(s)" in end_line, end_line  # the lesson alone
