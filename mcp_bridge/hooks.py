@@ -70,12 +70,16 @@ def session_start(cfg: Config, hook_input: dict[str, Any], *, fmt: str) -> str:
 
 
 def note_start(cfg: Config, hook_input: dict[str, Any]) -> None:
-    """Note the commit the session starts at, for its capture's `git diff` (if capture is on)."""
+    """Note the commit the session starts at, for its capture's `git diff` (if capture is on).
+
+    Not after a compaction (`source: "compact"`: Codex and Claude Code run SessionStart
+    again then): the session goes on, and its start commit stays the one it started at.
+    """
     from mcp_bridge.capture import ledger, mode
     from mcp_bridge.config import clean_session
 
     session, cwd = clean_session(hook_input.get("session_id")), hook_input.get("cwd")
-    if session and isinstance(cwd, str) and cwd and \
+    if session and isinstance(cwd, str) and cwd and hook_input.get("source") != "compact" and \
             mode.resolve(cfg, os.environ).reads_transcript:
         ledger.note_start(cfg, session, cwd)
 
@@ -124,7 +128,11 @@ MAX_TRANSCRIPT_LINES = 200_000
 
 
 def transcript_has_exchange(path: Any) -> bool:
-    """True when the runtime's transcript (JSONL) holds a user turn and an assistant turn."""
+    """True when the runtime's transcript (JSONL) holds a user turn and an assistant turn.
+
+    Claude Code writes `{"type": "user"|"assistant", ...}`; a Codex rollout writes
+    `{"type": "response_item", "payload": {"type": "message", "role": ...}}`.
+    """
     if not isinstance(path, str) or not path:
         return False
     seen: set[str] = set()
@@ -140,6 +148,9 @@ def transcript_has_exchange(path: Any) -> bool:
                 except ValueError:
                     continue
                 kind = entry.get("type") if isinstance(entry, dict) else None
+                if kind == "response_item" and isinstance(entry.get("payload"), dict) and \
+                        entry["payload"].get("type") == "message":
+                    kind = entry["payload"].get("role")
                 if kind in ("user", "assistant") and not entry.get("isMeta"):
                     seen.add(kind)
                     if len(seen) == 2:

@@ -50,9 +50,11 @@ HOME_VAR = {"claude-code": "${HOME}", "cursor": "${userHome}"}
 CLAUDE_HOOKS = {"SessionStart": (None, "session-start"), "SessionEnd": (None, "session-end"),
                 "PreCompact": (None, "pre-compact"),
                 "PreToolUse": ("Edit|Write|MultiEdit|NotebookEdit|Bash", "pre-tool-use")}
-#: Codex (hooks.json, same input/output shapes as Claude Code's): no session-end event, and
-#: PreToolUse sees only shell commands, so the lease check catches `git commit` there.
-CODEX_HOOKS = {"SessionStart": (None, "session-start"), "PreToolUse": ("Bash", "pre-tool-use")}
+#: Codex (hooks.json, same input/output shapes as Claude Code's; SessionEnd's and PreCompact's
+#: `transcript_path` is its rollout file, or null). PreToolUse sees only shell commands, so
+#: the lease check catches `git commit` there.
+CODEX_HOOKS = {"SessionStart": (None, "session-start"), "SessionEnd": (None, "session-end"),
+               "PreCompact": (None, "pre-compact"), "PreToolUse": ("Bash", "pre-tool-use")}
 HOOK_EVENTS = {"claude-code": CLAUDE_HOOKS, "codex": CODEX_HOOKS}
 #: Environment passed through to the server entry when the installer's own env sets it.
 PASSTHROUGH = ("CTXLAKE_HOME", "CTXLAKE_CACHE_DIR", "CTXLAKE_SPOOL_DIR")

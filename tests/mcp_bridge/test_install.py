@@ -330,7 +330,7 @@ CODEX_SPECIFIC = {"additionalContext", "hookEventName", "permissionDecision",
                   "permissionDecisionReason", "updatedInput", "env"}
 
 
-def test_codex_gets_session_start_and_a_bash_pre_tool_use_hook(
+def test_codex_gets_session_hooks_and_a_bash_pre_tool_use_hook(
     where: dict[str, Path], tmp_path: Path,
 ) -> None:
     from mcp_bridge import testing
@@ -341,7 +341,11 @@ def test_codex_gets_session_start_and_a_bash_pre_tool_use_hook(
     assert tomllib.loads(where["codex"].read_text())["features"]["codex_hooks"] is True
     hooks = json.loads((codex / "hooks.json").read_text())["hooks"]
     launcher = where["home"] / ".ctxlake" / "bin" / "ctxlake-mcp-acme"
-    assert hooks["SessionStart"][0]["hooks"][0]["command"] == f"{launcher} hook session-start"
+    assert set(hooks) == {"SessionStart", "SessionEnd", "PreCompact", "PreToolUse"}
+    for event, sub in (("SessionStart", "session-start"), ("SessionEnd", "session-end"),
+                       ("PreCompact", "pre-compact")):
+        assert hooks[event] == [{"hooks": [{"type": "command", "timeout": 10,
+                                            "command": f"{launcher} hook {sub}"}]}], event
     (pre,) = hooks["PreToolUse"]
     assert pre["matcher"] == "Bash" and pre["hooks"][0]["command"].endswith("pre-tool-use")
 
@@ -366,6 +370,60 @@ def test_codex_gets_session_start_and_a_bash_pre_tool_use_hook(
 
     assert _run(where, "uninstall", "codex") == 0
     assert not (codex / "hooks.json").exists()
+
+
+def _codex_session_end(command: str, home: Path, transcript: Path | None,
+                       ) -> subprocess.CompletedProcess[str]:
+    """The installed SessionEnd command, fed Codex's SessionEnd input (its schema in the
+    0.171 binary: cwd, hook_event_name, reason "other", session_id, transcript_path or null).
+    Capture is off on this host, so the session's end is spooled by the hook itself."""
+    codex_input = {"cwd": str(home), "hook_event_name": "SessionEnd", "reason": "other",
+                   "session_id": "cx-end-1",
+                   "transcript_path": str(transcript) if transcript else None}
+    return subprocess.run(command.split(), input=json.dumps(codex_input), capture_output=True,
+                          text=True, timeout=30, env={"PATH": os.environ["PATH"],
+                                                      "HOME": str(home), "CTXLAKE_CAPTURE": "off"})
+
+
+def test_codex_session_end_records_a_rollout_with_an_exchange_and_nothing_without(
+    where: dict[str, Path],
+) -> None:
+    """A null transcript_path (Codex's schema allows it) and no spooled write: nothing is
+    recorded; a rollout holding a user and an assistant message: the session's end is."""
+    from mcp_bridge import testing
+    from mcp_bridge.contract import spool
+
+    assert _run(where, "install", "codex") == 0
+    testing.build_cache(where["root"] / "ctxlake" / "cache", "acme", snapshot=False)
+    hooks = json.loads((where["home"] / ".codex" / "hooks.json").read_text())["hooks"]
+    command = hooks["SessionEnd"][0]["hooks"][0]["command"]
+
+    done = _codex_session_end(command, where["home"], None)
+    assert done.returncode == 0 and "did nothing" in done.stderr, done.stderr
+    assert spool.read_events(where["root"] / "ctxlake" / "spool", "acme") == []
+
+    rollout = where["root"] / "rollout-2026-01-01T00-00-00-cx-end-1.jsonl"
+    lines = [{"type": "session_meta", "payload": {"id": "cx-end-1", "cwd": str(where["home"])}},
+             {"type": "response_item", "payload": {"type": "message", "role": "developer",
+                                                   "content": [{"type": "input_text",
+                                                                "text": "instructions"}]}},
+             {"type": "response_item", "payload": {"type": "message", "role": "user",
+                                                   "content": [{"type": "input_text",
+                                                                "text": "hi"}]}}]
+    rollout.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    done = _codex_session_end(command, where["home"], rollout)  # no assistant turn yet
+    assert done.returncode == 0 and "did nothing" in done.stderr, done.stderr
+    assert spool.read_events(where["root"] / "ctxlake" / "spool", "acme") == []
+
+    lines.append({"type": "response_item", "payload": {
+        "type": "message", "role": "assistant",
+        "content": [{"type": "output_text", "text": "hello"}]}})
+    rollout.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    done = _codex_session_end(command, where["home"], rollout)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    [end] = spool.read_events(where["root"] / "ctxlake" / "spool", "acme")
+    assert (end["kind"], end["session"], end["payload"]["reason"]) == (
+        "session.end", "cx-end-1", "other")
 
 
 def test_codex_keeps_the_users_own_features_table_and_flag(

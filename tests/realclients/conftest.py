@@ -6,7 +6,8 @@
   mcp_bridge.testing (a promoted claim, a briefing, another agent's live lease), and
   `fleet.install(runtime)` running the real `python -m mcp_bridge install` into them.
 
-Nothing here is stubbed but the model behind Claude Code (messages_standin.py).
+Nothing here is stubbed but the model behind Claude Code (messages_standin.py) and Codex
+(responses_standin.py).
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ CLIENTS = {"claude-code": ("claude", "@anthropic-ai/claude-code"),
            "codex": ("codex", "@openai/codex"), "node": ("node", "node")}
 #: test module → the client it drives, for the closing matrix.
 CLIENT_OF_MODULE = {"test_claude_code": "claude-code", "test_inspector": "mcp-inspector",
-                    "test_codex": "codex", "test_capture_e2e": "claude-code"}
+                    "test_codex": "codex", "test_capture_e2e": "claude-code",
+                    "test_codex_capture": "codex"}
 VERSIONS: dict[str, str] = {}
 MATRIX: list[tuple[str, str, str, str]] = []
 
