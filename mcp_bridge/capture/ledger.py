@@ -8,8 +8,9 @@ Two small files per live session under $CTXLAKE_HOME/capture/<fleet>/:
 - `<session>.proposed`: one key per candidate already spooled for the session (by a
   PreCompact capture), so the end neither proposes it again nor more than the cap in all.
 
-Both are removed when the session's end is captured; files of sessions that never ended
-(a crash: no SessionEnd) are pruned after PRUNE_AFTER_SECS by the next session start.
+The start is used once, at the session's end. What was proposed stays after the end, so a
+late PreCompact capture or a resumed session's second end proposes only what is new; it
+and the per-session lock file are pruned after PRUNE_AFTER_SECS by a later session start.
 Stdlib only; the start side runs inside the SessionStart hook, so it reads git's files
 directly instead of starting `git`.
 """
@@ -146,7 +147,13 @@ def note_proposed(cfg: Any, session: str, claim: str) -> None:
         os.close(fd)
 
 
-def forget(cfg: Any, session: str) -> None:
-    """The session has ended and is captured: drop its files."""
-    for suffix in (".start", ".proposed"):
-        (folder(cfg) / f"{_name(session)}{suffix}").unlink(missing_ok=True)
+def session_lock(cfg: Any, session: str) -> Any:
+    """An exclusive lock for one session's captures: a PreCompact capture and the end's
+    (separate detached processes) run one after the other, never interleaved. The lock
+    file stays (pruned with the rest after PRUNE_AFTER_SECS): removing it while another
+    process waits on it would let a third take a new one beside it."""
+    from mcp_bridge.contract.spool import Flock
+
+    where = folder(cfg)
+    where.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return Flock(where / f"{_name(session)}.lock")

@@ -9,9 +9,11 @@ go to stderr, which the hook points at $CTXLAKE_HOME/logs/capture.log.
 What it does follows the fleet's capture setting (mcp_bridge.capture.mode): off → the
 bare session.end, the transcript unread; candidates → record and deterministic
 candidates; candidates+llm → those plus the LLM step's (mcp_bridge.capture.llm).
-`--phase compact` (Claude Code's PreCompact) spools candidates only, no session.end;
-the session's ledger (mcp_bridge.capture.ledger) keeps what it proposed, so the
-session's end proposes neither the same candidate again nor more than the cap in all.
+`--phase compact` (Claude Code's and Codex's PreCompact) spools candidates only, no
+session.end; the session's ledger (mcp_bridge.capture.ledger) keeps what it proposed, so
+no later capture of the session (its end, a late PreCompact, the end of a resumed
+session) proposes the same candidate again or more than the cap in all. Captures of one
+session run one at a time (a flock per session).
 """
 
 from __future__ import annotations
@@ -43,13 +45,27 @@ def capture(cfg: Any, *, path: str, session: str, reason: str | None = None,
     import os
 
     from mcp_bridge.capture import mode as modes
-    from mcp_bridge.contract.spool import Spool
 
     t0 = time.monotonic()
     env = dict(os.environ) if env is None else env
     mode = mode or modes.resolve(cfg, env)
     done: dict[str, Any] = {"session": session, "candidates": 0, "notes": [],
-                            "mode": mode.value, "end": None}
+                            "mode": mode.value, "end": None, "outcome": None, "why": ""}
+    with ledger.session_lock(cfg, session):  # a PreCompact capture and the end's, in turn
+        _capture(cfg, done, path=path, session=session, reason=reason, outcome=outcome,
+                 summary=summary, changed_paths=changed_paths, cwd=cwd,
+                 max_candidates=max_candidates, parsed=parsed, mode=mode, phase=phase, env=env)
+    done["secs"] = round(time.monotonic() - t0, 3)
+    return done
+
+
+def _capture(cfg: Any, done: dict[str, Any], *, path: str, session: str, reason: str | None,
+             outcome: str | None, summary: str | None, changed_paths: list[str] | None,
+             cwd: str, max_candidates: int, parsed: transcript.Transcript | None, mode: Mode,
+             phase: str, env: dict[str, str]) -> None:
+    """capture()'s work, under the session's lock; fills `done`."""
+    from mcp_bridge.contract.spool import Spool
+
     if mode.reads_transcript:
         try:
             t = parsed or transcript.read(path)
@@ -91,11 +107,8 @@ def capture(cfg: Any, *, path: str, session: str, reason: str | None = None,
             from mcp_bridge.capture.backfill import note_captured
 
             note_captured(cfg, session)
-            ledger.forget(cfg, session)
         except OSError as e:
             done["notes"].append(f"capture ledger not updated: {e}")
-    done["secs"] = round(time.monotonic() - t0, 3)
-    return done
 
 
 def _end_payload(rec: record.Record, *, reason: str | None, outcome: str | None,

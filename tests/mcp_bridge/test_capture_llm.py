@@ -406,7 +406,6 @@ def test_precompact_proposes_early_and_the_end_does_not_repeat_it(
     assert any("slug cache" in t for t in claims[len(first):])
     assert len(claims) <= extract.MAX_CANDIDATES
     assert [e["kind"] for e in events].count("session.end") == 1
-    assert not list(ledger.folder(config).glob("*.proposed"))  # forgotten once captured
 
 
 def test_precompact_without_a_transcript_or_with_capture_off_does_nothing(
@@ -498,3 +497,35 @@ def test_the_help_names_the_llm_steps_real_defaults() -> None:
     assert str(llm.DEFAULT_SESSION_TOKENS) in ENV_HELP["CTXLAKE_LLM_SESSION_TOKENS"]
     assert str(llm.DEFAULT_MONTHLY_TOKENS) in ENV_HELP["CTXLAKE_LLM_MONTHLY_TOKENS"]
     assert llm.DEFAULT_BASE_URL in ENV_HELP["CTXLAKE_LLM_BASE_URL"]
+
+
+def test_a_precompact_capture_after_the_end_proposes_nothing_again(config: Config, repo: Path,
+                                                            tmp_path: Path) -> None:
+    path = error_fix_claude(repo).write(tmp_path / "t.jsonl")
+    end = run.capture(config, path=str(path), session="s-late", env={})
+    assert end["end"] and end["candidates"] >= 1
+    late = run.capture(config, path=str(path), session="s-late", phase="compact", env={})
+    assert late["candidates"] == 0  # everything it finds was proposed at the end
+    kinds = [e["kind"] for e in read_events(config.spool_dir, config.fleet)]
+    assert kinds.count("claim.proposed") == end["candidates"]
+
+
+def test_racing_precompact_and_end_captures_propose_each_candidate_once(
+    config: Config, repo: Path, tmp_path: Path,
+) -> None:
+    c = Claude(cwd=str(repo))
+    c.user("Tidy the build")
+    for n in range(4):
+        c.assistant(f"Gotcha: module{n}.py must be imported before settings{n}, or "
+                    f"the registry{n} is empty.")
+    path = str(c.write(tmp_path / "t.jsonl"))
+    env = _hook_env(config)
+    argv = [sys.executable, "-m", "mcp_bridge", "capture-session", "--transcript", path,
+            "--session", "s-race"]
+    for _ in range(5):  # the two detached processes, started together, several times
+        procs = [subprocess.Popen([*argv, "--phase", "compact"], env=env, cwd=ROOT),
+                 subprocess.Popen(argv, env=env, cwd=ROOT)]
+        assert [p.wait(60) for p in procs] == [0, 0]
+    claims = [e["payload"]["claim"] for e in read_events(config.spool_dir, config.fleet)
+              if e["kind"] == "claim.proposed"]
+    assert len(claims) == len(set(claims)) == 4
