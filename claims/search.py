@@ -7,9 +7,9 @@ the REST API and an agent's memory_search rank the same data the same way:
    against websearch_to_tsquery — conjunctive, as the bridge's FTS5 pass is; when that
    finds fewer than k, a disjunctive pass over the same terms appends more. Ranked by
    ts_rank (length-normalised), at most ranking.CANDIDATES rows.
-2. Vector: cosine distance over the HNSW index, `hnsw.ef_search` raised inside the
-   query's own transaction (the default 40 misses true neighbours; see
-   tests/claims/test_search_hnsw.py), cosine ≥ ranking.MIN_COSINE, CANDIDATES rows.
+2. Vector: cosine distance over the HNSW index, `hnsw.ef_search` set to the rows asked
+   for inside the vector query's own transaction (the default 40 cannot fill a list;
+   see tests/claims/test_search_hnsw.py), cosine ≥ ranking.MIN_COSINE, CANDIDATES rows.
 
 Then score = LEXICAL_WEIGHT·w·RRF(lexical) + RRF(vector), × confidence × recency ×
 (1 − staleness), where
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+import psycopg
 from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db import connection, transaction
 from django.db.models import BooleanField, Count, ExpressionWrapper, F, Q, Value, Window
@@ -48,7 +49,11 @@ CONFIG = "english"  # must match the config of Claim.search_vector
 # ts_rank weights {D, C, B, A}: subject (B) weighs half the text (A), as the bridge's BM25.
 WEIGHTS = [0.1, 0.2, 0.5, 1.0]
 RANK_NORMALISATION = 1  # divide by 1 + log(length): long claims do not win on bulk
-EF_SEARCH = max(embeddings.EF_SEARCH, 2 * ranking.CANDIDATES)  # ≥ the rows usually asked for
+# The HNSW candidate queue: as deep as the rows a scan returns (ranking.depth), never below
+# embeddings.EF_SEARCH. Twice that (200) cost 2-3x the buffer reads and time at 10k-100k
+# claims for the same search_eval figures (docs/search.md); the iterative scan goes on
+# past ef_search when filters drop rows.
+EF_SEARCH = embeddings.EF_SEARCH
 
 SIZE_TTL = 60.0  # seconds a fleet's collection size (idf's N) is reused, per process
 _sizes: dict[tuple[int, tuple[str, ...]], tuple[float, int]] = {}
@@ -84,7 +89,6 @@ def search_claims(
     k, now = clamp(k), now or timezone.now()
     everything = collection(fleet, statuses)
     narrow = narrowing(scope, subject, claim_type, include_inactive, now)
-    base = everything.filter(narrow)
     n = ranking.depth(k)
     qvec = _query_vector(query) if method != "lexical" else None
     mode = "lexical" if qvec is None else method
@@ -93,20 +97,21 @@ def search_claims(
         if method != "vector"
         else ([], {})
     )
-    vector = _vector(base, qvec, n) if qvec is not None else []
+    vector = _vector(everything.filter(narrow), qvec, n) if qvec is not None else []
     rows = _rows([*lexical, *vector])
+    public = {pk: row.public_id for pk, row in rows.items()}
     fused = ranking.fuse(
-        [rows[pk].public_id for pk in lexical if pk in rows],
-        [rows[pk].public_id for pk in vector if pk in rows],
-        {c.public_id: factors(c, now) for c in rows.values()},
-        coverage={rows[pk].public_id: c for pk, c in cover.items() if pk in rows},
+        [public[pk] for pk in lexical if pk in rows],
+        [public[pk] for pk in vector if pk in rows],
+        {row.public_id: factors(row, now) for row in rows.values()},
+        coverage={public[pk]: c for pk, c in cover.items() if pk in rows},
     )
-    by_id = {c.public_id: c for c in rows.values()}
-    lex_rank = {rows[pk].public_id: i for i, pk in enumerate(lexical, 1) if pk in rows}
-    vec_rank = {rows[pk].public_id: i for i, pk in enumerate(vector, 1) if pk in rows}
+    by_id = {row.public_id: row for row in rows.values()}
+    lex_rank = {public[pk]: i for i, pk in enumerate(lexical, 1) if pk in rows}
+    vec_rank = {public[pk]: i for i, pk in enumerate(vector, 1) if pk in rows}
     out = []
     for public_id, score in fused[:k]:
-        claim = by_id[public_id]
+        claim = by_id[public_id].claim()
         claim.rank, claim.stale = score, claim.staleness > 0  # type: ignore[attr-defined]
         claim.lexical_rank = lex_rank.get(public_id)  # type: ignore[attr-defined]
         claim.vector_rank = vec_rank.get(public_id)  # type: ignore[attr-defined]
@@ -172,7 +177,7 @@ def narrowing(
     return q
 
 
-def factors(claim: Claim, now: datetime) -> ranking.Factors:
+def factors(claim: Claim | _Row, now: datetime) -> ranking.Factors:
     """The ranking factors of a claim, computed exactly as the bridge computes them."""
     when = claim.promoted_at or claim.created_at
     age = (now - when).total_seconds() / 86400 if when else 365.0
@@ -257,10 +262,35 @@ def _query_vector(query: str) -> Any:
         return None
 
 
+_SCAN = "SET LOCAL hnsw.ef_search = %s; SET LOCAL hnsw.iterative_scan = relaxed_order; "
+
+
 def _vector(base: ClaimQuerySet, qvec: Any, n: int) -> list[int]:
-    """Nearest n by cosine over the HNSW index, at or above ranking.cosine_floor."""
-    with hnsw_scan(n):
-        found = list(vector_query(base, qvec)[:n])
+    """Nearest n by cosine over the HNSW index, at or above ranking.cosine_floor.
+
+    The scan's settings (as `hnsw_scan` makes them) and the query travel as one
+    multi-statement query: outside a transaction Postgres runs it as one implicit
+    transaction, which SET LOCAL lasts for, so a search pays one round trip here, not
+    five (BEGIN, two SETs, the query, COMMIT) — each a wait for a CPU on a busy host.
+    Inside a caller's transaction the settings last until that one ends, as
+    `hnsw_scan`'s do.
+
+    The relaxed iterative scan may hand rows over slightly out of order (it keeps a
+    nearer row found late, where strict_order drops it and scans on); they are sorted
+    here by their exact distance, which the rows carry.
+    """
+    qs = vector_query(base, qvec)[:n]
+    with connection.cursor() as cur:
+        if isinstance(cur.cursor, psycopg.ClientCursor):
+            sql, params = qs.query.sql_with_params()
+            cur.execute(_SCAN + sql, [ef_search(n), *params])
+            while cur.description is None and cur.nextset():  # past the two SETs
+                pass
+            rows = cur.fetchall()
+        else:  # server-side binding (OPTIONS): one statement per call, so a transaction
+            with hnsw_scan(n, order="relaxed_order"):
+                rows = list(qs)
+    found = sorted(rows, key=lambda row: (row[1], row[0]))
     if not found:
         return []
     floor = ranking.cosine_floor(1.0 - float(found[0][1]))
@@ -277,23 +307,71 @@ def vector_query(base: ClaimQuerySet, qvec: Any) -> Any:
     )
 
 
+Order = Literal["strict_order", "relaxed_order"]
+
+
 @contextmanager
-def hnsw_scan(n: int) -> Iterator[None]:
-    """A transaction whose HNSW scans keep enough candidates to return n rows in order.
+def hnsw_scan(n: int, *, order: Order = "strict_order") -> Iterator[None]:
+    """A transaction whose HNSW scans keep enough candidates to return n rows.
 
     SET LOCAL ends with the transaction, so a pooled connection keeps its defaults. With
     the default ef_search (40) a scan yields at most 40 rows, and filters (fleet, status)
     applied after the index leave even fewer; the iterative scan keeps going instead.
+    `strict_order` returns rows nearest first; `relaxed_order` is cheaper and may return
+    them slightly out of order (the caller sorts, as `_vector` does).
     """
     with transaction.atomic(), connection.cursor() as cur:
-        cur.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, int(n))}")
-        cur.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+        cur.execute(
+            "SELECT set_config('hnsw.ef_search', %s, true), "
+            "set_config('hnsw.iterative_scan', %s, true)",
+            [str(ef_search(n)), order],
+        )
         yield
 
 
-def _rows(pks: Sequence[int]) -> dict[int, Claim]:
+def ef_search(n: int) -> int:
+    """The HNSW candidate queue for a scan that must return n rows."""
+    return max(EF_SEARCH, int(n))
+
+
+# What a search reads of each candidate: its ranking factors and what the API returns
+# (RankedClaimSerializer), in the model's column order (Model.from_db wants that order);
+# the embedding and search vector stay in the database.
+_SHOWN = frozenset(
+    {
+        "id", "fleet_id", "number", "text", "type", "subject", "scope", "status",
+        "contested", "confidence", "staleness", "independent_sessions", "created_at",
+        "promoted_at", "valid_until", "superseded_by_id",
+    }
+)
+_COLUMNS = [f.attname for f in Claim._meta.concrete_fields if f.attname in _SHOWN]
+_AT = {name: i for i, name in enumerate(_COLUMNS)}
+
+
+class _Row:
+    """A candidate as read (a tuple): the factors fusion needs, and a Claim made from it
+    only when it is among the k returned — building ~200 model instances per search to
+    return 10 cost more than the query that read them."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: tuple[Any, ...]) -> None:
+        self.values = values
+
+    number = property(lambda self: self.values[_AT["number"]])
+    public_id = Claim.public_id  # the model's own rule (cc-NN), read off `number`
+    confidence = property(lambda self: self.values[_AT["confidence"]])
+    staleness = property(lambda self: self.values[_AT["staleness"]])
+    promoted_at = property(lambda self: self.values[_AT["promoted_at"]])
+    created_at = property(lambda self: self.values[_AT["created_at"]])
+
+    def claim(self) -> Claim:
+        return Claim.from_db(connection.alias, _COLUMNS, self.values)
+
+
+def _rows(pks: Sequence[int]) -> dict[int, _Row]:
     unique = list(dict.fromkeys(pks))
     if not unique:
         return {}
-    qs = Claim.objects.filter(pk__in=unique).defer("embedding", "search_vector")
-    return {c.pk: c for c in qs}
+    found = Claim.objects.filter(pk__in=unique).order_by().values_list(*_COLUMNS)
+    return {values[0]: _Row(values) for values in found}
