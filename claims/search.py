@@ -30,9 +30,8 @@ from datetime import datetime
 from typing import Any, Literal
 
 import psycopg
-from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db import connection, transaction
-from django.db.models import BooleanField, Count, ExpressionWrapper, F, Q, Value, Window
+from django.db.models import Q
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
@@ -92,12 +91,13 @@ def search_claims(
     n = ranking.depth(k)
     qvec = _query_vector(query) if method != "lexical" else None
     mode = "lexical" if qvec is None else method
+    where = _filters(everything, narrow)
     lexical, cover = (
-        _lexical(everything, narrow, query, k, n, lambda: collection_size(fleet, statuses))
+        _lexical_lists(where, query, k, n, lambda: collection_size(fleet, statuses))
         if method != "vector"
         else ([], {})
     )
-    vector = _vector(everything.filter(narrow), qvec, n) if qvec is not None else []
+    vector = _nearest(where, qvec, n) if qvec is not None else []
     rows = _rows([*lexical, *vector])
     public = {pk: row.public_id for pk, row in rows.items()}
     fused = ranking.fuse(
@@ -186,21 +186,76 @@ def factors(claim: Claim | _Row, now: datetime) -> ranking.Factors:
     )
 
 
+# -- the statements ------------------------------------------------------------------------
+#
+# Hand-written over filters the ORM compiles once per search (`_Filters`): the ORM built
+# each of these statements (ts_rank, window counts, one placeholder per id) in 2-6 ms of
+# CPU per search, longer than Postgres took to run them at 10k claims. The filters stay
+# the one definition (`collection`, `narrowing`); the SQL below is what the ORM queries
+# it replaced compiled to, ordering and ties included.
+
+_TABLE = Claim._meta.db_table
+_TSQUERY = f"websearch_to_tsquery('{CONFIG}'::regconfig, %s)"
+_WEIGHTS = "{" + ",".join(str(w) for w in WEIGHTS) + "}"
+_RANK = f"ts_rank('{_WEIGHTS}'::float4[], search_vector, {_TSQUERY}, {RANK_NORMALISATION})"
+
+
+@dataclass(frozen=True)
+class _Filters:
+    """The collection's and the narrowing's WHERE clauses over `claims_claim`, compiled."""
+
+    collection: tuple[str, list[Any]]
+    narrow: tuple[str, list[Any]]  # ("", []) when nothing narrows
+
+    @property
+    def base(self) -> tuple[str, list[Any]]:
+        """collection AND narrow: the rows a search may return."""
+        (c, cp), (nw, np_) = self.collection, self.narrow
+        return (f"{c} AND {nw}", [*cp, *np_]) if nw else (c, list(cp))
+
+
+def _where(qs: ClaimQuerySet) -> tuple[str, list[Any]]:
+    """A queryset's WHERE clause as SQL over claims_claim's own columns."""
+    query = qs.query
+    sql, params = query.get_compiler(connection=connection).compile(query.where)
+    if not sql:
+        return "TRUE", []
+    if any(f'"{alias}".' in sql for alias in query.alias_map if alias != _TABLE):
+        raise ValueError("search filters must not join other tables")  # a programming error
+    return sql, list(params)
+
+
+def _filters(everything: ClaimQuerySet, narrow: Q) -> _Filters:
+    narrowed = _where(Claim.objects.filter(narrow)) if narrow else ("", [])
+    return _Filters(_where(everything), narrowed)
+
+
+def _fetch(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        return cur.fetchall()
+
+
 def _lexical(
     everything: ClaimQuerySet, narrow: Q, query: str, k: int, n: int, size: Callable[[], int]
 ) -> tuple[list[int], dict[int, float]]:
     """Conjunctive websearch first; any-term when that found fewer than k. Returns the
     ids and, for the any-term tail, each hit's query coverage (ranking.coverage, document
     frequencies counted over `everything`); conjunctive hits cover the whole query."""
+    return _lexical_lists(_filters(everything, narrow), query, k, n, size)
+
+
+def _lexical_lists(
+    where: _Filters, query: str, k: int, n: int, size: Callable[[], int]
+) -> tuple[list[int], dict[int, float]]:
     terms = ranking.query_terms(query)
     if not terms:
         return [], {}
-    whole = SearchQuery(query, search_type="websearch", config=CONFIG)
-    found = _ranked_text(everything.filter(narrow), whole, n)
+    found = _ranked_text(where, query, n)
     if len(found) >= k or len(terms) == 1:
         return found, {}
     seen = set(found)
-    tail, df = _anyterm(everything, narrow, terms, n)
+    tail, df = _anyterm_rows(where, terms, n)
     tail = [row for row in tail if row[0] not in seen][: n - len(found)]
     if not tail:
         return found, {}
@@ -214,14 +269,15 @@ def _lexical(
     return found + [pk for pk, _ in tail], cover
 
 
-def _ranked(qs: ClaimQuerySet, terms: SearchQuery) -> ClaimQuerySet:
-    rank = SearchRank(F("search_vector"), terms, weights=WEIGHTS, normalization=RANK_NORMALISATION)
-    return qs.filter(search_vector=terms).annotate(lex=rank)
-
-
-def _ranked_text(base: ClaimQuerySet, terms: SearchQuery, n: int) -> list[int]:
-    qs = _ranked(base, terms).order_by("-lex", "number")
-    return list(qs.values_list("pk", flat=True)[:n])
+def _ranked_text(where: _Filters, query: str, n: int) -> list[int]:
+    """The top n of the rows `where` keeps matching the websearch query, by ts_rank."""
+    sql, params = where.base
+    rows = _fetch(
+        f"SELECT id FROM {_TABLE} WHERE {sql} AND search_vector @@ {_TSQUERY} "
+        f"ORDER BY {_RANK} DESC, number ASC LIMIT %s",
+        [*params, query, query, n],
+    )
+    return [pk for (pk,) in rows]
 
 
 def _anyterm(
@@ -230,21 +286,28 @@ def _anyterm(
     """The any-term pass in one scan of the collection's matches: the top n of the rows
     `narrow` keeps, by rank, each with which terms it matches, and each term's document
     frequency over all the matches (window counts, taken before the limit)."""
+    return _anyterm_rows(_filters(everything, narrow), terms, n)
+
+
+def _anyterm_rows(
+    where: _Filters, terms: Sequence[str], n: int
+) -> tuple[list[tuple[int, tuple[bool, ...]]], dict[str, int]]:
     # Terms are \w+ runs, so "a or b" cannot be a websearch syntax error.
-    anyterm = SearchQuery(" or ".join(terms), search_type="websearch", config=CONFIG)
-    each = [SearchQuery(t, search_type="websearch", config=CONFIG) for t in terms]
-    flags = {
-        f"t{i}": ExpressionWrapper(Q(search_vector=q), output_field=BooleanField())
-        for i, q in enumerate(each)
-    }
-    counts = {f"df{i}": Window(Count("pk", filter=Q(search_vector=q))) for i, q in enumerate(each)}
-    keep = ExpressionWrapper(narrow, output_field=BooleanField()) if narrow else Value(True)
-    qs = (
-        _ranked(everything, anyterm)
-        .annotate(keep=keep, **flags, **counts)
-        .order_by(F("keep").desc(), "-lex", "number")
+    collection_sql, collection_params = where.collection
+    narrow_sql, narrow_params = where.narrow
+    flags = ", ".join(f"search_vector @@ {_TSQUERY}" for _ in terms)
+    counts = ", ".join(
+        f"count(id) FILTER (WHERE search_vector @@ {_TSQUERY}) OVER ()" for _ in terms
     )
-    rows = list(qs.values_list("pk", "keep", *flags, *counts)[:n])
+    rows = _fetch(
+        f"SELECT id, {narrow_sql or 'TRUE'} AS keep, {flags}, {counts} FROM {_TABLE} "
+        f"WHERE {collection_sql} AND search_vector @@ {_TSQUERY} "
+        f"ORDER BY keep DESC, {_RANK} DESC, number ASC LIMIT %s",
+        [
+            *narrow_params, *terms, *terms, *collection_params,
+            " or ".join(terms), " or ".join(terms), n,
+        ],
+    )
     m = len(terms)
     df = {t: int(rows[0][2 + m + i]) for i, t in enumerate(terms)} if rows else {}
     return [(row[0], tuple(row[2 : 2 + m])) for row in rows if row[1]], df
@@ -279,22 +342,36 @@ def _vector(base: ClaimQuerySet, qvec: Any, n: int) -> list[int]:
     nearer row found late, where strict_order drops it and scans on); they are sorted
     here by their exact distance, which the rows carry.
     """
-    qs = vector_query(base, qvec)[:n]
+    return _nearest(_Filters(_where(base), ("", [])), qvec, n)
+
+
+def _nearest(where: _Filters, qvec: Any, n: int) -> list[int]:
+    sql, params = where.base
+    query = (
+        f"SELECT id, embedding <=> %s AS distance FROM {_TABLE} WHERE {sql} "
+        "AND embedding IS NOT NULL AND embedding_model = %s ORDER BY 2 ASC LIMIT %s"
+    )
+    params = [_vector_param(qvec), *params, embeddings.embedder().NAME, n]
     with connection.cursor() as cur:
         if isinstance(cur.cursor, psycopg.ClientCursor):
-            sql, params = qs.query.sql_with_params()
-            cur.execute(_SCAN + sql, [ef_search(n), *params])
+            cur.execute(_SCAN + query, [ef_search(n), *params])
             while cur.description is None and cur.nextset():  # past the two SETs
                 pass
             rows = cur.fetchall()
         else:  # server-side binding (OPTIONS): one statement per call, so a transaction
             with hnsw_scan(n, order="relaxed_order"):
-                rows = list(qs)
+                cur.execute(query, params)
+                rows = cur.fetchall()
     found = sorted(rows, key=lambda row: (row[1], row[0]))
     if not found:
         return []
     floor = ranking.cosine_floor(1.0 - float(found[0][1]))
     return [pk for pk, distance in found if 1.0 - distance >= floor]
+
+
+def _vector_param(qvec: Any) -> Any:
+    """The query vector as the embedding column's field sends it to the database."""
+    return Claim._meta.get_field("embedding").get_db_prep_value(qvec, connection)
 
 
 def vector_query(base: ClaimQuerySet, qvec: Any) -> Any:
@@ -373,5 +450,5 @@ def _rows(pks: Sequence[int]) -> dict[int, _Row]:
     unique = list(dict.fromkeys(pks))
     if not unique:
         return {}
-    found = Claim.objects.filter(pk__in=unique).order_by().values_list(*_COLUMNS)
+    found = _fetch(f"SELECT {', '.join(_COLUMNS)} FROM {_TABLE} WHERE id = ANY(%s)", [unique])
     return {values[0]: _Row(values) for values in found}
