@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -98,7 +98,8 @@ def search_claims(
         else ([], {})
     )
     vector = _nearest(where, qvec, n) if qvec is not None else []
-    rows = _rows([*lexical, *vector])
+    rows = where.rows  # read with the lists; _rows for any a list did not bring
+    rows.update(_rows([pk for pk in [*lexical, *vector] if pk not in rows]))
     public = {pk: row.public_id for pk, row in rows.items()}
     fused = ranking.fuse(
         [public[pk] for pk in lexical if pk in rows],
@@ -202,10 +203,13 @@ _RANK = f"ts_rank('{_WEIGHTS}'::float4[], search_vector, {_TSQUERY}, {RANK_NORMA
 
 @dataclass(frozen=True)
 class _Filters:
-    """The collection's and the narrowing's WHERE clauses over `claims_claim`, compiled."""
+    """The collection's and the narrowing's WHERE clauses over `claims_claim`, compiled;
+    and the candidate rows the statements read along the way (`_COLUMNS`, by id), so no
+    statement has to read them again."""
 
     collection: tuple[str, list[Any]]
     narrow: tuple[str, list[Any]]  # ("", []) when nothing narrows
+    rows: dict[int, _Row] = field(default_factory=dict)
 
     @property
     def base(self) -> tuple[str, list[Any]]:
@@ -273,11 +277,12 @@ def _ranked_text(where: _Filters, query: str, n: int) -> list[int]:
     """The top n of the rows `where` keeps matching the websearch query, by ts_rank."""
     sql, params = where.base
     rows = _fetch(
-        f"SELECT id FROM {_TABLE} WHERE {sql} AND search_vector @@ {_TSQUERY} "
+        f"SELECT {_SELECT} FROM {_TABLE} WHERE {sql} AND search_vector @@ {_TSQUERY} "
         f"ORDER BY {_RANK} DESC, number ASC LIMIT %s",
         [*params, query, query, n],
     )
-    return [pk for (pk,) in rows]
+    where.rows.update((row[0], _Row(row)) for row in rows)
+    return [row[0] for row in rows]
 
 
 def _anyterm(
@@ -300,7 +305,8 @@ def _anyterm_rows(
         f"count(id) FILTER (WHERE search_vector @@ {_TSQUERY}) OVER ()" for _ in terms
     )
     rows = _fetch(
-        f"SELECT id, {narrow_sql or 'TRUE'} AS keep, {flags}, {counts} FROM {_TABLE} "
+        f"SELECT id, {narrow_sql or 'TRUE'} AS keep, {flags}, {counts}, {_SELECT} "
+        f"FROM {_TABLE} "
         f"WHERE {collection_sql} AND search_vector @@ {_TSQUERY} "
         f"ORDER BY keep DESC, {_RANK} DESC, number ASC LIMIT %s",
         [
@@ -310,6 +316,7 @@ def _anyterm_rows(
     )
     m = len(terms)
     df = {t: int(rows[0][2 + m + i]) for i, t in enumerate(terms)} if rows else {}
+    where.rows.update((row[0], _Row(row[2 + 2 * m :])) for row in rows if row[1])
     return [(row[0], tuple(row[2 : 2 + m])) for row in rows if row[1]], df
 
 
@@ -348,7 +355,7 @@ def _vector(base: ClaimQuerySet, qvec: Any, n: int) -> list[int]:
 def _nearest(where: _Filters, qvec: Any, n: int) -> list[int]:
     sql, params = where.base
     query = (
-        f"SELECT id, embedding <=> %s AS distance FROM {_TABLE} WHERE {sql} "
+        f"SELECT id, embedding <=> %s AS distance, {_SELECT} FROM {_TABLE} WHERE {sql} "
         "AND embedding IS NOT NULL AND embedding_model = %s ORDER BY 2 ASC LIMIT %s"
     )
     params = [_vector_param(qvec), *params, embeddings.embedder().NAME, n]
@@ -362,11 +369,12 @@ def _nearest(where: _Filters, qvec: Any, n: int) -> list[int]:
             with hnsw_scan(n, order="relaxed_order"):
                 cur.execute(query, params)
                 rows = cur.fetchall()
+    where.rows.update((row[0], _Row(row[2:])) for row in rows)
     found = sorted(rows, key=lambda row: (row[1], row[0]))
     if not found:
         return []
     floor = ranking.cosine_floor(1.0 - float(found[0][1]))
-    return [pk for pk, distance in found if 1.0 - distance >= floor]
+    return [row[0] for row in found if 1.0 - row[1] >= floor]
 
 
 def _vector_param(qvec: Any) -> Any:
@@ -422,6 +430,7 @@ _SHOWN = frozenset(
     }
 )
 _COLUMNS = [f.attname for f in Claim._meta.concrete_fields if f.attname in _SHOWN]
+_SELECT = ", ".join(_COLUMNS)
 _AT = {name: i for i, name in enumerate(_COLUMNS)}
 
 
@@ -450,5 +459,5 @@ def _rows(pks: Sequence[int]) -> dict[int, _Row]:
     unique = list(dict.fromkeys(pks))
     if not unique:
         return {}
-    found = _fetch(f"SELECT {', '.join(_COLUMNS)} FROM {_TABLE} WHERE id = ANY(%s)", [unique])
+    found = _fetch(f"SELECT {_SELECT} FROM {_TABLE} WHERE id = ANY(%s)", [unique])
     return {values[0]: _Row(values) for values in found}
