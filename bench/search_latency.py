@@ -109,13 +109,18 @@ def server_query(fleet: Fleet, method: Any, q: str) -> object:
 
 
 def vector_recall(fleet: Fleet) -> str:
-    """Recall of the shipped vector list against an exact scan of the same rows."""
+    """Recall of the shipped vector scan (before its cosine floor) against an exact scan
+    of the same rows."""
     base = search.candidates(fleet, [Claim.Status.PROMOTED], None, None, None, False,
                              timezone.now())
     at10, at100 = [], []
     for q in QUERIES:
         qvec = embed.embed_query(q)
-        shipped = search._vector(base, qvec, 100)
+        # the scan as search runs it (ef_search, relaxed order, re-sorted), before the
+        # cosine floor: random unit vectors sit below ranking.MIN_COSINE of any real query
+        with search.hnsw_scan(search.ef_search(100), order="relaxed_order"):
+            scanned = sorted(search.vector_query(base, qvec)[:100], key=lambda r: (r[1], r[0]))
+        shipped = [pk for pk, _ in scanned]
         with transaction.atomic(), connection.cursor() as cur:
             cur.execute("SET LOCAL enable_indexscan = off")  # exact: scan and sort every row
             exact = [pk for pk, _ in search.vector_query(base, qvec)[:100]]
