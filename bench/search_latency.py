@@ -8,7 +8,9 @@ embeddings), so the server's hybrid runs both lists. The database is vacuumed an
 analyzed (ctxlake_site.db_health) after seeding, before timing; the load average is
 printed beside every figure. Query vectors are embedded once before timing, so search
 p50 excludes embedding; the embedder's load time and per-query embed time are reported
-separately, as is `reembed_claims` throughput (real model, 1k claims).
+separately, as is `reembed_claims` throughput (real model, 1k claims). At each server
+size the vector list search ships (HNSW, claims.search.EF_SEARCH, relaxed iterative scan)
+is compared with an exact scan: recall@10 and recall@100 of the true nearest rows.
 
     /work/main/.venv/bin/python bench/search_latency.py [--queries 200] [--server 10000 100000]
 
@@ -38,9 +40,10 @@ import django  # noqa: E402
 django.setup()
 
 import numpy as np  # noqa: E402
+from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from claims import embeddings, snapshot_render  # noqa: E402
+from claims import embeddings, search, snapshot_render  # noqa: E402
 from claims.models import Claim  # noqa: E402
 from claims.search import search_claims  # noqa: E402
 from ctxlake_site import db_health  # noqa: E402
@@ -105,6 +108,29 @@ def server_query(fleet: Fleet, method: Any, q: str) -> object:
     return search_claims(fleet, q, k=10, method=method)
 
 
+def vector_recall(fleet: Fleet) -> str:
+    """Recall of the shipped vector scan (before its cosine floor) against an exact scan
+    of the same rows."""
+    base = search.candidates(fleet, [Claim.Status.PROMOTED], None, None, None, False,
+                             timezone.now())
+    at10, at100 = [], []
+    for q in QUERIES:
+        qvec = embed.embed_query(q)
+        # the scan as search runs it (ef_search, relaxed order, re-sorted), before the
+        # cosine floor: random unit vectors sit below ranking.MIN_COSINE of any real query
+        with search.hnsw_scan(search.ef_search(100), order="relaxed_order"):
+            scanned = sorted(search.vector_query(base, qvec)[:100], key=lambda r: (r[1], r[0]))
+        shipped = [pk for pk, _ in scanned]
+        with transaction.atomic(), connection.cursor() as cur:
+            cur.execute("SET LOCAL enable_indexscan = off")  # exact: scan and sort every row
+            exact = [pk for pk, _ in search.vector_query(base, qvec)[:100]]
+        at10.append(len(set(shipped[:10]) & set(exact[:10])) / 10)
+        at100.append(len(set(shipped) & set(exact)) / 100)
+    return (f"vector list recall vs exact scan: @10 {statistics.mean(at10):.3f}, "
+            f"@100 {statistics.mean(at100):.3f} (ef_search {search.EF_SEARCH}, "
+            f"{len(QUERIES)} queries)")
+
+
 def bridge_query(snap: Snapshot):  # type: ignore[no-untyped-def]
     return lambda q: snap.search(q, k=10, query_vector=embed.embed_query(q))
 
@@ -142,6 +168,7 @@ def main() -> int:
             print(f"server {size // 1000}k: hybrid p50 {server[0]:.1f} ms p95 {server[1]:.1f} ms "
                   f"(lexical p50 {lexical[0]:.1f}, vector p50 {vector[0]:.1f}); target p50 <= "
                   f"30 ms at 10k  [{loadavg()}]")
+            print(f"  {vector_recall(fleet)}")
             if fleets[0] is not fleet:  # keep the first fleet for the snapshot render below
                 fleet.delete()
                 fleets.remove(fleet)

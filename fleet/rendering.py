@@ -76,7 +76,11 @@ def _schedule(fleet_id: int) -> None:
 
     # cache.add is atomic: of many requests before the render starts, exactly one enqueues
     # it. The render clears the key as it starts, so a change during a render asks again.
-    if cache.add(pending_key(fleet_id), "1", timeout=PENDING_TIMEOUT_SECS):
+    # A marker already there means a render that has not started yet, which will see this
+    # committed change: one read then, instead of the database cache's add (a count, a
+    # read and a refused insert in a transaction of its own).
+    key = pending_key(fleet_id)
+    if cache.get(key) is None and cache.add(key, "1", timeout=PENDING_TIMEOUT_SECS):
         async_task(RENDER_TASK, fleet_id, task_name=f"render fleet {fleet_id}")
 
 

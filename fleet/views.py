@@ -48,6 +48,8 @@ class FleetViewSet(viewsets.GenericViewSet[Any]):
         if bound is not None:
             if agent_id and agent_id != bound.agent_id:
                 raise ValidationError({"agent_id": [f"This token speaks for {bound.agent_id}."]})
+            if bound.fleet_id == self.request.fleet.pk:
+                bound.fleet = self.request.fleet  # loaded with the token: no query per write
             return bound
         if not agent_id:
             raise ValidationError({"agent_id": ["Required: this token is not bound to an agent."]})
