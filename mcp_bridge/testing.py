@@ -18,7 +18,7 @@ from typing import Any
 from mcp_bridge import contract
 from mcp_bridge.contract import atomic
 
-EMBEDDER = {"name": "all-MiniLM-L6-v2-int8", "dims": 384}
+EMBEDDER = {"name": "all-MiniLM-L6-v2-int8-pc", "dims": 384}
 
 
 def iso(moment: dt.datetime) -> str:
