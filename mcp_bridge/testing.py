@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from mcp_bridge import contract
-from mcp_bridge.contract import atomic
+from mcp_bridge.contract import atomic, embed
 
-EMBEDDER = {"name": "all-MiniLM-L6-v2-int8", "dims": 384}
+EMBEDDER = {"name": embed.NAME, "dims": embed.DIMS}  # what the bridge expects
 
 
 def iso(moment: dt.datetime) -> str:

