@@ -359,9 +359,11 @@ def verdicts(results: dict[int, dict[str, Any]], start: dict[str, Any]) -> None:
             print(f"{n:>7} {key:40} {p50:7.2f} ms  target ≤   3.0  "
                   f"{'MET' if p50 <= 3.0 else 'MISSED'}")
         rss = r["peak_rss_mib"]
+        verdict = (f"target ≤ 200  {'MET' if rss <= 200 else 'MISSED'}" if n <= 10_000
+                   else "(the target is for 10k)")
         print(f"{n:>7} {'peak RSS, hybrid bridge (shared embedder)':40} {rss:7.1f} MiB "
-              f"target ≤ 200  {'MET' if rss <= 200 else 'MISSED'} (the host's one embedder: "
-              f"{r['service_rss_mib']:.1f} MiB; in-process: {r['in-process: peak_rss_mib']:.1f})")
+              f"{verdict} (the host's one embedder: {r['service_rss_mib']:.1f} MiB; "
+              f"in-process: {r['in-process: peak_rss_mib']:.1f})")
 
 
 def main() -> None:
