@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.realclients.local_server import LocalServer
+
 #: Tool-use ids the stand-in writes start with this; it counts its own steps by them.
 TOOL_ID_PREFIX = "toolu_standin_"
 SIDE_REPLY = "ok"
@@ -101,7 +103,7 @@ def result_text(block: dict[str, Any]) -> str:
 
 
 @dataclass
-class Standin:
+class Standin(LocalServer):
     """The server; use as a context manager. `url` goes into ANTHROPIC_BASE_URL."""
 
     script: Sequence[Step]
@@ -115,30 +117,7 @@ class Standin:
 
     @property
     def url(self) -> str:
-        assert self._server is not None, "not started"
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> Standin:
-        standin = self
-
-        class Handler(_Handler):
-            owner = standin
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, name="messages-standin",
-                         daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-
-    def record(self, request: Recorded) -> None:
-        with self._lock:
-            self.requests.append(request)
+        return self.address + ""
 
     def agent_requests(self) -> list[Recorded]:
         with self._lock:
@@ -259,3 +238,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 def _error(kind: str, text: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": text}}
+
+
+Standin.handler = _Handler
+Standin.thread_name = "messages-standin"

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.realclients.local_server import LocalServer
+
 #: Call ids the stand-in writes start with this; it counts its own steps by them.
 CALL_ID_PREFIX = "call_standin_"
 #: Shell tools Codex may offer, best first, and how each one's arguments spell a command.
@@ -133,7 +135,7 @@ def shell_arguments(tool: str, command: str) -> dict[str, Any]:
 
 
 @dataclass
-class Standin:
+class Standin(LocalServer):
     """The server; use as a context manager. `base_url` goes into the provider's config."""
 
     script: Sequence[Step]
@@ -152,30 +154,7 @@ class Standin:
 
     @property
     def base_url(self) -> str:
-        assert self._server is not None, "not started"
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
-
-    def __enter__(self) -> Standin:
-        standin = self
-
-        class Handler(_Handler):
-            owner = standin
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, name="responses-standin",
-                         daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-
-    def record(self, request: Recorded) -> None:
-        with self._lock:
-            self.requests.append(request)
+        return self.address + "/v1"
 
     def turns(self) -> list[Recorded]:
         with self._lock:
@@ -299,3 +278,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 def _error(kind: str, text: str) -> dict[str, Any]:
     return {"error": {"type": kind, "message": text}}
+
+
+Standin.handler = _Handler
+Standin.thread_name = "responses-standin"
