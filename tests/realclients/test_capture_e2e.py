@@ -34,20 +34,10 @@ from fleet.models import Fleet as FleetRow
 from tests.realclients.claude_session import drive
 from tests.realclients.conftest import AGENT, FLEET, Clients, Fleet
 from tests.realclients.messages_standin import Say, Step, ToolUse
+from tests.realclients.scenario import CHECK, REMOTE, TEST_FILE
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-REMOTE = "git@github.com:acme/shop.git"
-CHECK = "python3 -m unittest -q test_config"
-TEST_FILE = """\
-import unittest
-
-
-class ConfigTest(unittest.TestCase):
-    def test_fixture_env(self):
-        with open("fixtures.env") as f:
-            self.assertIn("FOO=1", f.read())
-"""
 PROMPT_1 = "The config unit test fails on a fresh checkout; please fix it."
 LESSON = ("Turns out the config tests read `FOO=1` from fixtures.env, so a fresh checkout "
           "needs that file before they run.")

@@ -28,22 +28,12 @@ import pytest
 
 from tests.realclients.conftest import Clients, Fleet
 from tests.realclients.responses_standin import Patch, Say, Shell, Standin, Step, call_id
+from tests.realclients.scenario import CHECK, REMOTE, TEST_FILE
 
 pytestmark = pytest.mark.slow
 
-REMOTE = "git@github.com:acme/shop.git"
 #: A slug for which Codex offers its freeform apply_patch tool (it picks tools by model).
 MODEL = "gpt-5.5"
-CHECK = "python3 -m unittest -q test_config"
-TEST_FILE = """\
-import unittest
-
-
-class ConfigTest(unittest.TestCase):
-    def test_fixture_env(self):
-        with open("fixtures.env") as f:
-            self.assertIn("FOO=1", f.read())
-"""
 PATCH = "*** Begin Patch\n*** Add File: fixtures.env\n+FOO=1\n*** End Patch\n"
 PROMPT = "The config unit test fails on a fresh checkout; please fix it."
 LESSON = ("Turns out the config tests read `FOO=1` from fixtures.env, so a fresh checkout "
