@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 from mcp_bridge.capture.extract import EXCERPT_CHARS, Candidate
 from mcp_bridge.capture.transcript import Step
 from mcp_bridge.contract import events as ev
-from mcp_bridge.contract import redact
+from mcp_bridge.contract import atomic, redact
 from mcp_bridge.contract.spool import Flock
 
 API_VERSION = "2023-06-01"
@@ -309,8 +309,6 @@ def _read_usage(path: Path, month: str) -> int:
 
 def _adjust(cfg: Any, delta: int, *, limit: int | None = None) -> tuple[bool, int]:
     """Add `delta` to this month's tokens, unless that passes `limit`; (done, tokens now)."""
-    from mcp_bridge.contract import atomic
-
     path = usage_path(cfg)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     month = _month()

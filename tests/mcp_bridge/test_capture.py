@@ -20,6 +20,7 @@ import pytest
 from mcp_bridge.capture import extract, record, run, transcript
 from mcp_bridge.config import Config
 from mcp_bridge.contract.spool import read_events
+from tests.mcp_bridge.capture_run import hook_env, wait_for_end
 from tests.mcp_bridge.stdio import ROOT
 from tests.mcp_bridge.transcripts import Claude, Codex, error_fix_claude, failing_claude
 
@@ -265,22 +266,6 @@ def test_a_repo_without_a_remote_is_named_by_its_folder(tmp_path: Path) -> None:
 # -- the hook --------------------------------------------------------------------------
 
 
-def _hook_env(config: Config, **extra: str) -> dict[str, str]:
-    return {**os.environ, "CTXLAKE_HOME": str(config.home), "CTXLAKE_FLEET_ID": config.fleet,
-            "CTXLAKE_AGENT_ID": config.agent, "PYTHONPATH": str(ROOT), **extra}
-
-
-def _wait_for_end(config: Config) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        events = read_events(config.spool_dir, config.fleet)
-        if any(e["kind"] == "session.end" for e in events):
-            time.sleep(0.3)  # anything written after the end would be there by now
-            return read_events(config.spool_dir, config.fleet)
-        time.sleep(0.05)
-    raise AssertionError("no session.end was spooled")
-
-
 def test_the_hook_hands_the_transcript_to_capture_and_one_end_is_spooled(
     config: Config, repo: Path, tmp_path: Path,
 ) -> None:
@@ -289,9 +274,9 @@ def test_the_hook_hands_the_transcript_to_capture_and_one_end_is_spooled(
                         "hook_event_name": "SessionEnd", "reason": "prompt_input_exit"})
     done = subprocess.run([sys.executable, "-m", "mcp_bridge", "hook", "session-end",
                            "--changed-path", "docs/x.md"], input=stdin.encode(),
-                          env=_hook_env(config), capture_output=True, timeout=60, cwd=ROOT)
+                          env=hook_env(config), capture_output=True, timeout=60, cwd=ROOT)
     assert done.returncode == 0 and done.stdout == b""
-    events = _wait_for_end(config)
+    events = wait_for_end(config)
     ends = [e for e in events if e["kind"] == "session.end"]
     assert [(e["session"], e["payload"]["reason"]) for e in ends] == [
         ("s-cap", "prompt_input_exit")]
@@ -307,7 +292,7 @@ def test_capture_off_records_the_bare_session_at_once(config: Config, repo: Path
     path = error_fix_claude(repo).write(tmp_path / "t.jsonl")
     stdin = json.dumps({"session_id": "s-off", "transcript_path": str(path)})
     subprocess.run([sys.executable, "-m", "mcp_bridge", "hook", "session-end"],
-                   input=stdin.encode(), env=_hook_env(config, CTXLAKE_CAPTURE="off"),
+                   input=stdin.encode(), env=hook_env(config, CTXLAKE_CAPTURE="off"),
                    capture_output=True, timeout=60, cwd=ROOT, check=True)
     (end,) = read_events(config.spool_dir, config.fleet)
     assert end["payload"] == {"outcome": None, "summary": None, "reason": None}
@@ -320,7 +305,7 @@ def test_a_session_that_did_nothing_starts_no_capture(config: Config, tmp_path: 
     path = c.write(tmp_path / "t.jsonl")
     stdin = json.dumps({"session_id": "s-idle", "transcript_path": str(path)})
     done = subprocess.run([sys.executable, "-m", "mcp_bridge", "hook", "session-end"],
-                          input=stdin.encode(), env=_hook_env(config), capture_output=True,
+                          input=stdin.encode(), env=hook_env(config), capture_output=True,
                           timeout=60, cwd=ROOT)
     assert b"nothing recorded" in done.stderr
     assert not (config.home / "logs").exists()
@@ -352,7 +337,7 @@ def test_backfill_captures_each_recent_session_once(config: Config, repo: Path,
     argv = [sys.executable, "-m", "mcp_bridge", "capture", "--since", "30d",
             "--claude-dir", str(claude), "--codex-dir", str(codex)]
 
-    first = subprocess.run(argv, env=_hook_env(config), capture_output=True, timeout=60,
+    first = subprocess.run(argv, env=hook_env(config), capture_output=True, timeout=60,
                            cwd=ROOT)
     assert first.returncode == 0, first.stderr
     out = first.stdout.decode()
@@ -364,7 +349,7 @@ def test_backfill_captures_each_recent_session_once(config: Config, repo: Path,
                   for e in ends) == sorted([(fix.session, "success", "backfill"),
                                             (cx.session, "success", "backfill")])
 
-    again = subprocess.run(argv, env=_hook_env(config), capture_output=True, timeout=60,
+    again = subprocess.run(argv, env=hook_env(config), capture_output=True, timeout=60,
                            cwd=ROOT)
     assert again.stdout.decode().splitlines()[-1] == (
         "ctxlake capture: 0 captured, 2 already, 1 idle, 0 unknown")
@@ -381,7 +366,7 @@ def test_a_session_the_hook_captured_is_not_backfilled(config: Config, repo: Pat
     run.capture(config, path=str(path), session=fix.session)
     done = subprocess.run([sys.executable, "-m", "mcp_bridge", "capture", "--claude-dir",
                            str(claude), "--codex-dir", str(tmp_path / "none")],
-                          env=_hook_env(config), capture_output=True, timeout=60, cwd=ROOT)
+                          env=hook_env(config), capture_output=True, timeout=60, cwd=ROOT)
     assert f"session {fix.session} already captured" in done.stdout.decode()
 
 

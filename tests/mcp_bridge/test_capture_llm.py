@@ -10,7 +10,6 @@ and answers what the test scripts.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -27,6 +26,7 @@ from mcp_bridge.capture import extract, ledger, llm, mode, record, run, transcri
 from mcp_bridge.config import Config
 from mcp_bridge.contract import atomic
 from mcp_bridge.contract.spool import read_events
+from tests.mcp_bridge.capture_run import hook_env, wait_for, wait_for_end
 from tests.mcp_bridge.stdio import ROOT
 from tests.mcp_bridge.transcripts import Claude, error_fix_claude
 
@@ -164,7 +164,7 @@ def test_the_hook_leaves_an_off_fleets_transcript_alone(config: Config, repo: Pa
     path = error_fix_claude(repo).write(tmp_path / "t.jsonl")
     stdin = json.dumps({"session_id": "s-hook-off", "transcript_path": str(path)})
     subprocess.run([sys.executable, "-m", "mcp_bridge", "hook", "session-end"],
-                   input=stdin.encode(), env=_hook_env(config), capture_output=True,
+                   input=stdin.encode(), env=hook_env(config), capture_output=True,
                    timeout=60, cwd=ROOT, check=True)
     (end,) = read_events(config.spool_dir, config.fleet)  # at once: no capture process
     assert end["payload"] == {"outcome": None, "summary": None, "reason": None}
@@ -336,11 +336,11 @@ def test_the_hook_runs_the_llm_step_in_the_detached_capture(
                         "transcript_path": str(c.write(tmp_path / "t.jsonl"))})
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "mcp_bridge", "hook", "session-end"],
-                          input=stdin.encode(), env={**_hook_env(config), **_env(api)},
+                          input=stdin.encode(), env={**hook_env(config), **_env(api)},
                           capture_output=True, timeout=60, cwd=ROOT)
     assert done.returncode == 0 and done.stderr == b""
     assert time.monotonic() - started < 30
-    events = _wait_for_end(config)
+    events = wait_for_end(config)
     assert [e["payload"]["extractor"] for e in events if e["kind"] == "claim.proposed"
             ].count("llm") == 1
     log = (config.home / "logs" / "capture.log").read_text()
@@ -351,31 +351,9 @@ def test_the_hook_runs_the_llm_step_in_the_detached_capture(
 # -- PreCompact ------------------------------------------------------------------------
 
 
-def _hook_env(config: Config, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CTXLAKE_", "ANTHROPIC_"))}
-    return {**env, "CTXLAKE_HOME": str(config.home), "CTXLAKE_FLEET_ID": config.fleet,
-            "CTXLAKE_AGENT_ID": config.agent, "PYTHONPATH": str(ROOT), **extra}
-
-
-def _wait_for(config: Config, predicate: Any, what: str) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        events = read_events(config.spool_dir, config.fleet)
-        if predicate(events):
-            time.sleep(0.3)
-            return read_events(config.spool_dir, config.fleet)
-        time.sleep(0.05)
-    raise AssertionError(f"{what}: {read_events(config.spool_dir, config.fleet)}")
-
-
-def _wait_for_end(config: Config) -> list[dict[str, Any]]:
-    return _wait_for(config, lambda ev: any(e["kind"] == "session.end" for e in ev),
-                     "no session.end was spooled")
-
-
 def _hook(config: Config, event: str, body: dict[str, Any]) -> None:
     done = subprocess.run([sys.executable, "-m", "mcp_bridge", "hook", event],
-                          input=json.dumps(body).encode(), env=_hook_env(config),
+                          input=json.dumps(body).encode(), env=hook_env(config),
                           capture_output=True, timeout=60, cwd=ROOT)
     assert done.returncode == 0 and done.stdout == b"", done
 
@@ -388,7 +366,7 @@ def test_precompact_proposes_early_and_the_end_does_not_repeat_it(
     body = {"session_id": "s-long", "transcript_path": str(path), "cwd": str(repo),
             "hook_event_name": "PreCompact", "trigger": "auto"}
     _hook(config, "pre-compact", body)
-    early = _wait_for(config, lambda ev: any(e["kind"] == "claim.proposed" for e in ev),
+    early = wait_for(config, lambda ev: any(e["kind"] == "claim.proposed" for e in ev),
                       "PreCompact proposed nothing")
     assert {e["kind"] for e in early} == {"claim.proposed"}  # no session.end: it goes on
     first = [e["payload"]["claim"] for e in early]
@@ -399,7 +377,7 @@ def test_precompact_proposes_early_and_the_end_does_not_repeat_it(
     c.write(path)
     _hook(config, "session-end", {**body, "hook_event_name": "SessionEnd",
                                   "reason": "prompt_input_exit"})
-    events = _wait_for_end(config)
+    events = wait_for_end(config)
     claims = [e["payload"]["claim"] for e in events if e["kind"] == "claim.proposed"]
     assert claims[:len(first)] == first
     assert len(claims) == len(set(claims)), "a candidate was proposed twice"
@@ -453,7 +431,7 @@ def test_git_diff_against_the_start_commit_adds_what_no_edit_tool_named(
     start = _git(repo, "rev-parse", "HEAD")
     subprocess.run([sys.executable, "-m", "mcp_bridge", "hook", "session-start"],
                    input=json.dumps({"session_id": "s-git", "cwd": str(repo / "src")}).encode(),
-                   env=_hook_env(config), capture_output=True, timeout=60, cwd=ROOT, check=True)
+                   env=hook_env(config), capture_output=True, timeout=60, cwd=ROOT, check=True)
     assert ledger.take_start(config, "s-git", keep=True) == start
 
     (repo / "README.md").write_text("changed and committed by a shell command\n")
@@ -519,7 +497,7 @@ def test_racing_precompact_and_end_captures_propose_each_candidate_once(
         c.assistant(f"Gotcha: module{n}.py must be imported before settings{n}, or "
                     f"the registry{n} is empty.")
     path = str(c.write(tmp_path / "t.jsonl"))
-    env = _hook_env(config)
+    env = hook_env(config)
     argv = [sys.executable, "-m", "mcp_bridge", "capture-session", "--transcript", path,
             "--session", "s-race"]
     for _ in range(5):  # the two detached processes, started together, several times
