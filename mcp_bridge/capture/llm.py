@@ -33,8 +33,8 @@ from typing import Any, NamedTuple
 
 from mcp_bridge.capture.extract import EXCERPT_CHARS, Candidate
 from mcp_bridge.capture.transcript import Step
-from mcp_bridge.contract import events as ev
 from mcp_bridge.contract import atomic, redact
+from mcp_bridge.contract import events as ev
 from mcp_bridge.contract.spool import Flock
 
 API_VERSION = "2023-06-01"
