@@ -211,7 +211,7 @@ PAYLOAD_KEYS: Final = {
     KIND_CLAIM_PROPOSED: frozenset({"claim", "type", "subject", "scope", "evidence",
                                     "extractor"}),
     KIND_SESSION_END: frozenset({"outcome", "summary", "reason", "changed_paths", "repo",
-                                 "branch", "started_at"}),
+                                 "branch", "started_at", "withheld"}),
 }
 
 
@@ -256,7 +256,32 @@ def _session_end(p: dict[str, Any]) -> str | None:
             or text_problem(p.get("repo"), "repo", REPO_MAX_CHARS, required=False, one_line=True)
             or text_problem(p.get("branch"), "branch", BRANCH_MAX_CHARS, required=False,
                             one_line=True)
-            or instant_problem(p.get("started_at"), "started_at"))
+            or instant_problem(p.get("started_at"), "started_at")
+            or withheld_problem(p.get("withheld")))
+
+
+#: Capture candidates the instruction screen held back, at most this many per session end.
+WITHHELD_MAX: Final = 20
+
+
+def withheld_problem(value: Any, name: str = "withheld") -> str | None:
+    """Why session.end's `withheld` (the capture's candidates that the instruction screen
+    held back: [{"extractor", "text"}], recorded for moderators, never proposed) breaks
+    the contract, or None. The server screens each text again and stores the spans."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) > WITHHELD_MAX:
+        return f"{name} must be a list of at most {WITHHELD_MAX} objects"
+    for i, item in enumerate(value):
+        where = f"{name}[{i}]"
+        if not isinstance(item, dict) or set(item) != {"extractor", "text"}:
+            return f"{where} must be an object with exactly extractor and text"
+        problem = (_enum_problem(item["extractor"], f"{where}.extractor", CAPTURE_EXTRACTORS,
+                                 required=True)
+                   or text_problem(item["text"], f"{where}.text", CLAIM_MAX_CHARS))
+        if problem:
+            return problem
+    return None
 
 
 def instant_problem(value: Any, name: str) -> str | None:
