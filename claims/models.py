@@ -22,7 +22,7 @@ from django.utils import timezone
 from pgvector.django import HnswIndex, VectorField
 
 from fleet.constraints import in_choices
-from fleet.models import Agent, ApiToken, Fleet
+from fleet.models import Agent, ApiToken, Fleet, Screened
 from mcp_bridge.contract import events as ev
 
 EMBEDDING_DIMS = 384
@@ -88,7 +88,10 @@ ClaimExtractor = models.TextChoices(
 )
 
 
-class Claim(models.Model):
+class Claim(Screened):
+    SCREENED_FIELDS = ("text",)
+    SCREEN_AUTHOR = "proposed_by"
+
     Type = ClaimType
 
     Extractor = ClaimExtractor
@@ -242,8 +245,10 @@ def take_claim_numbers(fleet_id: int, count: int = 1) -> int:
         return int(cur.fetchone()[0])
 
 
-class Evidence(models.Model):
+class Evidence(Screened):
     """One citation: the session and message where the fleet observed what the claim says."""
+
+    SCREENED_FIELDS = ("excerpt",)
 
     claim = models.ForeignKey(Claim, on_delete=models.CASCADE, related_name="evidence")
     session_id = models.CharField(max_length=ev.ID_MAX_CHARS)

@@ -26,9 +26,9 @@ from claims.models import (
     text_hash,
 )
 from fleet import lineage, rendering, scope
-from fleet.models import Agent, ApiToken, Fleet, FleetModerator  # noqa: F401 - re-exported for tests
+from fleet.models import Agent, ApiToken, Fleet, FleetModerator, Screened  # noqa: F401 - re-exported for tests
 from mcp_bridge.contract import events as ev
-from mcp_bridge.contract import redact
+from mcp_bridge.contract import redact, screen
 
 MAX_CITATIONS = ev.CITATIONS_MAX
 CITATION_FIELDS = tuple(ev.CITATION_LIMITS)
@@ -82,9 +82,16 @@ def clean_citations(evidence: Iterable[Mapping[str, Any]]) -> list[dict[str, str
 def _add_evidence(claim: Claim, citations: list[dict[str, str]], agent: Agent | None) -> int:
     before = claim.evidence.count()
     Evidence.objects.bulk_create(
-        [Evidence(claim=claim, agent=agent, **c) for c in citations], ignore_conflicts=True
+        [_evidence(claim, agent, c) for c in citations], ignore_conflicts=True
     )
     return claim.evidence.count() - before
+
+
+def _evidence(claim: Claim, agent: Agent | None, citation: Mapping[str, str]) -> Evidence:
+    """An unsaved citation row with the instruction screen's verdict on its excerpt."""
+    row = Evidence(claim=claim, agent=agent, **citation)
+    row.screen_text_fields()
+    return row
 
 
 def session_count(claim: Claim) -> int:
@@ -354,12 +361,13 @@ def _create_claims(
         )
         if near is not None:
             claim.near_claim, claim.near_similarity, claim.near_relation = near
+        claim.screen_text_fields()
         claims.append(claim)
         evidence.append((claim, unique))
     Claim.objects.bulk_create(claims)
     Evidence.objects.bulk_create(
         [
-            Evidence(claim=claim, agent=claim.proposed_by, **e)
+            _evidence(claim, claim.proposed_by, e)
             for claim, cited in evidence
             for e in cited
         ]
@@ -458,7 +466,20 @@ def gate_problems(claim: Claim) -> list[str]:
     secrets = redact.find_secrets([claim.text, claim.subject, citations])
     if secrets:
         problems.append(f"it contains what looks like a secret ({', '.join(secrets)})")
+    flagged = withheld_reasons(claim)
+    if flagged:
+        problems.append(f"it reads as instructions to an agent ({flagged}): read the marked "
+                        "text, and release it first if it is a plain observation")
     return problems
+
+
+def withheld_reasons(claim: Claim) -> str:
+    """Why the claim's text or an excerpt of its evidence is withheld from agents, or ""."""
+    flags = dict(claim.screen_flags) if claim.screen_pending else {}
+    for e in claim.evidence.all():
+        if e.screen_pending:
+            flags[f"evidence {e.pk}"] = e.screen_flags["excerpt"]
+    return screen.reasons(flags)
 
 
 def _decide(claim: Claim, user: Any, *, allowed_from: tuple[str, ...], **changes: Any) -> Claim:
@@ -551,8 +572,10 @@ def edit_claim(claim: Claim, *, by: Any, text: str, note: str = "") -> Claim:
     original = locked.text
     try:
         with transaction.atomic():
+            locked.text = new_text  # a person's words are screened too: pasted text is not
             Claim.objects.filter(pk=locked.pk).update(
-                text=new_text, text_hash=text_hash(new_text), embedding=None, embedding_model=""
+                text=new_text, text_hash=text_hash(new_text), embedding=None, embedding_model="",
+                **_screened(locked),
             )
     except IntegrityError as exc:
         raise GateRefused(f"The edited text is not valid: {exc}") from exc
@@ -579,9 +602,10 @@ def redact_claim(claim: Claim, *, by: Any = None, note: str = "secrets redacted"
         return []
     text, subject = redact.scrub_text(locked.text), redact.scrub_text(locked.subject)[:200]
     if (text, subject) != (locked.text, locked.subject):
+        locked.text = text
         Claim.objects.filter(pk=locked.pk).update(
             text=text, subject=subject, text_hash=text_hash(text), embedding=None,
-            embedding_model="",
+            embedding_model="", **_screened(locked),
         )
     for e in evidence:
         changes = {f: redact.scrub_text(getattr(e, f))[: FIELD_LIMITS[f]] for f in CITATION_FIELDS}
@@ -593,6 +617,13 @@ def redact_claim(claim: Claim, *, by: Any = None, note: str = "secrets redacted"
     tasks.request_embedding()
     rendering.request_render(locked.fleet)
     return kinds
+
+
+def _screened(row: Screened) -> dict[str, Any]:
+    """The screen's fields for an update() of `row`'s text as it now is (unreleased)."""
+    row.screen_text_fields()
+    return {"screen_flags": row.screen_flags, "screen_released_at": None,
+            "screen_released_by": None}
 
 
 @transaction.atomic

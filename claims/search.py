@@ -427,7 +427,8 @@ _SHOWN = frozenset(
     {
         "id", "fleet_id", "number", "text", "type", "subject", "scope", "status",
         "contested", "confidence", "staleness", "independent_sessions", "created_at",
-        "promoted_at", "valid_until", "superseded_by_id",
+        "promoted_at", "valid_until", "superseded_by_id", "screen_flags", "screen_released_at",
+        "proposed_by_id",
     }
 )
 _COLUMNS = [f.attname for f in Claim._meta.concrete_fields if f.attname in _SHOWN]

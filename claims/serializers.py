@@ -10,7 +10,7 @@ from rest_framework import serializers
 from claims import moderation, search
 from claims.models import Claim, ClaimEvent, Evidence
 from fleet import lineage
-from fleet.serializers import AgentIdField, ContractChecked, PlainText
+from fleet.serializers import AgentIdField, ContractChecked, PlainText, WithholdsFlagged
 from mcp_bridge.contract import events as ev
 
 _LIMIT = ev.CITATION_LIMITS
@@ -51,7 +51,7 @@ class ReasonRequest(serializers.Serializer[Any]):
     reason = PlainText(max_length=2000)
 
 
-class EvidenceSerializer(serializers.ModelSerializer[Evidence]):
+class EvidenceSerializer(WithholdsFlagged):
     verified = serializers.SerializerMethodField(
         help_text="The fleet has seen this session from one of its agents; only verified "
         "sessions count toward independent_sessions."
@@ -105,7 +105,7 @@ class ClaimEventSerializer(serializers.ModelSerializer[ClaimEvent]):
         return ""
 
 
-class ClaimSerializer(serializers.ModelSerializer[Claim]):
+class ClaimSerializer(WithholdsFlagged):
     id = serializers.CharField(source="public_id", read_only=True)
     superseded_by = serializers.SerializerMethodField()
 
@@ -205,8 +205,11 @@ class TimelineRequest(serializers.Serializer[Any]):
 class TimelineEntrySerializer(serializers.ModelSerializer[ClaimEvent]):
     claim_id = serializers.CharField(source="claim.public_id")
     subject = serializers.CharField(source="claim.subject")
-    text = serializers.CharField(source="claim.text")
+    text = serializers.SerializerMethodField()
     actor = serializers.SerializerMethodField()
+
+    def get_text(self, event: ClaimEvent) -> str:
+        return event.claim.for_agents("text")
 
     class Meta:
         model = ClaimEvent

@@ -25,7 +25,7 @@ BRIEFING_CLAIMS = 5
 def _claim_row(claim: Claim, paths: list[str]) -> tuple[Any, ...]:
     return (
         claim.public_id,
-        claim.text,
+        claim.for_agents("text"),  # promotion needs a release; a later redact may flag
         claim.type,
         claim.subject,
         claim.scope,
@@ -142,7 +142,8 @@ def _write_timeline(db: sqlite3.Connection, fleet: Fleet) -> None:
                 event.claim.public_id,
                 None,
                 actor,
-                event.claim.text if event.kind != "edited" else "claim text edited",
+                event.claim.for_agents("text") if event.kind != "edited"
+                else "claim text edited",
             )
         )
     db.executemany(
@@ -201,7 +202,7 @@ def _briefing_row(c: Claim) -> dict[str, Any]:
     return {
         "id": c.public_id,
         "date": iso(c.promoted_at)[:10],  # type: ignore[index]
-        "text": c.text,
+        "text": c.for_agents("text"),
         "independent_sessions": c.independent_sessions,
         "confidence": c.confidence,
         "contested": c.contested,

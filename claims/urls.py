@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from claims import views
+from claims import release_views, views
 
 app_name = "claims-api"
 
@@ -29,4 +29,8 @@ urlpatterns = [
     path("claims/<str:claim_id>/valid-until", _action("valid_until"), name="claim-valid-until"),
     path("claims/<str:claim_id>/merge", _action("merge"), name="claim-merge"),
     path("timeline", views.TimelineViewSet.as_view({"get": "list"}), name="timeline"),
+    path("screen/flagged", release_views.ScreenViewSet.as_view({"get": "flagged"}),
+         name="screen-flagged"),
+    path("screen/release", release_views.ScreenViewSet.as_view({"post": "release"}),
+         name="screen-release"),
 ]

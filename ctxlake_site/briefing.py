@@ -15,6 +15,7 @@ from mcp_bridge.contract import render, sanitize
 DEFAULT_MAX_TOKENS = 1500
 CHARS_PER_TOKEN = 4  # a deliberately pessimistic estimate for English and code
 LIST_ROWS = 8
+CHANGED_PATHS_SHOWN = 5  # per session line
 
 
 def estimate_tokens(text: str) -> int:
@@ -39,19 +40,37 @@ def _agents(roster: dict[str, Any]) -> list[str]:
 
 
 def _handoffs(handoffs: dict[str, Any]) -> list[str]:
+    """Each open handoff as its author's words (or the withheld marker the render put in)."""
     return [
-        f"- {h['id']} from {h['from_agent']} [{h['status']}, source trust {h['source_trust']}]:"
-        f" {h['summary']}" + (f" Next: {h['next']}" if h["next"] else "")
+        f"- {h['id']} from {h['from_agent']} [{h['status']}, source trust {h['source_trust']}]"
+        f", {h['from_agent']} wrote: “{h['summary']}”"
+        + (f" Next: “{h['next']}”" if h["next"] else "")
         for h in handoffs["handoffs"][:LIST_ROWS]
     ]
 
 
 def _history(history: dict[str, Any]) -> list[str]:
-    return [
-        f"- {s['started_at'][:10]} {s['agent_id']} in {s['repo'] or 'unknown repo'}: "
-        f"{s['outcome'] or 'no outcome yet'}" + (f" — {s['summary']}" if s["summary"] else "")
-        for s in history["sessions"][:LIST_ROWS]
-    ]
+    """A session by its facts (outcome, repo, branch, changed paths); its agent's summary
+    only when the instruction screen passed it, and then as that agent's words."""
+    return [_session_line(s) for s in history["sessions"][:LIST_ROWS]]
+
+
+def _session_line(s: dict[str, Any]) -> str:
+    where = s.get("repo") or "unknown repo"
+    if s.get("branch"):
+        where += f" ({s['branch']})"
+    line = f"- {str(s.get('started_at') or '')[:10]} {s['agent_id']} in {where}: " + (
+        s.get("outcome") or "no outcome yet")
+    paths = [str(p) for p in s.get("changed_paths") or []]
+    if paths:
+        shown = ", ".join(f"`{p}`" for p in paths[:CHANGED_PATHS_SHOWN])
+        more = len(paths) - CHANGED_PATHS_SHOWN
+        line += f"; changed {shown}" + (f" and {more} more" if more > 0 else "")
+    if "summary" in (s.get("withheld") or []):
+        return line + "; its summary is withheld until a moderator releases it"
+    if s.get("summary"):
+        line += f". {s['agent_id']} wrote: “{s['summary']}”"
+    return line
 
 
 def compose(

@@ -14,7 +14,7 @@ a REST caller may send an `Idempotency-Key` (see fleet.idempotency) for the same
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -95,13 +95,14 @@ class Ended:
 def end_session(
     session: Session, *, outcome: str, summary: str, changed_paths: Sequence[str],
     now: datetime | None = None, repo: str = "", branch: str = "",
-    started_at: datetime | None = None,
+    started_at: datetime | None = None, withheld: Sequence[Mapping[str, str]] = (),
 ) -> Ended:
-    """Close a session with its outcome; the files it says it changed mark citing claims."""
+    """Close a session with its outcome; the files it says it changed mark citing claims
+    and are kept on the row (the briefing lists them)."""
     with transaction.atomic(savepoint=False):
         session = api_presence.end_session(
             session, outcome=outcome, summary=summary, now=now, repo=repo, branch=branch,
-            started_at=started_at,
+            started_at=started_at, changed_paths=changed_paths, withheld=withheld,
         )
         report = signals.PathReport(
             list(changed_paths), session.ended_at or now or timezone.now(), session, session.agent,

@@ -7,14 +7,16 @@ Activity row. Free text is scrubbed with the bridge's redactor before it is stor
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
 from fleet import activity, sessions
 from fleet.models import Agent, Fleet, Session
-from mcp_bridge.contract import redact
+from mcp_bridge.contract import redact, screen
 
 
 class SessionTaken(Exception):
@@ -73,15 +75,19 @@ MAX_EARLIER_START = timedelta(days=30)
 def end_session(
     session: Session, *, outcome: str, summary: str = "", now: datetime | None = None,
     repo: str = "", branch: str = "", started_at: datetime | None = None,
+    changed_paths: Sequence[str] = (), withheld: Sequence[Mapping[str, str]] = (),
 ) -> Session:
     """Close a session with its outcome; ending it again updates outcome and summary.
 
     `repo` and `branch` (what the transcript capture found) fill in the session's; an empty
     value keeps what SessionStart recorded. `started_at` (the transcript's first message)
     moves the start earlier, never later: the server first hears of a session at its
-    first write, which may be long after the session began.
+    first write, which may be long after the session began. `withheld` lists the capture's
+    candidates that the instruction screen held back; each is screened again here and kept
+    with its spans for moderators (never proposed, never rendered for agents).
     """
-    fields = ["ended_at", "outcome", "summary"]
+    fields = ["ended_at", "outcome", "summary", "screen_flags", "screen_released_at",
+              "screen_released_by"]
     if started_at is not None and session.started_at - MAX_EARLIER_START <= started_at \
             < session.started_at:
         session.started_at = started_at
@@ -89,6 +95,13 @@ def end_session(
     session.ended_at = session.ended_at or max(now or timezone.now(), session.started_at)
     session.outcome = outcome
     session.summary = redact.scrub_text(summary)
+    session.screen_text_fields()
+    if changed_paths:
+        session.changed_paths = list(changed_paths)
+        fields.append("changed_paths")
+    if withheld:
+        session.capture_withheld = [_withheld(item) for item in withheld]
+        fields.append("capture_withheld")
     for name, value in (("repo", repo), ("branch", branch)):
         if value:
             setattr(session, name, redact.scrub_text(value))
@@ -98,3 +111,10 @@ def end_session(
         session.fleet, "session.ended", target=session, agent=session.agent, outcome=outcome
     )
     return session
+
+
+def _withheld(item: Mapping[str, str]) -> dict[str, Any]:
+    text = redact.scrub_text(item["text"])
+    return {"extractor": item["extractor"], "text": text,
+            "spans": screen.screen_text(text).as_list()}
+

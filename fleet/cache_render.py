@@ -12,11 +12,13 @@ from typing import Any
 from django.db.models import Q
 
 from fleet import leases
-from fleet.models import Activity, Agent, Fleet, Handoff, Lease, Session
+from fleet.models import Activity, Agent, Fleet, Handoff, Lease, Screened, Session
+from mcp_bridge.contract import screen
 
 ACTIVE_WINDOW = timedelta(hours=1)  # an agent seen this recently counts as active
 HISTORY_ROWS = 200
 REFUSALS_SHOWN = 5  # per agent, in roster.json's refused_claims
+CHANGED_PATHS_SHOWN = 20  # per session, in history.json
 
 
 def iso(moment: datetime | None) -> str | None:
@@ -33,7 +35,7 @@ def render_roster(fleet: Fleet, *, now: datetime) -> dict[str, Any]:
         .order_by("agent__agent_id", "path")
         .values_list(
             "pk", "agent_id", "agent__agent_id", "path", "reason", "acquired_at", "expires_at",
-            "offered_with_id",
+            "offered_with_id", "screen_flags", "screen_released_at",
         )
     )  # rows, not model instances: building 10k Lease objects cost more than the rest
     agents = {
@@ -48,11 +50,12 @@ def render_roster(fleet: Fleet, *, now: datetime) -> dict[str, Any]:
         .values_list("agent_id", "session_id")
     )
     held: dict[int, list[dict[str, Any]]] = {}
-    for _, agent_pk, _, path, reason, acquired_at, expires_at, offered_with in live:
+    for _, agent_pk, agent_id, path, reason, acquired_at, expires_at, offered_with, flags, \
+            released in live:
         held.setdefault(agent_pk, []).append(
             {
                 "path": path,
-                "reason": reason,
+                "reason": screen.withheld(agent_id) if flags and released is None else reason,
                 "acquired_at": iso(acquired_at),
                 "expires_at": iso(expires_at),
                 "offered_with": f"h-{offered_with}" if offered_with else None,
@@ -114,6 +117,8 @@ def _refused_claims(fleet: Fleet, now: datetime) -> dict[int, list[dict[str, Any
 
 
 def render_history(fleet: Fleet) -> dict[str, Any]:
+    """Recent sessions; a summary the instruction screen flagged is the withheld marker
+    (and `withheld` names it) until a person releases it."""
     sessions = Session.objects.filter(fleet=fleet).select_related("agent")[:HISTORY_ROWS]
     return {
         "sessions": [
@@ -121,14 +126,23 @@ def render_history(fleet: Fleet) -> dict[str, Any]:
                 "session_id": s.session_id,
                 "agent_id": s.agent.agent_id,
                 "repo": s.repo,
+                "branch": s.branch or None,
                 "started_at": iso(s.started_at),
                 "ended_at": iso(s.ended_at),
                 "outcome": s.outcome or None,
-                "summary": s.summary,
+                "summary": s.for_agents("summary"),
+                "changed_paths": s.changed_paths[:CHANGED_PATHS_SHOWN],
+                **_withheld(s),
             }
             for s in sessions
         ]
     }
+
+
+def _withheld(row: Screened) -> dict[str, list[str]]:
+    """{"withheld": [fields]} for a row whose flagged text agents must not see, else {}."""
+    fields = [f for f in row.SCREENED_FIELDS if row.withholds(f)]
+    return {"withheld": fields} if fields else {}
 
 
 def render_handoffs(fleet: Fleet, *, now: datetime | None = None) -> dict[str, Any]:
@@ -152,8 +166,9 @@ def render_handoffs(fleet: Fleet, *, now: datetime | None = None) -> dict[str, A
                 "from_agent": h.from_agent.agent_id,
                 "session_id": h.from_session.session_id if h.from_session else None,
                 "status": h.status,
-                "summary": h.summary,
-                "next": h.next_steps or None,
+                "summary": h.for_agents("summary"),
+                "next": h.for_agents("next_steps") or None,
+                **_withheld(h),
                 "created_at": iso(h.created_at),
                 "source_trust": h.source_trust,
                 "version": h.version,

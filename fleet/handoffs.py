@@ -7,6 +7,7 @@ silently overwriting their change.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -67,7 +68,10 @@ def create_handoff(
 
 
 def create_handoffs(handoffs: list[Handoff]) -> list[Handoff]:
-    """Insert unsaved handoffs in one statement, each with its `handoff.created` activity."""
+    """Insert unsaved handoffs in one statement, each with its `handoff.created` activity
+    and the instruction screen's verdict on its summary and next steps."""
+    for handoff in handoffs:
+        handoff.screen_text_fields()
     with transaction.atomic(savepoint=False):
         Handoff.objects.bulk_create(handoffs)
         for handoff in handoffs:
@@ -115,8 +119,8 @@ def offer_leases(handoff: Handoff, *, now: datetime | None = None) -> list[Lease
 
 _TAKE_OVER = """
     INSERT INTO fleet_lease (fleet_id, agent_id, session_id, path, prefix, reason, acquired_at,
-                             expires_at)
-    VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+                             expires_at, screen_flags, screen_released_at, screen_released_by_id)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s)
     ON CONFLICT (fleet_id, agent_id, path) WHERE released_at IS NULL
     DO UPDATE SET expires_at = GREATEST(fleet_lease.expires_at, EXCLUDED.expires_at)
     RETURNING id
@@ -156,6 +160,9 @@ def _transfer_offered(
                     lease.reason,
                     now,
                     lease.expires_at,
+                    json.dumps(lease.screen_flags),  # the reason's verdict moves with it
+                    lease.screen_released_at,
+                    lease.screen_released_by_id,
                 ],
             )
     paths = sorted(lease.path for lease in offered)

@@ -27,6 +27,7 @@ from fleet.globs import (
     prefixes_of,
 )
 from fleet.models import Agent, Lease, Session
+from mcp_bridge.contract import screen
 
 MAX_PATHS_PER_CLAIM = 100
 MAX_TTL = timedelta(days=7)
@@ -413,13 +414,20 @@ def _lease(fleet_id: int, row: tuple[Any, ...], **more: Any) -> Lease:
 
 _UPSERT_MANY = """
     INSERT INTO fleet_lease (fleet_id, agent_id, session_id, path, prefix, reason, acquired_at,
-                             expires_at)
-    SELECT %s, r.agent_id, r.session_id, r.path, r.prefix, r.reason, r.acquired_at, r.expires_at
+                             expires_at, screen_flags)
+    SELECT %s, r.agent_id, r.session_id, r.path, r.prefix, r.reason, r.acquired_at, r.expires_at,
+           r.screen_flags
     FROM jsonb_to_recordset(%s::jsonb) AS r(agent_id bigint, session_id bigint, path text,
                                             prefix text, reason text, acquired_at timestamptz,
-                                            expires_at timestamptz)
+                                            expires_at timestamptz, screen_flags jsonb)
     ON CONFLICT (fleet_id, agent_id, path) WHERE released_at IS NULL
     DO UPDATE SET reason = EXCLUDED.reason,
+                  screen_flags = EXCLUDED.screen_flags,
+                  -- a person's release holds for the text released, not for a new reason
+                  screen_released_at = CASE WHEN fleet_lease.reason = EXCLUDED.reason
+                                            THEN fleet_lease.screen_released_at END,
+                  screen_released_by_id = CASE WHEN fleet_lease.reason = EXCLUDED.reason
+                                               THEN fleet_lease.screen_released_by_id END,
                   -- a renewal stamped before the lease was acquired (a late spool line
                   -- after a REST claim) keeps the expiry it has rather than break it
                   expires_at = CASE WHEN EXCLUDED.expires_at > fleet_lease.acquired_at
@@ -436,7 +444,10 @@ def _upsert_many(
     expires).
 
     The rows travel as one JSON document, which costs less to send than parallel arrays.
+    Each request's reason is screened once (mcp_bridge.contract.screen), for all its paths.
     """
+    flags = {id(request): screen.screen_fields({"reason": request.reason})
+             for request, _, _, _ in valid}
     rows = [
         {
             "agent_id": request.agent.pk,
@@ -444,6 +455,7 @@ def _upsert_many(
             "path": path,
             "prefix": literal_prefix(path),
             "reason": request.reason,
+            "screen_flags": flags[id(request)],
             "acquired_at": now.isoformat(),
             "expires_at": expires.isoformat(),
         }

@@ -19,6 +19,7 @@ from fleet.constraints import in_choices, not_blank
 from fleet.globs import BadPath, literal_prefix
 from mcp_bridge import contract
 from mcp_bridge.contract import events as ev
+from mcp_bridge.contract import screen
 
 
 class MemoryMode(models.TextChoices):
@@ -106,6 +107,59 @@ class Agent(models.Model):
         return f"{self.agent_id}@{self.fleet.slug}"
 
 
+class Screened(models.Model):
+    """A row holding text one agent wrote for others, with the instruction screen's verdict.
+
+    `screen_flags` is {field: spans} for each field of SCREENED_FIELDS the screen flagged
+    when the text arrived (mcp_bridge.contract.screen, the same check at every door); the
+    renderers show such a field to agents as screen.withheld(author) until a person
+    releases it (fleet.screening.release_text, audited). Set by `screen_text_fields()` in
+    the domain action that writes the text, never by a form or a signal.
+    """
+
+    SCREENED_FIELDS: tuple[str, ...] = ()
+    #: The foreign key to the agent who wrote the text (named in the withheld marker).
+    SCREEN_AUTHOR = "agent"
+
+    screen_flags = models.JSONField(
+        default=dict, blank=True, editable=False,
+        help_text="Instruction-like spans per field, found at ingest: {field: [spans]}.",
+    )
+    screen_released_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+        related_name="+", editable=False,
+    )
+    screen_released_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        abstract = True
+
+    def screen_text_fields(self) -> dict[str, list[dict[str, Any]]]:
+        """Screen this row's text fields as they are now; a new verdict needs a new release."""
+        self.screen_flags = screen.screen_fields(
+            {name: getattr(self, name) for name in self.SCREENED_FIELDS}
+        )
+        self.screen_released_by = None
+        self.screen_released_at = None
+        return self.screen_flags
+
+    @property
+    def screen_pending(self) -> bool:
+        """Flagged and not yet released: what agents must not see."""
+        return bool(self.screen_flags) and self.screen_released_at is None
+
+    def withholds(self, field: str) -> bool:
+        return field in self.screen_flags and self.screen_released_at is None
+
+    def for_agents(self, field: str) -> str:
+        """The field as other agents may see it: the text, or the withheld marker naming
+        its author (looked up only then, so a render of clean rows costs no query)."""
+        if not self.withholds(field):
+            return getattr(self, field)
+        author = getattr(self, self.SCREEN_AUTHOR)
+        return screen.withheld(author.agent_id if author is not None else None)
+
+
 class SessionOutcome(models.TextChoices):
     UNKNOWN = "", "unknown"
     SUCCESS = "success", "success"
@@ -114,8 +168,9 @@ class SessionOutcome(models.TextChoices):
     ABANDONED = "abandoned", "abandoned"
 
 
-class Session(models.Model):
+class Session(Screened):
     Outcome = SessionOutcome
+    SCREENED_FIELDS = ("summary",)
 
     fleet = models.ForeignKey(Fleet, on_delete=models.CASCADE, related_name="sessions")
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="sessions")
@@ -126,6 +181,14 @@ class Session(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True)
     outcome = models.CharField(max_length=16, choices=Outcome.choices, blank=True, default="")
     summary = models.TextField(blank=True)
+    changed_paths = models.JSONField(
+        default=list, blank=True, help_text="Paths the session said it changed (session.end)."
+    )
+    capture_withheld = models.JSONField(
+        default=list, blank=True, editable=False,
+        help_text="Capture candidates the instruction screen held back: "
+        "[{extractor, text, spans}]; never proposed, shown to moderators only.",
+    )
     # When the server first and last saw an event of this session (fleet.sessions).
     first_seen_at = models.DateTimeField(null=True, blank=True)
     last_seen_at = models.DateTimeField(null=True, blank=True)
@@ -156,8 +219,10 @@ class LeaseQuerySet(models.QuerySet["Lease"]):
         return self.filter(released_at__isnull=True, expires_at__lte=at or timezone.now())
 
 
-class Lease(models.Model):
+class Lease(Screened):
     """An advisory hold on a path or glob. Advisory: overlapping holders are told, not refused."""
+
+    SCREENED_FIELDS = ("reason",)
 
     fleet = models.ForeignKey(Fleet, on_delete=models.CASCADE, related_name="leases")
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="leases")
@@ -248,8 +313,11 @@ class HandoffState(models.TextChoices):
     CLEARED = "cleared", "cleared"
 
 
-class Handoff(models.Model):
+class Handoff(Screened):
     """A note left for whoever picks the work up next; versioned for compare-and-swap."""
+
+    SCREENED_FIELDS = ("summary", "next_steps")
+    SCREEN_AUTHOR = "from_agent"
 
     Status = HandoffStatus
 

@@ -90,7 +90,22 @@ class AgentSerializer(serializers.ModelSerializer[Agent]):
         fields = ("agent_id", "runtime", "host", "last_seen_at", "created_at")
 
 
-class SessionSerializer(serializers.ModelSerializer[Session]):
+class WithholdsFlagged(serializers.ModelSerializer[Any]):
+    """Output of a screened row (fleet.models.Screened): flagged text no person has released
+    is the withheld marker, and `withheld` names those fields — over REST as in the cache,
+    whatever the caller's role (operators release it in the admin or over REST first)."""
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        fields = [f for f in instance.SCREENED_FIELDS if instance.withholds(f) and f in data]
+        for name in fields:
+            data[name] = instance.for_agents(name)
+        if fields:
+            data["withheld"] = fields
+        return data
+
+
+class SessionSerializer(WithholdsFlagged):
     agent_id = serializers.CharField(source="agent.agent_id", read_only=True)
 
     class Meta:
@@ -104,6 +119,7 @@ class SessionSerializer(serializers.ModelSerializer[Session]):
             "ended_at",
             "outcome",
             "summary",
+            "changed_paths",
         )
 
 
@@ -113,7 +129,7 @@ class OverlapSerializer(serializers.Serializer[Any]):
     expires_at = serializers.DateTimeField()
 
 
-class LeaseSerializer(serializers.ModelSerializer[Lease]):
+class LeaseSerializer(WithholdsFlagged):
     agent_id = serializers.CharField(source="agent.agent_id", read_only=True)
     session_id = serializers.CharField(
         source="session.session_id", read_only=True, allow_null=True, default=None
@@ -139,7 +155,7 @@ class LeaseSerializer(serializers.ModelSerializer[Lease]):
         return OverlapSerializer(overlaps, many=True).data  # type: ignore[return-value]
 
 
-class HandoffSerializer(serializers.ModelSerializer[Handoff]):
+class HandoffSerializer(WithholdsFlagged):
     from_agent_id = serializers.CharField(source="from_agent.agent_id", read_only=True)
     from_session_id = serializers.CharField(
         source="from_session.session_id", read_only=True, allow_null=True, default=None

@@ -237,10 +237,13 @@ def apply_session_end(event: Envelope) -> dict[str, Any]:
         repo=_text(event.payload, "repo", limit=ev.REPO_MAX_CHARS),
         branch=_text(event.payload, "branch", limit=ev.BRANCH_MAX_CHARS),
         started_at=_instant(event.payload, "started_at"),
+        withheld=event.payload.get("withheld") or (),  # checked by events.problem
     )
     result: dict[str, Any] = {
         "session": session.session_id, "outcome": outcome or None, "changed_paths": changed,
     }
     if ended.possibly_stale:
         result["possibly_stale"] = ended.possibly_stale
+    if ended.session.screen_flags:
+        result["screened"] = sorted(ended.session.screen_flags)
     return result
