@@ -453,7 +453,8 @@ def _actor(by: Any) -> dict[str, Any]:
 def gate_problems(claim: Claim) -> list[str]:
     """Why `claim` may not be promoted right now; [] means the gate is open."""
     problems = []
-    citations = list(claim.evidence.values(*CITATION_FIELDS))
+    rows = list(claim.evidence.all())  # one read for the citations and the screen
+    citations = [{f: getattr(e, f) for f in CITATION_FIELDS} for e in rows]
     if not citations:
         problems.append("it has no evidence")
     elif any(not c["session_id"].strip() or not c["message_id"].strip() for c in citations):
@@ -466,17 +467,17 @@ def gate_problems(claim: Claim) -> list[str]:
     secrets = redact.find_secrets([claim.text, claim.subject, citations])
     if secrets:
         problems.append(f"it contains what looks like a secret ({', '.join(secrets)})")
-    flagged = withheld_reasons(claim)
+    flagged = withheld_reasons(claim, rows)
     if flagged:
         problems.append(f"it reads as instructions to an agent ({flagged}): read the marked "
                         "text, and release it first if it is a plain observation")
     return problems
 
 
-def withheld_reasons(claim: Claim) -> str:
+def withheld_reasons(claim: Claim, evidence: Iterable[Evidence] | None = None) -> str:
     """Why the claim's text or an excerpt of its evidence is withheld from agents, or ""."""
     flags = dict(claim.screen_flags) if claim.screen_pending else {}
-    for e in claim.evidence.all():
+    for e in claim.evidence.all() if evidence is None else evidence:
         if e.screen_pending:
             flags[f"evidence {e.pk}"] = e.screen_flags["excerpt"]
     return screen.reasons(flags)
