@@ -58,21 +58,32 @@ class FlaggedSerializer(serializers.Serializer[Any]):
     text = serializers.DictField(help_text="{field: the text as written}")
 
 
+class ReleasedSerializer(FlaggedSerializer):
+    released_at = serializers.DateTimeField()
+
+
+class FlaggedListSerializer(serializers.Serializer[Any]):
+    results = FlaggedSerializer(many=True)
+    truncated = serializers.BooleanField(
+        help_text=f"True when a kind had more than {FLAGGED_ROWS} rows waiting.")
+
+
 @extend_schema(tags=["moderation"], parameters=[FLEET_PARAM])
 class ScreenViewSet(FleetViewSet):
     roles = {"flagged": MODERATE, "release": MODERATE}
 
     @extend_schema(summary="Text the instruction screen holds back from agents (operator)",
-                   responses={200: FlaggedSerializer(many=True)})
+                   responses={200: FlaggedListSerializer})
     def flagged(self, request: Request, fleet: str) -> Response:
-        rows = []
+        rows, truncated = [], False
         for kind, qs in self._tables().items():
-            for row in _pending(qs).order_by("-pk")[:FLAGGED_ROWS]:
-                rows.append(self._flagged(kind, row))
-        return Response(FlaggedSerializer(rows, many=True).data)
+            found = list(_pending(qs).order_by("-pk")[:FLAGGED_ROWS + 1])
+            truncated |= len(found) > FLAGGED_ROWS
+            rows += [self._flagged(kind, row) for row in found[:FLAGGED_ROWS]]
+        return Response(FlaggedListSerializer({"results": rows, "truncated": truncated}).data)
 
     @extend_schema(summary="Release one row's flagged text to agents (operator; audited)",
-                   request=ReleaseRequest, responses={200: FlaggedSerializer})
+                   request=ReleaseRequest, responses={200: ReleasedSerializer})
     def release(self, request: Request, fleet: str) -> Response:
         data = self.valid(ReleaseRequest)
         row = self._find(data["kind"], data["id"])
@@ -84,8 +95,8 @@ class ScreenViewSet(FleetViewSet):
                             status=status.HTTP_409_CONFLICT)
         except moderation.GateRefused as exc:
             raise exceptions.PermissionDenied(str(exc)) from exc
-        return Response({**self._flagged(data["kind"], done),
-                         "released_at": done.screen_released_at})
+        return Response(ReleasedSerializer(
+            {**self._flagged(data["kind"], done), "released_at": done.screen_released_at}).data)
 
     def _tables(self) -> dict[str, QuerySet[Any]]:
         fleet = self.request.fleet

@@ -239,6 +239,8 @@ SPECTACULAR_SETTINGS = {
         "ClaimStatusEnum": "claims.models.ClaimStatus",
         "HandoffStatusEnum": "fleet.models.HandoffStatus",
         "HandoffStateEnum": "fleet.models.HandoffState",
+        "ScreenedKindEnum": "claims.release_views.KINDS",
+        "ClaimEventKindEnum": "claims.models.EventKind",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

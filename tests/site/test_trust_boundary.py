@@ -130,7 +130,9 @@ def test_injected_text_over_rest_is_withheld_and_an_operator_releases_it(
 
     handoffs = agent.get(f"{base}/handoffs").json()["results"]
     assert handoffs[0]["summary"] == MARKER and handoffs[0]["withheld"] == ["summary"]
-    flagged = operator.get(f"{base}/screen/flagged").json()
+    listed = operator.get(f"{base}/screen/flagged").json()
+    flagged, assert_truncated = listed["results"], listed["truncated"]
+    assert assert_truncated is False
     assert sorted(f["kind"] for f in flagged) == ["handoff", "lease", "session"]
     assert all(f["author"] == "ada" and f["flags"] for f in flagged)
 
