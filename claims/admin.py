@@ -23,7 +23,7 @@ from django.utils.timesince import timesince
 
 from claims import admin_filters, admin_forms, admin_scope, admin_views, review
 from claims.models import Claim, ClaimEvent
-from claims.reveal import has_hidden, reveal
+from fleet.reveal import has_hidden, reveal
 from mcp_bridge.contract import sanitize
 
 QUEUE_FILTERS = (

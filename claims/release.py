@@ -13,11 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from claims.models import Claim, Evidence
 from claims.moderation import GateRefused, can_moderate
 from fleet import activity, rendering
+from fleet import screen_view as sv
 from fleet.models import ApiToken, Screened
 
 RELEASED = "screen.released"
@@ -56,6 +58,23 @@ def release_text(row: Screened, *, by: Any, note: str = "") -> Screened:
     rendering.request_render(fleet)
     locked.refresh_from_db()
     return locked
+
+
+def claims_in_state(qs: QuerySet[Claim], state: str) -> QuerySet[Claim]:
+    """Claims by the screen's verdict on their text and their excerpts together, as a
+    release treats them: flagged while any waits for a person, released once every
+    flagged one was released, clean if the screen found nothing in any of them."""
+    excerpts, q = Evidence.objects.order_by(), sv.STATE_Q
+    if state == sv.FLAGGED:
+        waiting = excerpts.filter(q[sv.FLAGGED]).values("claim_id")
+        return qs.filter(q[sv.FLAGGED] | Q(pk__in=waiting))
+    flagged_excerpts = excerpts.exclude(q[sv.CLEAN]).values("claim_id")
+    if state == sv.CLEAN:
+        return qs.filter(q[sv.CLEAN]).exclude(pk__in=flagged_excerpts)
+    if state != sv.RELEASED:
+        raise ValueError(f"no screen state {state!r}")
+    waiting = claims_in_state(Claim.objects.order_by(), sv.FLAGGED).values("pk")
+    return qs.filter(q[sv.RELEASED] | Q(pk__in=flagged_excerpts)).exclude(pk__in=waiting)
 
 
 def _fleet(row: Screened) -> Any:

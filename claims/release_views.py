@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Model, Q, QuerySet
+from django.db.models import Model, QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
@@ -19,6 +19,7 @@ from claims import moderation, release
 from claims.models import Claim, Evidence
 from fleet.models import ApiToken, Handoff, Lease, Screened, Session
 from fleet.permissions import MODERATE
+from fleet.screen_view import FLAGGED, STATE_Q
 from fleet.serializers import PlainText
 from fleet.views import FLEET_PARAM, FleetViewSet
 
@@ -28,11 +29,9 @@ FLAGGED_ROWS = 200  # per kind, newest first
 
 def _pending(qs: QuerySet[Any]) -> QuerySet[Any]:
     """Rows with flagged text no person has released (a claim also by its evidence)."""
-    waiting = ~Q(screen_flags={}) & Q(screen_released_at__isnull=True)
     if qs.model is Claim:
-        excerpts = Evidence.objects.filter(waiting).values("claim_id")
-        return qs.filter(waiting | Q(pk__in=excerpts))
-    return qs.filter(waiting)
+        return release.claims_in_state(qs, FLAGGED)
+    return qs.filter(STATE_Q[FLAGGED])
 
 
 def public_id(kind: str, row: Model) -> str:

@@ -21,8 +21,10 @@ from django.db.models.functions import Concat
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
-from fleet import scope, tokens
+from fleet import scope, screen_view, tokens
+from fleet.admin_screen import ScreenedAdmin, ScreenFilter, path_list
 from fleet.globs import overlaps
 from fleet.models import (
     Activity,
@@ -166,7 +168,7 @@ class AgentAdmin(FleetScopedAdmin):
 
 
 @admin.register(Session)
-class SessionAdmin(FleetScopedAdmin):
+class SessionAdmin(ScreenedAdmin, FleetScopedAdmin):
     list_display = (
         "session_id",
         "fleet",
@@ -176,15 +178,37 @@ class SessionAdmin(FleetScopedAdmin):
         "last_seen_at",
         "outcome",
         "summary_text",
+        "screen",
     )
-    list_filter = (("fleet", ScopedFilter), "outcome")
+    list_filter = (("fleet", ScopedFilter), "outcome", ScreenFilter)
     search_fields = ("session_id", "repo", "summary")
     list_select_related = ("fleet", "agent")
     autocomplete_fields = ("agent",)
+    # The paths and the withheld candidates are what the session reported: shown, not edited.
+    shown_as = {"changed_paths": "changed_paths_list"}
+    readonly_fields = ("capture_withheld_list",)
 
     @admin.display(description="summary")
     def summary_text(self, session: Session) -> str:
         return session.summary[:120]
+
+    @admin.display(description="screen")
+    def screen(self, session: Session) -> SafeString:
+        """The summary's badge, and a count of capture candidates the screen held back."""
+        held = len(session.capture_withheld) if isinstance(session.capture_withheld, list) else 0
+        if not held:
+            return super().screen(session)
+        return format_html('{} <span class="screen-badge" title="{}">⚠ {} withheld</span>',
+                           super().screen(session), "capture candidates the screen held back",
+                           f"{held} candidate{'s' if held != 1 else ''}")
+
+    @admin.display(description="changed paths")
+    def changed_paths_list(self, session: Session) -> SafeString:
+        return path_list(session.changed_paths)
+
+    @admin.display(description="capture candidates withheld")
+    def capture_withheld_list(self, session: Session) -> SafeString:
+        return screen_view.withheld_candidates(session.capture_withheld)
 
 
 class LeaseLiveFilter(admin.SimpleListFilter):
@@ -210,7 +234,7 @@ def _now() -> datetime:
 
 
 @admin.register(Lease)
-class LeaseAdmin(FleetScopedAdmin):
+class LeaseAdmin(ScreenedAdmin, FleetScopedAdmin):
     """Leases with what the demo exists to show: which live leases overlap another's."""
 
     list_display = (
@@ -222,8 +246,9 @@ class LeaseAdmin(FleetScopedAdmin):
         "acquired_at",
         "expires_at",
         "released_at",
+        "screen",
     )
-    list_filter = (LeaseLiveFilter, ("fleet", ScopedFilter))
+    list_filter = (LeaseLiveFilter, ("fleet", ScopedFilter), ScreenFilter)
     search_fields = ("path", "reason")
     list_select_related = ("fleet", "agent")
     autocomplete_fields = ("agent", "session")
@@ -272,7 +297,7 @@ class LeaseAdmin(FleetScopedAdmin):
 
 
 @admin.register(Handoff)
-class HandoffAdmin(FleetScopedAdmin):
+class HandoffAdmin(ScreenedAdmin, FleetScopedAdmin):
     list_display = (
         "id",
         "fleet",
@@ -283,8 +308,9 @@ class HandoffAdmin(FleetScopedAdmin):
         "state",
         "source_trust",
         "created_at",
+        "screen",
     )
-    list_filter = (("fleet", ScopedFilter), "state", "source_trust", "status")
+    list_filter = (("fleet", ScopedFilter), "state", "source_trust", "status", ScreenFilter)
     search_fields = ("summary", "next_steps")
     list_select_related = ("fleet", "from_agent")
     autocomplete_fields = ("from_agent", "from_session", "picked_up_by", "picked_up_session")

@@ -7,7 +7,7 @@ from typing import Any
 from django import template
 from django.utils.safestring import SafeString
 
-from claims.reveal import reveal as _reveal
+from fleet.reveal import reveal as _reveal
 
 register = template.Library()
 

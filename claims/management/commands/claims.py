@@ -21,7 +21,7 @@ from django.utils.timesince import timesince
 
 from claims import moderation
 from claims.models import Claim
-from claims.reveal import reveal_plain
+from fleet.reveal import reveal_plain
 from fleet import lineage
 from fleet.models import Fleet
 

@@ -6,6 +6,10 @@ tag-character instruction or a bidi override is exactly the claim not to promote
 such code point is shown as a visible badge (`<U+200B>`), and a run of Unicode tag
 characters, which spell out hidden ASCII, is shown decoded as one badge. `reveal` is for
 HTML (the admin), `reveal_plain` for a terminal (the `claims` command).
+
+It lives in fleet, the lower layer, because every agent-written text needs it: a session
+summary or a handoff note hides characters as well as a claim does, and fleet's admin
+may not import claims.
 """
 
 from __future__ import annotations
