@@ -13,18 +13,23 @@ from typing import Any
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.contrib.admin.views.main import ChangeList
-from django.db.models import Prefetch, QuerySet
+from django.contrib.postgres.aggregates import JSONBAgg
+from django.db.models import OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models.functions import JSONObject
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 
 from claims import admin_filters, admin_forms, admin_scope, admin_views, review
-from claims.models import Claim, ClaimEvent
+from claims.admin_release import ReleaseAction
+from claims.models import Claim, ClaimEvent, Evidence
+from fleet import screen_view
 from fleet.reveal import has_hidden, reveal
-from mcp_bridge.contract import sanitize
+from mcp_bridge.contract import sanitize, screen
 
 QUEUE_FILTERS = (
     admin_filters.FleetFilter,
@@ -33,10 +38,12 @@ QUEUE_FILTERS = (
     admin_filters.SubjectFilter,
     admin_filters.SessionsFilter,
     admin_filters.AgeFilter,
+    admin_filters.ScreenFilter,
 )
 QUEUE_COLUMNS = (
     "public_id",
     "queue_text",
+    "screen",
     "source",
     "group",
     "near",
@@ -106,11 +113,26 @@ class ModeratorOnly:
         return False
 
 
+def with_excerpt_flags(qs: QuerySet[Claim]) -> QuerySet[Claim]:
+    """Each claim with its flagged excerpts' verdicts ([{flags, released}] or None), in
+    one subquery, so the screen column costs no query per row."""
+    flagged = (
+        Evidence.objects.filter(claim_id=OuterRef("pk"))
+        .exclude(screen_flags={})
+        .order_by()
+        .values("claim_id")
+        .annotate(all=JSONBAgg(JSONObject(flags="screen_flags", released="screen_released_at")))
+        .values("all")
+    )
+    return qs.annotate(excerpt_flags=Subquery(flagged))
+
+
 @admin.register(Claim)
-class ClaimAdmin(ModeratorOnly, admin.ModelAdmin[Claim]):
+class ClaimAdmin(ReleaseAction, ModeratorOnly, admin.ModelAdmin[Claim]):
     list_display = (
         "public_id",
         "queue_text",
+        "screen",
         "status",
         "contested_mark",
         "type",
@@ -119,10 +141,12 @@ class ClaimAdmin(ModeratorOnly, admin.ModelAdmin[Claim]):
         "waiting",
     )
     list_display_links = ("public_id",)
-    list_filter = (admin_filters.FleetFilter, "status", "contested", "type")
+    list_filter = (
+        admin_filters.FleetFilter, "status", "contested", "type", admin_filters.ScreenFilter
+    )
     search_fields = ("text", "subject")
     list_per_page = 50
-    actions = ("promote_selected", "reject_selected")
+    actions = ("promote_selected", "reject_selected", "release_selected")
     fields = ("text", "type", "subject", "status", "scope", "contested", "confidence")
     change_form_template = "admin/claims/claim/review.html"
     change_list_template = "admin/claims/claim/change_list.html"
@@ -137,10 +161,10 @@ class ClaimAdmin(ModeratorOnly, admin.ModelAdmin[Claim]):
             # cut rather than joined into every row before the sort (a third of its time).
             near = Prefetch("near_claim", Claim.objects.only("pk", "fleet_id", "number"))
             qs = qs.proposed().select_related("fleet", "proposed_by").prefetch_related(near)
-            return qs.defer("embedding", "search_vector")
-        return qs.select_related("fleet", "proposed_by", "near_claim").defer(
+            return with_excerpt_flags(qs.defer("embedding", "search_vector"))
+        return with_excerpt_flags(qs.select_related("fleet", "proposed_by", "near_claim").defer(
             "embedding", "search_vector", "near_claim__embedding", "near_claim__search_vector"
-        )
+        ))
 
     def get_ordering(self, request: HttpRequest) -> tuple[Any, ...]:
         return QUEUE_ORDERING if in_queue(request) else ALL_ORDERING
@@ -172,6 +196,15 @@ class ClaimAdmin(ModeratorOnly, admin.ModelAdmin[Claim]):
     def queue_text(self, claim: Claim) -> str:
         text = claim.text if len(claim.text) <= 120 else claim.text[:119] + "…"
         return reveal(text)
+
+    @admin.display(description="screen")
+    def screen(self, claim: Claim) -> SafeString:
+        """⚠ while the text or an excerpt is withheld from agents; "released" after."""
+        flags, pending = dict(claim.screen_flags), claim.screen_pending
+        for n, excerpt in enumerate(getattr(claim, "excerpt_flags", None) or []):
+            flags[f"evidence {n}"] = excerpt["flags"].get("excerpt", [])
+            pending |= excerpt["released"] is None
+        return screen_view.badge(flags, pending=pending)
 
     @admin.display(description="source", ordering="extractor")
     def source(self, claim: Claim) -> str:
@@ -292,11 +325,13 @@ class ClaimAdmin(ModeratorOnly, admin.ModelAdmin[Claim]):
     def review_context(self, claim: Claim) -> dict[str, Any]:
         facts = review.review_of(claim)
         live = claim.status == Claim.Status.PROPOSED
+        spans = claim.screen_flags.get("text")
         return {
             "title": f"Review {claim.public_id}",
             "subtitle": None,  # str(claim) would put agent-written text in the <title>
             "review": facts,
-            "text_html": reveal(claim.text),
+            "text_html": screen_view.marked(claim.text, spans) if spans else reveal(claim.text),
+            **self.screen_context(claim, facts),
             "agents_see": sanitize.clean_text(claim.text) if has_hidden(claim.text) else None,
             "can_decide": live,
             "can_contest": claim.status == Claim.Status.PROMOTED,
@@ -316,6 +351,21 @@ class ClaimAdmin(ModeratorOnly, admin.ModelAdmin[Claim]):
             "valid_until_form": admin_forms.ValidUntilForm(
                 initial={"valid_until": claim.valid_until}, auto_id="valid_until_%s"
             ),
+        }
+
+    def screen_context(self, claim: Claim, facts: review.Review) -> dict[str, Any]:
+        """The screen panel: what is flagged (the claim and its excerpts, released as one),
+        whether it still waits for a person, and the row that says who released it."""
+        rows = [r for r in (claim, *(c.evidence for c in facts.evidence)) if r.screen_flags]
+        author = claim.proposed_by.agent_id if claim.proposed_by else None
+        flags = {f"{n} {f}": v for n, r in enumerate(rows) for f, v in r.screen_flags.items()}
+        return {
+            "screen_rows": rows,
+            "screen_pending": any(r.screen_pending for r in rows),
+            "screen_released": next((r for r in rows if r.screen_released_at), None),
+            "screen_reasons": screen.reasons(flags),
+            "withheld_marker": screen.withheld(author),
+            "release_form": admin_forms.ReleaseForm(auto_id="release_%s"),
         }
 
     # Bulk actions -----------------------------------------------------------------------

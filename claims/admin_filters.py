@@ -1,5 +1,5 @@
 """Review-queue filters: fleet (only granted ones), source, subject, independent sessions,
-age.
+age, screen.
 
 Each filter's choices come from what the moderator may see, never from all fleets: a
 filter listing another fleet's name or subjects would leak it.
@@ -15,8 +15,9 @@ from django.db.models import Count, F, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from claims import admin_scope
+from claims import admin_scope, release
 from claims.models import Claim
+from fleet import admin_screen as fleet_admin_screen
 
 TOP_SUBJECTS = 15
 
@@ -144,3 +145,11 @@ class AgeFilter(admin.SimpleListFilter):
         if under is not None:
             queryset = queryset.filter(created_at__gt=now - under)
         return queryset
+
+
+class ScreenFilter(fleet_admin_screen.ScreenFilter):
+    """screen: flagged / released / clean, reading a claim with its evidence's excerpts
+    (claims.release.claims_in_state: the same rule the release follows)."""
+
+    def in_state(self, queryset: QuerySet[Any], state: str) -> QuerySet[Any]:
+        return release.claims_in_state(queryset, state)

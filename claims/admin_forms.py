@@ -83,3 +83,9 @@ class BulkRejectForm(forms.Form):
     reason = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 2}), max_length=2000, label="Reason (for every one)"
     )
+
+
+class ReleaseForm(forms.Form):
+    """Release flagged text: an optional note for the audit (why it is a plain observation)."""
+
+    note = forms.CharField(required=False, max_length=2000, label="Why it is safe (optional)")

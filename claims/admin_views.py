@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from claims import admin_forms, moderation
+from claims import admin_forms, moderation, release
 from claims.models import Claim
 
 if TYPE_CHECKING:
@@ -164,6 +164,22 @@ def valid_until(admin: ClaimAdmin, request: HttpRequest, claim: Claim) -> HttpRe
     return HttpResponseRedirect(claim_url(claim))
 
 
+def release_text(admin: ClaimAdmin, request: HttpRequest, claim: Claim) -> HttpResponse:
+    """"Release flagged text": the claim's text and its excerpts reach agents as written
+    (claims.release, audited); the page then shows who released it."""
+    form = admin_forms.ReleaseForm(request.POST)
+    if not form.is_valid():
+        return _invalid(admin, request, claim, form)
+    try:
+        release.release_text(claim, by=request.user, note=form.cleaned_data["note"])
+    except (moderation.GateRefused, release.NothingToRelease) as exc:
+        _refused(admin, request, exc)
+    else:
+        admin.message_user(request, f"Released the flagged text of {claim.public_id}; "
+                           "agents see it as written.", messages.SUCCESS)
+    return HttpResponseRedirect(claim_url(claim))
+
+
 def _noted(verb: str, fn: Callable[..., Claim]) -> Handler:
     def handler(admin: ClaimAdmin, request: HttpRequest, claim: Claim) -> HttpResponse:
         form = admin_forms.NoteForm(request.POST)
@@ -190,6 +206,7 @@ HANDLERS: dict[str, Handler] = {
     "supersede": _supersede(this_is_old=True),
     "replace": _supersede(this_is_old=False),
     "valid_until": valid_until,
+    "release": release_text,
 }
 
 

@@ -21,9 +21,9 @@ from django.utils.timesince import timesince
 
 from claims import moderation
 from claims.models import Claim
-from fleet.reveal import reveal_plain
 from fleet import lineage
 from fleet.models import Fleet
+from fleet.reveal import reveal_plain
 
 STATUSES = [*Claim.Status.values, "all"]
 
