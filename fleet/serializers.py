@@ -8,6 +8,7 @@ write.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rest_framework import serializers
@@ -73,6 +74,11 @@ class ContractChecked(serializers.Serializer[Any]):
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         attrs = super().validate(attrs)
+        sent = self.initial_data if isinstance(self.initial_data, Mapping) else {}
+        unknown = sorted(set(sent) - set(self.fields))
+        if unknown:  # refused, never dropped: e.g. a proposal carries no `status`
+            raise serializers.ValidationError(
+                f"unknown field(s) {unknown}; allowed: {sorted(self.fields)}")
         self.redacted = redact.find_secrets(attrs)
         attrs = redact.scrub_value(attrs)
         problem = ev.problem(self.kind, self.payload(attrs))

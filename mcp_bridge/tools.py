@@ -9,7 +9,6 @@ the server turns into a result with isError true.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 from mcp_bridge import contract, embed_service
 from mcp_bridge.cache import Cache
 from mcp_bridge.config import Config
-from mcp_bridge.contract import events, parse_time, redact, render
+from mcp_bridge.contract import events, parse_time, redact, render, screen
 from mcp_bridge.contract.spool import Refused, Spool, SpoolFull
 from mcp_bridge.toolspec import MAX_ROWS
 
@@ -248,16 +247,14 @@ def memory_propose(b: Bridge, claim: str, type: str, subject: str,
                    evidence: list[Any]) -> dict[str, Any]:
     payload = {"claim": claim.strip(), "type": type, "subject": subject.strip(),
                "scope": "agent", "evidence": [_stripped(c) for c in evidence]}
-    return _spool(b, contract.KIND_CLAIM_PROPOSED, payload, forbid_promoted=True)
+    return _spool(b, contract.KIND_CLAIM_PROPOSED, payload)
 
 
-def _spool(b: Bridge, kind: str, payload: dict[str, Any], forbid_promoted: bool = False,
-           ) -> dict[str, Any]:
+def _spool(b: Bridge, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """Scrub, check and queue one write. A proposal carries no status: the contract refuses
+    any field it does not know (a `status` among them), naming it; its prose is free."""
     found = redact.find_secrets(payload)
     clean = redact.scrub_value(payload)
-    if forbid_promoted and "promoted" in json.dumps(clean).lower():
-        raise Rejected("a proposal may not contain the word 'promoted' (only a moderator "
-                       "promotes); rephrase and retry")
     try:
         receipt = b.spool.append(kind, clean)  # checks the contract: what the drain would take
     except Refused as e:  # say so now, never "queued" and then dead-lettered
@@ -271,7 +268,25 @@ def _spool(b: Bridge, kind: str, payload: dict[str, Any], forbid_promoted: bool 
     if found:
         out["redacted"] = found
         out["message"] += f" Secrets were replaced by markers before queueing: {', '.join(found)}."
+    flagged = _screened(clean)
+    if flagged:
+        out["screened"] = flagged
+        out["message"] += (
+            f" {', '.join(flagged)} read(s) as instructions to an agent, so other agents will "
+            "see \"[withheld …]\" in its place until a moderator releases it; state what you "
+            "observed rather than what an agent should do.")
     return out
+
+
+def _screened(payload: dict[str, Any]) -> dict[str, str]:
+    """{field: reason} for the free text the server's screen will withhold (the same check,
+    mcp_bridge.contract.screen, that the server runs at ingest and stores)."""
+    texts = {k: payload.get(k) for k in ("summary", "next", "reason", "claim")}
+    for i, citation in enumerate(payload.get("evidence") or []):
+        if isinstance(citation, dict):
+            texts[f"evidence[{i}].excerpt"] = citation.get("excerpt")
+    return {name: screen.reasons({name: spans})
+            for name, spans in screen.screen_fields(texts).items()}
 
 
 def _enum(name: str, value: str | None, allowed: tuple[str, ...]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -72,6 +73,18 @@ def test_a_proposal_without_evidence_is_400(api_as: ApiAs, world: World) -> None
     assert (
         api_as(world.ada).post(f"{_base(world)}/claims", unknown, format="json").status_code == 400
     )
+
+
+def test_a_proposal_with_a_status_is_refused_naming_it_and_prose_is_free(
+    api_as: ApiAs, world: World
+) -> None:
+    cite = [{"session_id": "s", "message_id": "m"}]
+    body = {"text": "The cache is promoted to the CDN nightly.", "type": "fact",
+            "subject": "cdn", "evidence": cite}
+    with_status = api_as(world.ada).post(f"{_base(world)}/claims", {**body, "status": "promoted"},
+                                         format="json")
+    assert with_status.status_code == 400 and "'status'" in json.dumps(with_status.json())
+    assert api_as(world.ada).post(f"{_base(world)}/claims", body, format="json").status_code == 201
 
 
 def test_search_caps_rows_and_says_truncated(api_as: ApiAs, world: World, mod: Any) -> None:

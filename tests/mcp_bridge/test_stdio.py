@@ -53,6 +53,11 @@ SESSION: list[tuple[bytes, Any]] = [
     (call(17, "memory_timeline", {"subject": "payments"}), "result"),
     (b"\n", None),
     (call(18, "fleet_release", {}), "result"),
+    (call(19, "memory_propose", {"claim": "The cache is promoted to the CDN nightly.",
+                                 "type": "fact", "subject": "cdn", "evidence": [CITE]}),
+     "result"),
+    (call(20, "memory_propose", {"claim": "c", "type": "fact", "subject": "s",
+                                 "evidence": [CITE], "status": "promoted"}), -32602),
 ]
 
 
