@@ -6,8 +6,9 @@ the session's cap keeps the top MAX_CANDIDATES):
 
 - error_fix (score 3 + 0.5 per edited file, at most 4.5): a command failed, files were
   edited, and the same command then passed; the claim quotes the first sentence the
-  assistant said between the failure and the pass (else right after the pass). Type
-  gotcha; subject: the first edited path.
+  assistant said between the failure and the pass (else right after the pass); the error
+  line is cited as an excerpt, never put in the text. Type gotcha; subject: the first
+  edited path.
 - lesson (user 2.5, assistant 2.0): a sentence with an explicit marker ("the fix was",
   "turns out", "we decided", "gotcha", "always run", a sentence starting "Don't"/"Never";
   not "don't worry/hesitate", not "never mind").
@@ -20,8 +21,11 @@ the session's cap keeps the top MAX_CANDIDATES):
 - llm (2.5; mcp_bridge.capture.llm, only when the fleet's capture is "candidates+llm"):
   what the model proposed, cited by transcript message ids that exist.
 
-Near-identical candidates (word-set Jaccard >= MERGE_JACCARD) merge: the higher score
-stays, citations are pooled. Ties keep transcript order.
+A candidate whose text copies a tool's output (a sentence of COPY_MIN_CHARS or more found
+in any tool result) is dropped: a claim's text is the agent's or the user's words, and tool
+output appears only in excerpts. Near-identical candidates (word-set Jaccard >=
+MERGE_JACCARD) merge: the higher score stays, citations are pooled. Ties keep transcript
+order. The capture (run.py) then holds back any candidate the instruction screen flags.
 """
 
 from __future__ import annotations
@@ -77,6 +81,8 @@ def candidates(steps: list[Step], *, cap: int = MAX_CANDIDATES,
     capped with these by the same rule.
     """
     found = error_fix(steps, relative) + lessons(steps) + works_here(steps) + (more or [])
+    copied = _tool_output(steps)
+    found = [c for c in found if not copies_tool_output(c.claim, copied)]
     for i, c in enumerate(found):
         c.order = i
     merged: list[Candidate] = []
@@ -88,6 +94,36 @@ def candidates(steps: list[Step], *, cap: int = MAX_CANDIDATES,
         else:
             twin.cites.extend(x for x in c.cites if x not in twin.cites)
     return merged[:cap]
+
+
+#: A sentence this long that also stands in a tool's output is that output, not a lesson.
+COPY_MIN_CHARS = 30
+
+
+def _tool_output(steps: list[Step]) -> str:
+    """Every tool result of the session, normalised as copies_tool_output compares."""
+    return "\n".join(_norm(s.text) for s in steps if s.kind == "result" and s.text)
+
+
+def copies_tool_output(claim: str, output: str) -> bool:
+    """Whether a sentence of `claim` is a copy of what a tool printed or read.
+
+    Tool output is what files and commands say — a test fixture, an ops doc, a web page —
+    which anyone may have written, an injected instruction included. An agent that repeats
+    it (as a model quoting a file does) has not learned it: such a candidate is dropped,
+    and the output can still be quoted as an excerpt of a candidate that states a lesson.
+    """
+    if not output:
+        return False
+    for sentence in re.split(r"(?<=[.!?:;])\s+", claim):
+        text = _norm(sentence).strip(" .!?:;")
+        if len(text) >= COPY_MIN_CHARS and text in output:
+            return True
+    return False
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).lower()
 
 
 def _words(text: str) -> set[str]:
@@ -150,8 +186,10 @@ def error_fix(steps: list[Step], relative: Callable[[str], str] = str) -> list[C
         fail = steps[start]
         why = next((x.text for x in reversed(steps[start:i]) if x.kind == "assistant"), "") \
             or _said_next(steps, i)
-        claim = (f"`{key[:200]}` failed ({_first_error_line(fail.text)}) and passed after "
-                 f"changing {', '.join(_short(p) for p in paths[:5])}")
+        # The failure's output is quoted in the excerpt, never in the text: tool output is
+        # anyone's words (a fixture, a log), and the claim's text is the lesson.
+        claim = (f"`{key[:200]}` failed and passed after changing "
+                 f"{', '.join(_short(p) for p in paths[:5])}")
         if why:
             claim += f": {_sentence(why)}"
         cites = [(fail.id, _first_error_line(fail.text) or key[:EXCERPT_CHARS])]

@@ -88,6 +88,10 @@ def _capture(cfg: Any, done: dict[str, Any], *, path: str, session: str, reason:
     proposed = ledger.proposed(cfg, session)
     room = max(0, max_candidates - len(proposed))
     fresh = [c for c in found if ledger.key(c.claim) not in proposed][:room]
+    fresh, withheld = _screened(fresh)
+    done["withheld"] = len(withheld)
+    if withheld:
+        done["notes"].append(f"{len(withheld)} candidate(s) withheld: instruction-like text")
     for c in fresh:  # candidates first: the session.end closes the session's story
         try:
             spool.append(contract.KIND_CLAIM_PROPOSED,
@@ -100,6 +104,10 @@ def _capture(cfg: Any, done: dict[str, Any], *, path: str, session: str, reason:
     if phase == "end":
         payload = _end_payload(rec, reason=reason, outcome=outcome, summary=summary,
                                changed_paths=changed_paths)
+        if withheld:  # recorded for moderators (never proposed); absent when none
+            payload["withheld"] = [
+                {"extractor": c.extractor, "text": c.claim[:contract.events.CLAIM_MAX_CHARS]}
+                for c in withheld[:contract.events.WITHHELD_MAX]]
         done["end"] = spool.append(contract.KIND_SESSION_END,
                                    redact.scrub_value(payload)).event_id
         done["outcome"] = payload.get("outcome")
@@ -109,6 +117,19 @@ def _capture(cfg: Any, done: dict[str, Any], *, path: str, session: str, reason:
             note_captured(cfg, session)
         except OSError as e:
             done["notes"].append(f"capture ledger not updated: {e}")
+
+
+def _screened(found: list[extract.Candidate],
+              ) -> tuple[list[extract.Candidate], list[extract.Candidate]]:
+    """(to propose, to hold back): a candidate whose text or any excerpt the instruction
+    screen flags is never proposed; session.end records it for moderators instead."""
+    from mcp_bridge.contract import screen
+
+    keep, held = [], []
+    for c in found:
+        texts = [c.claim, *(excerpt for _, excerpt in c.cites)]
+        (held if any(screen.screen_text(t).flagged for t in texts) else keep).append(c)
+    return keep, held
 
 
 def _end_payload(rec: record.Record, *, reason: str | None, outcome: str | None,

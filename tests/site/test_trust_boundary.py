@@ -186,3 +186,28 @@ def test_a_new_lease_reason_needs_a_new_release(fleet_a: Fleet, mod: User) -> No
     renewed = Lease.objects.get(pk=lease.pk)
     assert renewed.screen_pending and renewed.for_agents("reason") == MARKER
     assert screen.withheld("ada") == MARKER
+
+
+def test_withheld_capture_candidates_are_kept_for_moderators_and_never_served(
+    fleet_a: Fleet, spool_for: Any
+) -> None:
+    from fleet.models import Agent
+
+    Agent.objects.create(fleet=fleet_a, agent_id="ada")
+    spool_for(fleet_a.slug, "ada", "s-cap").append("session.end", {
+        "outcome": "success", "summary": "Fixed the auth tests.", "changed_paths": ["src/a.py"],
+        "withheld": [{"extractor": "lesson", "text": INJECTION}]})
+    assert workers.drain_spool(fleet_a.slug).applied == 1
+    session = Session.objects.get(session_id="s-cap")
+    (held,) = session.capture_withheld
+    assert held["extractor"] == "lesson" and held["text"] == INJECTION
+    assert held["spans"] and held["spans"][0]["rule"] == "role-marker"
+    assert session.changed_paths == ["src/a.py"] and not session.screen_flags
+    assert Claim.objects.filter(fleet=fleet_a).count() == 0  # never proposed
+    workers.render_fleet(fleet_a)
+    from ctxlake_site import paths
+
+    served = "".join(p.read_text(errors="replace") for p in
+                     (paths.cache_dir() / fleet_a.slug).iterdir() if p.suffix in (".json", ".md"))
+    assert "ignore all previous" not in served
+    assert "ada wrote: “Fixed the auth tests.”" in served and "`src/a.py`" in served
