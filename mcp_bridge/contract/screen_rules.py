@@ -59,14 +59,17 @@ RULES: tuple[Rule, ...] = (
     _r("role-tag", "a role tag (<system>, </user>, ### System:) addressing the model",
        r"</?(?:system|assistant|developer|system[_-]prompt|instructions?)>|"
        r"(?m:^)[ \t]*(?:#{1,4}|\*\*)[ \t]*(?:system|assistant|developer)"
-       r"(?:[ \t]+(?:prompt|message|instructions?))?[ \t]*:?[ \t]*(?:\*\*)?[ \t]*:?[ \t]*$|"
-       r"(?m:^)[ \t]*(?:human|assistant)[ \t]*:[ \t]+\S",
+       r"(?:[ \t]+(?:prompt|message|instructions?))?[ \t]*:?[ \t]*(?:\*\*)?[ \t]*:?[ \t]*(?=\n|$)|"
+       r"(?-i:(?m:^)[ \t]*(?:Human|Assistant)[ \t]*:[ \t]+\S)",
        ("system", "assistant", "developer", "instruction", "human")),
     # --- orders to drop what the agent was told ---------------------------------------------
     _r("override", "an order to ignore or replace the agent's earlier instructions",
        rf"\b{_DROP}{_GAP}{_PREV}\b(?:\s+{_W}){{0,2}}?\s+{_ORDERS}\b|"
        rf"\b{_DROP}\s+(?:all|everything|anything)\s+(?:you\s+(?:were|have\s+been)\s+"
-       rf"(?:told|given|instructed)|(?:above|before|previously|prior|said|written))",
+       rf"(?:told|given|instructed)|(?:above|before|previously|prior|said|written))|"
+       rf"\b{_DROP}\s+(?:all\s+|any\s+)?(?:instructions|prompts|directives)\b|"
+       rf"\b{_DROP}\s+the\s+(?:above|following|rest\s+of\s+(?:this|the)\s+(?:data|text|"
+       rf"document|input|page|file|message))\b",
        ("ignor", "disregard", "forget", "overrid", "overrul", "bypass", "discard", "abandon",
         "drop", "neglect", "skip")),
     _r("new-instructions", "text announcing new instructions or a new role for the agent",
@@ -76,14 +79,29 @@ RULES: tuple[Rule, ...] = (
        r"\byour\s+(?:new|real|actual|true|only|primary)\s+(?:task|goal|objective|purpose|"
        r"instructions?|job|role|mission)\s+(?:is|are)\b|"
        r"\bfrom\s+now\s+on,?\s+(?:you|the\s+(?:ai|assistant|agent|model))\b|"
-       r"\byou\s+are\s+(?:now|no\s+longer)\s+(?:an?\s+|the\s+|in\s+)?\w|"
+       r"\byou\s+are\s+now\s+(?:an?|the|in|my|called|named|known\s+as|DAN|free|"
+       r"unrestricted|jailbroken|unfiltered)\b|\byou\s+are\s+no\s+longer\s+(?:bound|"
+       r"restricted|limited|an?)\b|"
        r"\b(?:pretend|imagine)\s+(?:that\s+)?you\s+(?:are|were|have)\b|"
-       r"\bact\s+as\s+(?:if\s+you|an?\s+(?:unrestricted|unfiltered|evil|jailbroken|"
-       r"different|new))|\b(?:DAN|developer|god|jailbreak|unrestricted)\s+mode\b|"
+       r"\bact\s+as\s+(?:if\s+you|an?\s+(?:unrestricted|unfiltered|evil|jailbroken))|\b(?:DAN|god|jailbreak|unrestricted)\s+mode\b|"
+       r"\b(?:enable|enabled|activate|activated|in|with|enter)\s+developer\s+mode\b|"
+       r"\bdeveloper\s+mode\s+(?:enabled|activated|on)\b|"
        r"\bjailbr(?:oken|eak)\b|\bdo\s+anything\s+now\b",
        ("new", "updated", "revised", "real", "actual", "true", "secret", "hidden",
         "additional", "important", "urgent", "your", "from now", "you are", "pretend",
         "imagine", "act as", "mode", "jailbr", "anything now")),
+    _r("answer-order", "an order dictating what the model answers or writes",
+       r"\b(?:just|only)\s+(?:print|say|output|reply|respond|answer|write|repeat)\b"
+       r"[^.\n]{0,20}?[\"“']|"
+       r"\bif\s+(?:the\s+)?(?:user|human|anyone|someone)\s+asks?\b[^.\n]{0,60}?\b(?:reply|"
+       r"respond|answer|say|tell|output|print|report)\b|"
+       r"\bif\s+(?:questioned|asked)\b,?\s+(?:say|report|reply|respond|answer|tell)\b|"
+       r"\b(?:reply|respond)\s+(?:with\s+)?only\s+(?:with\s+)?the\s+following\b|"
+       r"\brepeat\s+the\s+following\s+(?:sentence|text|words)\b|"
+       r"\bwrite\s+(?:one|a|an)\s+(?:[\w-]{1,20}\s+){0,2}?(?:sentence|paragraph|poem|"
+       r"story|tweet|joke)\s+(?:about|on|saying)\b",
+       ("print", "say", "output", "reply", "respond", "answer", "write", "repeat", "asks",
+        "questioned", "asked")),
     _r("conceal", "an order to hide something from the user or the operator",
        r"\b(?:do\s+not|don'?t|never|without)\s+(?:tell(?:ing)?|inform(?:ing)?|"
        r"mention(?:ing)?|notify(?:ing)?|alert(?:ing)?|reveal(?:ing)?\s+(?:this\s+)?to|"
@@ -96,7 +114,7 @@ RULES: tuple[Rule, ...] = (
        r"(?:^|[.!?:;>\n]|\b(?:now|then|please|immediately|must|should|to)\b)\s*"
        r"(?:propose|file|submit|record|add|store|save|create|write)\s+(?:the|this|a|these|"
        r"following)\s+(?:following\s+)?(?:new\s+)?(?:claims?|memor(?:y|ies)|facts?|"
-       r"lessons?)\b\s*[:\"'“‘`]|"
+       r"lessons?)\b\s*(?::|[\"“‘`]|'(?!s\b))|"
        r"\b(?:call|invoke|use|run|trigger|execute)\s+(?:the\s+)?(?:memory_propose|"
        r"memory_search|fleet_handoff|fleet_claim|fleet_release|fleet_status|"
        r"memory_timeline|fleet_history|[\w-]{1,40}\s+tool)\b[^.\n]{0,80}?\b(?:with|to|and|"
@@ -115,13 +133,14 @@ RULES: tuple[Rule, ...] = (
     # --- exfiltration bait -------------------------------------------------------------------
     _r("exfiltration", "a request to send secrets or environment data somewhere",
        r"\b(?:send|post|upload|forward|exfiltrate|email|transmit|leak|share|copy|paste|"
-       r"submit|include|append|encode)\b[^.\n]{0,80}?\b(?:secrets?|tokens?|credentials?|"
-       r"api[_ -]?keys?|passwords?|env(?:ironment)?\s+variables|\.env\b|ssh\s+keys?|"
-       r"private\s+keys?|id_rsa|cookies?|session\s+ids?|aws_\w+|\.aws/|\.ssh/|"
-       r"conversation|chat\s+history|system\s+prompt)\b[^.\n]{0,80}?(?:\bto\b|\binto\b|"
+       r"submit|include|append|encode)\b[^\n]{0,80}?(?:\b(?:secrets?|tokens?|credentials?|"
+       r"api[_ -]?keys?|passwords?|env(?:ironment)?\s+variables|ssh\s+keys?|"
+       r"private\s+keys?|id_rsa|cookies?|session\s+ids?|aws_\w+|"
+       r"conversation|chat\s+history|system\s+prompt)\b|\.env\b|\.aws/|\.ssh/)"
+       r"[^\n]{0,80}?(?:\bto\b|\binto\b|"
        r"\bat\b|\bvia\b|\bin\b)\s*[^\s.]{0,40}?(?:https?://|\bwebhook|[\w-]+\.(?:com|net|"
        r"org|io|xyz|ru|cn|site|top|dev|app)\b|\bmy\s+(?:server|endpoint|url)|"
-       r"\b(?:this|that|the\s+following)\s+(?:url|address|endpoint|server))|"
+       r"\b(?:this|that|the\s+following)\s+(?:url|address|endpoint|server|webhook))|"
        r"https?://\S{1,200}[?&][\w-]{1,30}=(?:\$\{?|%24)\w{0,40}(?:TOKEN|KEY|SECRET|"
        r"PASSWORD|PASS|CRED|AUTH)|"
        r"\b(?:curl|wget)\b[^\n]{0,200}(?:-d|--data(?:-\w+)?|-F|-T|--upload-file)\s+"
@@ -134,12 +153,21 @@ RULES: tuple[Rule, ...] = (
         "wget", "![")),
     # --- hidden carriers ------------------------------------------------------------------
     _r("hidden-comment", "an HTML or markdown comment that talks to the agent",
-       r"<!--(?:(?!-->)[\s\S]){0,2000}?\b(?:ai|llm|assistant|agent|model|claude|codex|"
-       r"instructions?|prompt|you\s+(?:must|should|are|will)|ignore|system)\b"
-       r"(?:(?!-->)[\s\S]){0,2000}?-->|"
-       r"(?m:^)\[//\]:\s*#\s*[(\"'][^\n]{0,500}\b(?:ai|llm|assistant|agent|model|"
-       r"instructions?|prompt|you\s+(?:must|should)|ignore|system)\b[^\n]{0,500}",
+       r"<!--(?:(?!-->|<!--)[\s\S]){0,2000}?\b(?:ai|llm|assistant|agent|claude|codex|"
+       r"instructions?|prompt|you\s+(?:must|should|are|will)|ignore\s+(?:all|any|the|"
+       r"previous|prior|above|your))\b"
+       r"(?:(?!-->|<!--)[\s\S]){0,2000}?-->|"
+       r"(?m:^)\[//\]:\s*#\s*[(\"'][^\n]{0,500}\b(?:ai|llm|assistant|agent|"
+       r"instructions?|prompt|you\s+(?:must|should)|ignore\s+(?:all|any|the|previous))\b"
+       r"[^\n]{0,500}",
        ("<!--", "[//]:")),
+    _r("hidden-audience", "text addressed to models and hidden from people",
+       r"\b(?:visible|readable)\s+(?:only\s+)?to\s+(?:the\s+)?(?:llms?|ai|models?|"
+       r"language\s+models?)\b|"
+       r"\baddressed\s+to\s+(?:the\s+)?(?:llms?|ai|models?|agents?|assistants?)\b|"
+       r"\b(?:invisible|hidden)\s+(?:to|from)\s+(?:the\s+)?(?:humans?|people|users?|"
+       r"readers?|reviewers?)\b",
+       ("visible", "readable", "addressed", "invisible", "hidden")),
     _r("hidden-tag-text", "text hidden in invisible Unicode tag characters",
        r"[\U000E0020-\U000E007E]{4,}", (), flags=0),  # no keyword: always tried
 )
