@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from collections.abc import Iterable
+from typing import Any
 
 from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex, OpClass
@@ -230,6 +232,17 @@ class Claim(Screened):
     @property
     def public_id(self) -> str:
         return f"cc-{self.number:02d}"
+
+    def screened_parts(self, evidence: Iterable[Evidence] | None = None, *, pending: bool,
+                       ) -> dict[str, tuple[str, list[dict[str, Any]]]]:
+        """{label: (text, spans)} of the flagged text of the claim and its excerpts, the
+        two a release treats as one (`pending`: only what no person has released yet)."""
+        rows: list[Screened] = [self, *(self.evidence.all() if evidence is None else evidence)]
+        return {
+            name if row is self else f"evidence {row.pk} excerpt": (getattr(row, name), spans)
+            for row in rows if row.screen_pending or (row.screen_flags and not pending)
+            for name, spans in row.screen_flags.items()
+        }
 
 
 def take_claim_numbers(fleet_id: int, count: int = 1) -> int:

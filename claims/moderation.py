@@ -476,11 +476,8 @@ def gate_problems(claim: Claim) -> list[str]:
 
 def withheld_reasons(claim: Claim, evidence: Iterable[Evidence] | None = None) -> str:
     """Why the claim's text or an excerpt of its evidence is withheld from agents, or ""."""
-    flags = dict(claim.screen_flags) if claim.screen_pending else {}
-    for e in claim.evidence.all() if evidence is None else evidence:
-        if e.screen_pending:
-            flags[f"evidence {e.pk}"] = e.screen_flags["excerpt"]
-    return screen.reasons(flags)
+    parts = claim.screened_parts(evidence, pending=True)
+    return screen.reasons({label: spans for label, (_, spans) in parts.items()})
 
 
 def _decide(claim: Claim, user: Any, *, allowed_from: tuple[str, ...], **changes: Any) -> Claim:

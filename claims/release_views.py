@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from claims import moderation, release
-from claims.models import Claim, Evidence
+from claims.models import Claim
 from fleet.models import ApiToken, Handoff, Lease, Screened, Session
 from fleet.permissions import MODERATE
 from fleet.screen_view import FLAGGED, STATE_Q
@@ -123,12 +123,10 @@ class ScreenViewSet(FleetViewSet):
 
     def _flagged(self, kind: str, row: Screened) -> dict[str, Any]:
         author = getattr(row, row.SCREEN_AUTHOR)
-        flags = dict(row.screen_flags)
-        text = {f: getattr(row, f) for f in flags}
-        if isinstance(row, Claim):
-            for e in Evidence.objects.filter(claim=row).exclude(screen_flags={}):
-                flags[f"evidence {e.pk} excerpt"] = e.screen_flags["excerpt"]
-                text[f"evidence {e.pk} excerpt"] = e.excerpt
+        parts = (row.screened_parts(pending=False) if isinstance(row, Claim)
+                 else {f: (getattr(row, f), spans) for f, spans in row.screen_flags.items()})
+        flags = {label: spans for label, (_, spans) in parts.items()}
+        text = {label: written for label, (written, _) in parts.items()}
         return {"kind": kind, "id": public_id(kind, row),
                 "author": author.agent_id if author is not None else None,
                 "flags": flags, "text": text}

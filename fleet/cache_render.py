@@ -55,7 +55,8 @@ def render_roster(fleet: Fleet, *, now: datetime) -> dict[str, Any]:
         held.setdefault(agent_pk, []).append(
             {
                 "path": path,
-                "reason": screen.withheld(agent_id) if flags and released is None else reason,
+                "reason": screen.withheld(agent_id)
+                if Lease.withheld(flags, released, "reason") else reason,
                 "acquired_at": iso(acquired_at),
                 "expires_at": iso(expires_at),
                 "offered_with": f"h-{offered_with}" if offered_with else None,

@@ -149,7 +149,12 @@ class Screened(models.Model):
         return bool(self.screen_flags) and self.screen_released_at is None
 
     def withholds(self, field: str) -> bool:
-        return field in self.screen_flags and self.screen_released_at is None
+        return self.withheld(self.screen_flags, self.screen_released_at, field)
+
+    @staticmethod
+    def withheld(flags: dict[str, Any], released_at: datetime | None, field: str) -> bool:
+        """The rule, for rows read as values (the roster's render) as for instances."""
+        return field in flags and released_at is None
 
     def for_agents(self, field: str) -> str:
         """The field as other agents may see it: the text, or the withheld marker naming

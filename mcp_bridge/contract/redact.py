@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from mcp_bridge.contract import sanitize
+from mcp_bridge.contract import spans
 from mcp_bridge.contract.events import MAX_JSON_DEPTH
 from mcp_bridge.contract.redact_rules import (
     NAME_KEYWORDS,
@@ -60,18 +60,7 @@ def rule_count() -> int:
 
 
 # --- hidden characters -------------------------------------------------------------------
-# The read-side cleaner's set (sanitize._STRIP_RANGES) minus the C0/C1 controls: those
-# are not invisible in a log line and TAB/LF separate tokens.
-_HIDDEN = LazyPattern(
-    "[" + "".join(f"\\U{lo:08X}-\\U{hi:08X}" for lo, hi in sanitize._STRIP_RANGES
-                  if lo >= 0xA0 and not 0xD800 <= lo <= 0xDFFF) + "]"
-)
-
-
-def _visible(text: str) -> tuple[str, list[int]]:
-    """The text without hidden characters, and each kept character's original index."""
-    index = [i for i, ch in enumerate(text) if not _HIDDEN.match(ch)]
-    return "".join(text[i] for i in index), index
+_HIDDEN = LazyPattern(spans.invisible_class())
 
 
 # --- value checks: placeholders, references, ordinary words --------------------------------
@@ -383,20 +372,6 @@ def _spans(text: str, lower: str, present: set[str] | None,
             yield span[0], span[1], len(RULES), ASSIGNMENT
 
 
-def _merge(spans: list[tuple[int, int, int, str]]) -> list[tuple[int, int, str]]:
-    """Union overlapping spans; the earliest rule in the table names the union."""
-    out: list[list[Any]] = []
-    for start, end, order, kind in sorted(spans):
-        if out and start < out[-1][1]:
-            last = out[-1]
-            last[1] = max(last[1], end)
-            if order < last[2]:
-                last[2], last[3] = order, kind
-        else:
-            out.append([start, end, order, kind])
-    return [(s, e, k) for s, e, _, k in out]
-
-
 def _replace(text: str, spans: list[tuple[int, int, str]]) -> str:
     parts, at = [], 0
     for start, end, kind in spans:
@@ -407,22 +382,19 @@ def _replace(text: str, spans: list[tuple[int, int, str]]) -> str:
 
 
 def _redact(text: str, found: list[str] | None, gated: bool) -> str:
-    index: list[int] | None = None
-    visible = text
-    if not text.isascii() and _HIDDEN.search(text):
-        visible, index = _visible(text)
+    visible, index = (text, None) if text.isascii() else spans.visible(text, _HIDDEN)
     lower = visible.lower()
     present = _keywords(visible, lower) if gated else None
     if gated and present is None:
         return text
-    spans = _merge(list(_spans(visible, lower, present)))
-    if not spans:
+    merged = spans.merge(_spans(visible, lower, present))
+    if not merged:
         return text
-    if index is not None:  # back onto the original: hidden characters inside go too
-        spans = [(index[s], index[e - 1] + 1, k) for s, e, k in spans]
+    # back onto the original: hidden characters inside go too
+    merged = [(*spans.original(index, len(text), s, e), k) for s, e, k in merged]
     if found is not None:
-        found.extend(k for _, _, k in spans)
-    return _replace(text, spans)
+        found.extend(k for _, _, k in merged)
+    return _replace(text, merged)
 
 
 @functools.lru_cache(maxsize=256)

@@ -16,7 +16,8 @@ The rules are data (screen_rules.RULES); this module is the engine:
 2. Fullwidth letters read as their ASCII twins (ＳＹＳＴＥＭ: is SYSTEM:).
 3. Each rule whose keywords appear reports spans; long base64 and hex runs are decoded and
    the decoded text screened once, the blob flagged with the decoded text's reason.
-4. Overlapping spans merge; the earliest rule in the table names the reason.
+4. Overlapping spans merge; the earliest rule in the table names the reason (steps 1 and
+   4 are the redactor's own, in mcp_bridge.contract.spans).
 
 The bridge runs it on its write tools to tell the agent what will be withheld; the server
 runs it at ingest (REST and drain, the same function) and stores the verdict.
@@ -30,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mcp_bridge.contract import sanitize
+from mcp_bridge.contract import spans
 from mcp_bridge.contract.redact_rules import LazyPattern
 from mcp_bridge.contract.screen_rules import BLOB, BLOB_MIN_CHARS, KEYWORDS, RULES
 
@@ -40,10 +41,8 @@ MAX_SCREEN_CHARS = 1_000_000
 #: A blob decodes to at most this many bytes before it is screened.
 BLOB_DECODE_BYTES = 8192
 
-_HIDDEN = LazyPattern(
-    "[" + "".join(f"\\U{lo:08X}-\\U{hi:08X}" for lo, hi in sanitize._STRIP_RANGES
-                  if lo >= 0xA0 and not 0xD800 <= lo <= 0xDFFF and lo != 0xE0000) + "]"
-)
+#: Tag characters stay in the scanned text: the hidden-tag-text rule reads them.
+_HIDDEN = LazyPattern(spans.invisible_class(tags=False))
 # Fullwidth ASCII (U+FF01–FF5E) reads as ASCII: one character for one, so indexes hold.
 _FULLWIDTH = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)}
 
@@ -91,7 +90,9 @@ def screen_text(text: str) -> Verdict:
         shift = len(text) - half
         return Verdict(head.spans + tuple(
             Span(s.start + shift, s.end + shift, s.rule, s.reason) for s in tail.spans))
-    return Verdict(_merge(_find(text, decode=True)))
+    merged = spans.merge((start, end, _ORDER.get(rule, len(RULES)), (rule, why))
+                         for start, end, rule, why in _find(text, decode=True))
+    return Verdict(tuple(Span(start, end, rule, why) for start, end, (rule, why) in merged))
 
 
 def screen_fields(fields: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
@@ -120,40 +121,30 @@ def reasons(flags: Mapping[str, list[Mapping[str, Any]]]) -> str:
 
 # -- the engine ---------------------------------------------------------------------------
 
-def _find(text: str, *, decode: bool) -> list[Span]:
-    visible, index = _visible(text)
+#: A rule's place in the table: the earliest names a union of overlapping spans.
+_ORDER = {rule.id: i for i, rule in enumerate(RULES)}
+_Found = tuple[int, int, str, str]  # (start, end, rule, reason) on the original text
+
+
+def _find(text: str, *, decode: bool) -> list[_Found]:
+    visible, index = spans.visible(text, _HIDDEN)
     visible = visible.translate(_FULLWIDTH)
     lower = visible.lower()
-    spans: list[Span] = []
+    found: list[_Found] = []
     guarded = any(k in lower for k in KEYWORDS)
     for rule in RULES:
         if rule.keywords and not (guarded and any(k in lower for k in rule.keywords)):
             continue
         for m in rule.pattern.finditer(visible):
             if m.end() > m.start():
-                spans.append(_mapped(index, len(text), m.start(), m.end(), rule.id,
-                                     rule.reason))
+                found.append((*spans.original(index, len(text), m.start(), m.end()), rule.id,
+                              rule.reason))
     if decode and len(visible) >= BLOB_MIN_CHARS:
-        spans += _blobs(visible, index, len(text))
-    return spans
+        found += _blobs(visible, index, len(text))
+    return found
 
 
-def _visible(text: str) -> tuple[str, list[int]]:
-    """The text without invisible characters, and each kept character's original index.
-    Tag characters stay: the hidden-tag-text rule reads them."""
-    if not _HIDDEN.search(text):
-        return text, []
-    index = [i for i, ch in enumerate(text) if not _HIDDEN.match(ch)]
-    return "".join(text[i] for i in index), index
-
-
-def _mapped(index: list[int], n: int, start: int, end: int, rule: str, reason: str) -> Span:
-    if not index:
-        return Span(start, end, rule, reason)
-    return Span(index[start], index[end - 1] + 1 if end - 1 < len(index) else n, rule, reason)
-
-
-def _blobs(visible: str, index: list[int], n: int) -> list[Span]:
+def _blobs(visible: str, index: list[int] | None, n: int) -> list[_Found]:
     out = []
     for m in BLOB.finditer(visible):
         decoded = _decode(m.group())
@@ -161,9 +152,9 @@ def _blobs(visible: str, index: list[int], n: int) -> list[Span]:
             continue
         inner = _find(decoded, decode=False)
         if inner:
-            why = "; ".join(dict.fromkeys(s.reason for s in inner))
-            out.append(_mapped(index, n, m.start(), m.end(), "encoded-blob",
-                               f"an encoded blob that decodes to instruction-like text ({why})"))
+            why = "; ".join(dict.fromkeys(reason for *_, reason in inner))
+            out.append((*spans.original(index, n, m.start(), m.end()), "encoded-blob",
+                        f"an encoded blob that decodes to instruction-like text ({why})"))
     return out
 
 
@@ -185,17 +176,3 @@ def _decode(blob: str) -> str | None:
     text = raw.decode("utf-8", "replace")
     printable = sum(c.isprintable() or c in "\n\t\r" for c in text)
     return text if text and printable >= 0.9 * len(text) else None
-
-
-def _merge(spans: list[Span]) -> tuple[Span, ...]:
-    """Overlapping spans as one, named by the earliest rule in the table."""
-    order = {rule.id: i for i, rule in enumerate(RULES)}
-    out: list[Span] = []
-    for span in sorted(spans, key=lambda s: (s.start, -s.end)):
-        if out and span.start < out[-1].end:
-            last = out[-1]
-            first = last if order.get(last.rule, 99) <= order.get(span.rule, 99) else span
-            out[-1] = Span(last.start, max(last.end, span.end), first.rule, first.reason)
-        else:
-            out.append(span)
-    return tuple(out)
