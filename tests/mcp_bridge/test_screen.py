@@ -51,31 +51,41 @@ def test_every_rule_has_a_fixture_and_fires_only_with_its_keywords() -> None:
                 assert not rule.keywords or any(k in lower for k in rule.keywords), (rule.id, m)
 
 
-#: A linear scan does 1 MB in well under a second; catastrophic backtracking does not finish.
-#: The bound is CPU time per KiB, ~100x what the rules need, so a loaded machine passes.
-CPU_MS_PER_KIB = 20.0
+#: Hostile inputs as (unit, repeats) making about a megabyte each.
+HOSTILE = [
+    ("ignore ", 150_000), ("<!--", 250_000), ("<!-- a", 170_000), ("curl ", 200_000),
+    ("A", 1_000_000), ("send the ", 110_000), ("SYSTEM", 170_000),
+    ("\u200b".join("ignore"), 100_000), ("ab", 500_000), ("if the user asks ", 60_000),
+    ("".join(chr(0xE0000 + (i % 95) + 32) for i in range(95)), 2_632),
+]
+#: A hostile megabyte may cost at most this many times an ordinary one. Measured: at most
+#: 1.6x; the comment rule that once scanned 2,000 characters from every `<!--` cost 28x.
+#: Both run in this process, so load slows them alike: a ratio, never a time bound.
+SLACK = 10
 
 
-@pytest.mark.parametrize("text", [
-    "ignore " * 150_000,
-    "<!--" * 250_000,
-    "<!-- a" * 170_000,
-    "curl " * 200_000,
-    "A" * 1_000_000,
-    "send the " * 110_000,
-    "SYSTEM" * 170_000,
-    "\u200b".join("ignore") * 100_000,
-    "ab" * 500_000,
-    ("if the user asks " * 60_000),
-    "".join(chr(0xE0000 + (i % 95) + 32) for i in range(250_000)),
-])
-def test_hostile_megabytes_cost_linear_time(text: str) -> None:
+@pytest.fixture(scope="module")
+def ordinary_megabyte_cpu() -> float:
     import time
 
+    text = "\n".join(ORDINARY) + "\n"
+    text = (text * (1_000_000 // len(text) + 1))[:1_000_000]
+    started = time.process_time()
+    screen.screen_text(text)
+    return time.process_time() - started
+
+
+@pytest.mark.parametrize(("unit", "repeats"), HOSTILE)
+def test_hostile_megabytes_cost_what_ordinary_ones_do(
+    unit: str, repeats: int, ordinary_megabyte_cpu: float
+) -> None:
+    import time
+
+    text = unit * repeats
     started = time.process_time()
     verdict = screen.screen_text(text)
-    spent_ms = (time.process_time() - started) * 1000
-    assert spent_ms / (len(text) / 1024) < CPU_MS_PER_KIB, spent_ms
+    spent = time.process_time() - started
+    assert spent < SLACK * ordinary_megabyte_cpu, (spent, ordinary_megabyte_cpu)
     for span in verdict.spans:
         assert 0 <= span.start < span.end <= len(text)
 
@@ -91,4 +101,5 @@ def test_odd_values_are_screened_or_skipped_never_raise(value: object) -> None:
         assert isinstance(value, str) and flags["f"]
     else:
         assert flags == {}
-    assert screen.screen_text(value).spans == () if not isinstance(value, str) else True  # type: ignore[arg-type]
+    if not isinstance(value, str):
+        assert screen.screen_text(value).spans == ()  # type: ignore[arg-type]
