@@ -1,0 +1,256 @@
+"""Lease path globs: which files a pattern covers, and whether two patterns can share one.
+
+The one definition, for every place a lease pattern meets a path: the server's contention
+check and staleness marks (fleet/globs.py builds its SQL prefix filters on these), the
+bridge's commit/PreToolUse guard, path-scoped recall and the briefing's path claims
+(ranking.path_related). Stdlib only and cheap to import: the guard runs in a hook that
+starts a fresh interpreter before every edit.
+
+A pattern is a repo-relative path, read segment by segment (`/` separates):
+
+- `*` matches any run of characters within one segment, `?` exactly one; `**` as a whole
+  segment matches any number of segments, none included (`src/**/x.py` covers `src/x.py`);
+  `**` inside a segment (`a**b`) is just `*`.
+- `[ab]`, `[a-z]` match one character of the class, `[!ab]` and `[^ab]` one not in it (as
+  git's wildmatch); `]` first in a class is a member; a `[` with no closing `]` is literal.
+- Dot-files are not special: `*`, `?` and `**` match a leading `.` (`src/*` covers
+  `src/.env`). A lease is a warning about someone else's work; hiding `.github/` or
+  `.env` from `*` would silently miss a collision.
+- Case-sensitive, as git's index is: `README.md` does not cover `readme.md`.
+- A pattern covers what it matches and everything beneath it (`src/payments` holds
+  `src/payments/api.py`; `src/*` holds `src/pkg/a.py`). A trailing `/` means the same:
+  the directory and everything under it, so `docs`, `docs/` and `docs/**` are one lease.
+- A pattern also names its own literal text, as a git pathspec does: `app/[id]/page.tsx`
+  covers the file of that very name (a Next.js route) as well as `app/i/page.tsx`. Since
+  that is how a metacharacter is matched literally, there is no escape character:
+  a backslash is a path separator (`src\\app.py` is `src/app.py`, as Windows writes it).
+- `./` and empty segments are dropped. A pattern or path that cannot name anything inside
+  a repository (empty, absolute, climbing out with `..`, control characters, over
+  MAX_PATH_LENGTH) is a BadPath to `normalise`; `covers` and `overlaps` say False for it.
+
+`overlaps(a, b)` is exact, not a heuristic: it is True when some path is covered by both.
+`holds(directory, pattern)`: everything the pattern covers lies beneath the directory.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Final
+
+MAX_PATH_LENGTH: Final = 1024
+WILDCARDS: Final = frozenset("*?[")
+_LAST: Final = 0x10FFFF  # the highest code point: a negated class is its complement up to it
+
+# A character token is its set of code points as sorted, disjoint (lo, hi) intervals;
+# STAR is `*`, and GLOBSTAR, in place of a segment, is `**`.
+Chars = tuple[tuple[int, int], ...]
+Token = Chars | None
+Segment = tuple[Token, ...] | None
+STAR: Final = None
+GLOBSTAR: Final = None
+_ANY: Final[Chars] = ((0, _LAST),)
+
+
+class BadPath(ValueError):
+    """A lease path that cannot name anything inside a repository."""
+
+
+def segments(path: str) -> tuple[str, ...]:
+    """A path's segments, without empty and "." ones (backslashes count as slashes)."""
+    return tuple(s for s in path.strip().replace("\\", "/").split("/") if s not in ("", "."))
+
+
+def normalise(path: str) -> str:
+    """Canonical form of a lease path; BadPath for absolute, parent-escaping or empty paths.
+
+    A trailing slash is kept (it reads as "this directory" to people); it covers the same.
+    """
+    if not isinstance(path, str):
+        raise BadPath("a lease path must be a string")
+    cleaned = path.strip().replace("\\", "/")
+    while cleaned.startswith("./"):
+        cleaned = cleaned[2:]
+    if cleaned.startswith("/"):
+        raise BadPath(f"lease paths are repo-relative, not absolute: {path!r}")
+    if len(cleaned) > MAX_PATH_LENGTH:
+        raise BadPath(f"a lease path is at most {MAX_PATH_LENGTH} characters")
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in cleaned):
+        raise BadPath("a lease path must not contain control characters")
+    parts = segments(cleaned)
+    if not parts:
+        raise BadPath("a lease path must not be empty")
+    if ".." in parts:
+        raise BadPath(f"a lease path must not climb out with '..': {path!r}")
+    return "/".join(parts) + ("/" if cleaned.endswith("/") else "")
+
+
+def literal_segments(pattern: str) -> tuple[str, ...]:
+    """The leading segments without wildcards ("src/pay*/x" → ("src",)).
+
+    Every path a pattern covers starts with them (its literal reading included), which
+    makes them the indexable filter in front of `covers` and `overlaps`.
+    """
+    out = []
+    for segment in segments(pattern):
+        if WILDCARDS & set(segment):
+            break
+        out.append(segment)
+    return tuple(out)
+
+
+def literal_prefix(pattern: str) -> str:
+    """literal_segments of the normalised pattern, each with its slash ("src/payments/");
+    BadPath as `normalise`. Two patterns can only overlap when one's starts with the
+    other's."""
+    return "".join(f"{segment}/" for segment in literal_segments(normalise(pattern)))
+
+
+def covers(pattern: str, path: str) -> bool:
+    """True when the lease `pattern` covers the concrete repo-relative `path`."""
+    try:
+        pat, concrete = segments(normalise(pattern)), segments(normalise(path))
+    except BadPath:
+        return False
+    if concrete[: len(pat)] == pat:  # the literal reading: the path itself, or beneath it
+        return True
+    return _has_wildcard(pat) and _meet(_glob(pat), _literal(concrete, subtree=False))
+
+
+def overlaps(a: str, b: str) -> bool:
+    """True when some file path could be covered by both lease patterns."""
+    try:
+        pa, pb = segments(normalise(a)), segments(normalise(b))
+    except BadPath:
+        return False
+    if pa[: len(pb)] == pb or pb[: len(pa)] == pa:  # both literal readings
+        return True
+    forms_a, forms_b = _forms(pa), _forms(pb)
+    return any(_meet(x, y) for x in forms_a for y in forms_b)
+
+
+def holds(directory: str, pattern: str) -> bool:
+    """True when every path `pattern` covers lies at or beneath `directory` (a claim
+    citing `src` is about a lease on `src/payments/**`): `directory` starts its literal
+    prefix."""
+    try:
+        held, literal = segments(normalise(directory)), literal_segments(normalise(pattern))
+    except BadPath:
+        return False
+    return literal[: len(held)] == held and len(held) <= len(literal)
+
+
+def _has_wildcard(parts: tuple[str, ...]) -> bool:
+    return any(WILDCARDS & set(part) for part in parts)
+
+
+def _forms(parts: tuple[str, ...]) -> tuple[tuple[Segment, ...], ...]:
+    """The pattern read as a glob and, when that differs, literally; each with its subtree."""
+    literal = _literal(parts, subtree=True)
+    return (_glob(parts), literal) if _has_wildcard(parts) else (literal,)
+
+
+@lru_cache(maxsize=4096)
+def _glob(parts: tuple[str, ...]) -> tuple[Segment, ...]:
+    """Parsed segments, ending in GLOBSTAR: a pattern covers everything beneath it."""
+    parsed = tuple(GLOBSTAR if part == "**" else _tokens(part) for part in parts)
+    return parsed if parsed[-1:] == (GLOBSTAR,) else (*parsed, GLOBSTAR)
+
+
+def _literal(parts: tuple[str, ...], *, subtree: bool) -> tuple[Segment, ...]:
+    parsed = tuple(tuple(((o, o),) for o in map(ord, part)) for part in parts)
+    return (*parsed, GLOBSTAR) if subtree else parsed
+
+
+@lru_cache(maxsize=4096)
+def _tokens(part: str) -> tuple[Token, ...]:
+    """One segment as STAR and character tokens ("a*[!b]" → a, STAR, not-b)."""
+    out: list[Token] = []
+    i = 0
+    while i < len(part):
+        ch = part[i]
+        if ch == "*":
+            if not out or out[-1] is not STAR:  # "**" inside a segment is "*"
+                out.append(STAR)
+            i += 1
+        elif ch == "?":
+            out.append(_ANY)
+            i += 1
+        elif ch == "[" and (parsed := _char_class(part, i)) is not None:
+            chars, i = parsed
+            out.append(chars)
+        else:
+            out.append(((ord(ch), ord(ch)),))
+            i += 1
+    return tuple(out)
+
+
+def _char_class(part: str, start: int) -> tuple[Chars, int] | None:
+    """The class opening at part[start] ("[") and the index after it; None if unclosed."""
+    i = start + 1
+    negated = i < len(part) and part[i] in "!^"
+    i += negated
+    close = part.find("]", i + 1 if part[i : i + 1] == "]" else i)
+    if close == -1:
+        return None
+    body, k = part[i:close], 0
+    ranges: list[tuple[int, int]] = []
+    while k < len(body):
+        if k + 2 < len(body) and body[k + 1] == "-":
+            ranges.append((ord(body[k]), ord(body[k + 2])))  # a reversed range is empty
+            k += 3
+        else:
+            ranges.append((ord(body[k]), ord(body[k])))
+            k += 1
+    chars = _union(ranges)
+    return (_complement(chars) if negated else chars), close + 1
+
+
+def _union(ranges: list[tuple[int, int]]) -> Chars:
+    merged: list[tuple[int, int]] = []
+    for lo, hi in sorted(r for r in ranges if r[0] <= r[1]):
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(hi, merged[-1][1]))
+        else:
+            merged.append((lo, hi))
+    return tuple(merged)
+
+
+def _complement(chars: Chars) -> Chars:
+    out, nxt = [], 0
+    for lo, hi in chars:
+        if lo > nxt:
+            out.append((nxt, lo - 1))
+        nxt = hi + 1
+    return tuple(out + ([(nxt, _LAST)] if nxt <= _LAST else []))
+
+
+def _chars_meet(p: Chars, q: Chars) -> bool:
+    return any(a <= d and c <= b for a, b in p for c, d in q)
+
+
+@lru_cache(maxsize=16384)
+def _meet(p: tuple[Segment, ...], q: tuple[Segment, ...]) -> bool:
+    """Can one sequence of segments match both segment patterns? (GLOBSTAR = any run)."""
+    if not p and not q:
+        return True
+    if p and p[0] is GLOBSTAR:
+        return _meet(p[1:], q) or (bool(q) and _meet(p, q[1:]))
+    if q and q[0] is GLOBSTAR:
+        return _meet(p, q[1:]) or (bool(p) and _meet(p[1:], q))
+    if not p or not q:
+        return False
+    return _segment_meet(p[0], q[0]) and _meet(p[1:], q[1:])
+
+
+@lru_cache(maxsize=16384)
+def _segment_meet(p: tuple[Token, ...], q: tuple[Token, ...]) -> bool:
+    """Can one (non-empty) segment string match both token sequences?"""
+    if not p and not q:
+        return True
+    if p and p[0] is STAR:
+        return _segment_meet(p[1:], q) or (bool(q) and _segment_meet(p, q[1:]))
+    if q and q[0] is STAR:
+        return _segment_meet(p, q[1:]) or (bool(p) and _segment_meet(p[1:], q))
+    if not p or not q:
+        return False
+    return _chars_meet(p[0], q[0]) and _segment_meet(p[1:], q[1:])
