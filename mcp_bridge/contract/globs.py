@@ -84,6 +84,19 @@ def normalise(path: str) -> str:
     return "/".join(parts) + ("/" if cleaned.endswith("/") else "")
 
 
+def canonical(path: str) -> str:
+    """`normalise(path)`, or `path` unchanged when it names nothing in a repository.
+
+    For stored citations: the server's SQL prefix filters compare stored text, so a
+    claim citing `./src/app.py` must be stored as `src/app.py` to be found by a lease on
+    `src/**`; a citation that names no repo path is kept as written (it covers nothing).
+    """
+    try:
+        return normalise(path)
+    except BadPath:
+        return path
+
+
 def literal_segments(pattern: str) -> tuple[str, ...]:
     """The leading segments without wildcards ("src/pay*/x" → ("src",)).
 
