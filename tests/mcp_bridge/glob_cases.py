@@ -14,6 +14,7 @@ COVERS: list[tuple[str, str, bool]] = [
     ("src/app.py", "src/app.pyc", False),
     ("src/payments", "src/payments/api.py", True),
     ("src/pay", "src/payments/api.py", False),
+    ("a/b/c/d/e/f/g/h/i/j/k/l/m/n.py", "a/b/c/d/e/f/g/h/i/j/k/l/m/n.py", True),  # deep
     # case sensitivity
     ("README.md", "readme.md", False),
     ("src/*.PY", "src/a.py", False),
