@@ -130,3 +130,27 @@ def test_two_leases_contend(ada: Agent, bo: Agent, a: str, b: str, expected: boo
     assert bool(contention) is expected
     pairs = leases.contended_pairs(ada.fleet_id, now=timezone.now())
     assert bool(pairs) is expected
+
+
+def test_covering_a_path_is_overlapping_it_on_random_patterns() -> None:
+    """covers (a linear matcher, for the hook) and overlaps (segment intersection, for
+    the server) are two algorithms for one rule: a lease covering a path overlaps a lease
+    on that path. Seeded, so a failure repeats."""
+    import random
+
+    rng = random.Random(28)
+    alphabet = ["a", "b", ".", "*", "?", "[ab]", "[!a]", "[^.]", "[a-b]"]
+    for _ in range(3000):
+        pattern = "/".join(
+            "**" if rng.random() < 0.15 else "".join(rng.choices(alphabet, k=rng.randint(1, 4)))
+            for _ in range(rng.randint(1, 4)))
+        path = "/".join("".join(rng.choices("ab.x", k=rng.randint(1, 4)))
+                        for _ in range(rng.randint(1, 5)))
+        if globs.covers(pattern, path):
+            assert globs.overlaps(pattern, path), (pattern, path)
+
+
+def test_a_hostile_pattern_is_answered_not_backtracked_forever() -> None:
+    assert not globs.covers("*a" * 40 + "*b", "a" * 1000)
+    assert not globs.covers("/".join(["**"] * 40) + "/b", "/".join(["a"] * 200))
+    assert not globs.overlaps("*a" * 12 + "*b", "a*" * 12 + "c")

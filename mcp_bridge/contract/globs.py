@@ -34,21 +34,23 @@ A pattern is a repo-relative path, read segment by segment (`/` separates):
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Final
+from typing import Any, Final
 
 MAX_PATH_LENGTH: Final = 1024
 WILDCARDS: Final = frozenset("*?[")
 _LAST: Final = 0x10FFFF  # the highest code point: a negated class is its complement up to it
 
-# A character token is its set of code points as sorted, disjoint (lo, hi) intervals;
-# STAR is `*`, and GLOBSTAR, in place of a segment, is `**`.
+# A character token is a literal character, or a class: its code points as sorted,
+# disjoint (lo, hi) intervals. STAR is `*`; GLOBSTAR, in place of a segment, is `**`.
 Chars = tuple[tuple[int, int], ...]
-Token = Chars | None
+Token = str | Chars | None
 Segment = tuple[Token, ...] | None
 STAR: Final = None
 GLOBSTAR: Final = None
 _ANY: Final[Chars] = ((0, _LAST),)
+_CONTROL: Final = dict.fromkeys([*range(0x20), 0x7F])  # str.translate deletes these
 
 
 class BadPath(ValueError):
@@ -74,7 +76,7 @@ def normalise(path: str) -> str:
         raise BadPath(f"lease paths are repo-relative, not absolute: {path!r}")
     if len(cleaned) > MAX_PATH_LENGTH:
         raise BadPath(f"a lease path is at most {MAX_PATH_LENGTH} characters")
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in cleaned):
+    if cleaned.translate(_CONTROL) != cleaned:
         raise BadPath("a lease path must not contain control characters")
     parts = segments(cleaned)
     if not parts:
@@ -120,25 +122,24 @@ def literal_prefix(pattern: str) -> str:
 
 def covers(pattern: str, path: str) -> bool:
     """True when the lease `pattern` covers the concrete repo-relative `path`."""
-    try:
-        pat, concrete = segments(normalise(pattern)), segments(normalise(path))
-    except BadPath:
+    pat, concrete = _parsed(pattern), _parsed(path)
+    if pat is None or concrete is None:
         return False
-    if concrete[: len(pat)] == pat:  # the literal reading: the path itself, or beneath it
+    parts, glob = pat
+    if concrete[0][: len(parts)] == parts:  # the literal reading: the path, or beneath it
         return True
-    return _has_wildcard(pat) and _meet(_glob(pat), _literal(concrete, subtree=False))
+    return glob is not None and _match(glob, concrete[0])
 
 
 def overlaps(a: str, b: str) -> bool:
     """True when some file path could be covered by both lease patterns."""
-    try:
-        pa, pb = segments(normalise(a)), segments(normalise(b))
-    except BadPath:
+    pa, pb = _parsed(a), _parsed(b)
+    if pa is None or pb is None:
         return False
-    if pa[: len(pb)] == pb or pb[: len(pa)] == pa:  # both literal readings
-        return True
-    forms_a, forms_b = _forms(pa), _forms(pb)
-    return any(_meet(x, y) for x in forms_a for y in forms_b)
+    (parts_a, _), (parts_b, _) = pa, pb
+    if parts_a[: len(parts_b)] == parts_b or parts_b[: len(parts_a)] == parts_a:
+        return True  # both literal readings: one lies beneath the other
+    return any(_meet(x, y) for x in _forms(pa) for y in _forms(pb))
 
 
 def holds(directory: str, pattern: str) -> bool:
@@ -152,26 +153,73 @@ def holds(directory: str, pattern: str) -> bool:
     return literal[: len(held)] == held and len(held) <= len(literal)
 
 
-def _has_wildcard(parts: tuple[str, ...]) -> bool:
-    return any(WILDCARDS & set(part) for part in parts)
-
-
-def _forms(parts: tuple[str, ...]) -> tuple[tuple[Segment, ...], ...]:
-    """The pattern read as a glob and, when that differs, literally; each with its subtree."""
-    literal = _literal(parts, subtree=True)
-    return (_glob(parts), literal) if _has_wildcard(parts) else (literal,)
+Parsed = tuple[tuple[str, ...], tuple[Segment, ...] | None]
 
 
 @lru_cache(maxsize=4096)
-def _glob(parts: tuple[str, ...]) -> tuple[Segment, ...]:
-    """Parsed segments, ending in GLOBSTAR: a pattern covers everything beneath it."""
-    parsed = tuple(GLOBSTAR if part == "**" else _tokens(part) for part in parts)
-    return parsed if parsed[-1:] == (GLOBSTAR,) else (*parsed, GLOBSTAR)
+def _parsed(text: str) -> Parsed | None:
+    """(segments, glob form or None when there is no wildcard); None for a BadPath.
+
+    Cached: the PreToolUse hook asks about every lease in the roster, the server about
+    the same leases over and over.
+    """
+    try:
+        parts = segments(normalise(text))
+    except BadPath:
+        return None
+    if not any(WILDCARDS & set(part) for part in parts):
+        return parts, None
+    glob = tuple(GLOBSTAR if part == "**" else _tokens(part) for part in parts)
+    return parts, (glob if glob[-1:] == (GLOBSTAR,) else (*glob, GLOBSTAR))
 
 
-def _literal(parts: tuple[str, ...], *, subtree: bool) -> tuple[Segment, ...]:
-    parsed = tuple(tuple(((o, o),) for o in map(ord, part)) for part in parts)
-    return (*parsed, GLOBSTAR) if subtree else parsed
+def _forms(parsed: Parsed) -> tuple[tuple[Segment, ...], ...]:
+    """The pattern read as a glob and, when that differs, literally; each with its subtree."""
+    parts, glob = parsed
+    literal = _literal(parts)
+    return (literal,) if glob is None else (glob, literal)
+
+
+def _match(glob: tuple[Segment, ...], parts: tuple[str, ...]) -> bool:
+    """Does the concrete path `parts` match the parsed glob? (`**` runs of segments)"""
+    return _greedy(glob, parts, lambda seg, part: seg is not None and _segment(seg, part))
+
+
+def _segment(tokens: tuple[Token, ...], text: str) -> bool:
+    return _greedy(tokens, text, _char_matches)
+
+
+def _char_matches(token: Token, ch: str) -> bool:
+    return token == ch or (type(token) is tuple and _has(token, ord(ch)))
+
+
+def _greedy(pattern: tuple[Any, ...], items: Sequence[Any],
+            one: Callable[[Any, Any], bool]) -> bool:
+    """Wildcard matching with one backtrack point (None in `pattern` matches any run of
+    items), in O(len(pattern) × len(items)) at worst: a lease of `*a*a*a…b` cannot stall
+    the hook as naive recursion would."""
+    p = i = 0
+    star, mark = -1, 0
+    while i < len(items):
+        if p < len(pattern) and pattern[p] is None:
+            star, mark, p = p, i, p + 1
+        elif p < len(pattern) and one(pattern[p], items[i]):
+            p, i = p + 1, i + 1
+        elif star != -1:
+            p, mark = star + 1, mark + 1
+            i = mark
+        else:
+            return False
+    return all(tok is None for tok in pattern[p:])
+
+
+def _has(chars: Chars, code: int) -> bool:
+    return any(lo <= code <= hi for lo, hi in chars)
+
+
+def _literal(parts: tuple[str, ...]) -> tuple[Segment, ...]:
+    """The pattern's literal reading, every character itself, with its subtree."""
+    return (*(tuple(part) for part in parts), GLOBSTAR)
 
 
 @lru_cache(maxsize=4096)
@@ -192,7 +240,7 @@ def _tokens(part: str) -> tuple[Token, ...]:
             chars, i = parsed
             out.append(chars)
         else:
-            out.append(((ord(ch), ord(ch)),))
+            out.append(ch)
             i += 1
     return tuple(out)
 
@@ -237,7 +285,9 @@ def _complement(chars: Chars) -> Chars:
     return tuple(out + ([(nxt, _LAST)] if nxt <= _LAST else []))
 
 
-def _chars_meet(p: Chars, q: Chars) -> bool:
+def _chars_meet(p: str | Chars, q: str | Chars) -> bool:
+    p = ((ord(p), ord(p)),) if isinstance(p, str) else p
+    q = ((ord(q), ord(q)),) if isinstance(q, str) else q
     return any(a <= d and c <= b for a, b in p for c, d in q)
 
 
