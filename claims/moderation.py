@@ -29,6 +29,7 @@ from fleet import lineage, rendering, scope
 from fleet.models import Agent, ApiToken, Fleet, FleetModerator, Screened  # noqa: F401 - re-exported for tests
 from mcp_bridge.contract import events as ev
 from mcp_bridge.contract import redact, screen
+from mcp_bridge.contract.globs import canonical
 
 MAX_CITATIONS = ev.CITATIONS_MAX
 CITATION_FIELDS = tuple(ev.CITATION_LIMITS)
@@ -75,6 +76,7 @@ def clean_citations(evidence: Iterable[Mapping[str, Any]]) -> list[dict[str, str
         for key, limit in FIELD_LIMITS.items():
             if len(item[key]) > limit:
                 raise InvalidProposal(f"evidence[{i}].{key} is longer than {limit} characters")
+        item["path"] = canonical(item["path"]) if item["path"] else ""  # as SQL compares it
         cleaned.append(item)
     return cleaned
 

@@ -64,13 +64,6 @@ def cited_under(fleet: Fleet, patterns: Iterable[str]) -> list[tuple[int, str, s
         return cur.fetchall()
 
 
-def _covers(pattern: str, path: str) -> bool:
-    try:
-        return covers(pattern, path)
-    except BadPath:
-        return False
-
-
 def mark_changed_paths(
     fleet: Fleet,
     paths: Iterable[str],
@@ -106,7 +99,7 @@ def mark_reported_changes(fleet: Fleet, reports: Sequence[PathReport]) -> list[l
         found: dict[int, set[str]] = {}
         for pattern in dict.fromkeys(report.paths):
             for claim_id, path, session_id, cited_at in rows:
-                if cited_at < report.at and session_id != own and _covers(pattern, path):
+                if cited_at < report.at and session_id != own and covers(pattern, path):
                     found.setdefault(claim_id, set()).add(path)
         hits.append(found)
     every = {claim_id for found in hits for claim_id in found}

@@ -4,9 +4,8 @@ Leases are advisory, so by default the hook only warns: "src/payments/api.py is 
 until 10:40Z". With `--strict` it blocks the commit instead. It reads the cached roster
 (no network, no server import) and chains any pre-commit hook that was there before.
 
-The glob semantics are `fleet.globs`' (which the bridge may not import), in stdlib:
-`*` and `?` match within one segment, `**` any number of segments, a character class
-counts as one character, and a lease on a plain path covers everything beneath it.
+Which staged path a lease covers is mcp_bridge.contract.globs.covers: the rule the server
+uses for contention and staleness, so the guard warns exactly where the server would.
 """
 
 from __future__ import annotations
@@ -14,66 +13,14 @@ from __future__ import annotations
 import datetime as dt
 import os
 import sys
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from mcp_bridge import contract
+from mcp_bridge.contract.globs import covers
 
 MARK = "# ctxlake-guard"
 CHAINED = "pre-commit.ctxlake-chained"
-
-
-# -- globs ---------------------------------------------------------------------------------
-
-def _segments(pattern: str) -> tuple[str, ...]:
-    cleaned = pattern.strip().replace("\\", "/")
-    while cleaned.startswith("./"):
-        cleaned = cleaned[2:]
-    return tuple(seg for seg in cleaned.split("/") if seg not in ("", "."))
-
-
-def covers(pattern: str, path: str) -> bool:
-    """True when the lease `pattern` covers the concrete repo-relative `path`."""
-    segs = _segments(pattern)
-    if not segs:
-        return False
-    if segs[-1] != "**":
-        segs = (*segs, "**")  # a plain path (or a glob) also holds its subtree
-    return _match(segs, _segments(path))
-
-
-@lru_cache(maxsize=4096)
-def _match(p: tuple[str, ...], q: tuple[str, ...]) -> bool:
-    if not p:
-        return not q
-    if p[0] == "**":
-        return _match(p[1:], q) or (bool(q) and _match(p, q[1:]))
-    return bool(q) and _segment(_tokens(p[0]), q[0]) and _match(p[1:], q[1:])
-
-
-def _tokens(segment: str) -> tuple[str, ...]:
-    out: list[str] = []
-    i = 0
-    while i < len(segment):
-        close = segment.find("]", i + 2) if segment[i] == "[" else -1
-        if close != -1:
-            out.append("?")
-            i = close + 1
-            continue
-        if not (segment[i] == "*" and out[-1:] == ["*"]):
-            out.append(segment[i])
-        i += 1
-    return tuple(out)
-
-
-@lru_cache(maxsize=4096)
-def _segment(p: tuple[str, ...], s: str) -> bool:
-    if not p:
-        return not s
-    if p[0] == "*":
-        return _segment(p[1:], s) or (bool(s) and _segment(p, s[1:]))
-    return bool(s) and (p[0] in ("?", s[0])) and _segment(p[1:], s[1:])
 
 
 # -- the check -----------------------------------------------------------------------------

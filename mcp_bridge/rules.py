@@ -29,7 +29,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mcp_bridge.contract import atomic, ranking, render, screen
+from mcp_bridge.contract import atomic, render, screen
+from mcp_bridge.contract.globs import WILDCARDS, literal_segments, segments
 
 BEGIN = "<!-- ctxlake:begin -->"
 END = "<!-- ctxlake:end -->"
@@ -63,7 +64,7 @@ def relevant(claims: list[dict[str, Any]], repo: Path) -> list[dict[str, Any]]:
 
 
 def _present(repo: Path, pattern: str) -> bool:
-    literal = ranking.literal_segments(pattern)
+    literal = literal_segments(pattern)
     if ".." in literal or any(seg.startswith("/") for seg in literal):
         return False
     return not literal or (repo / Path(*literal)).exists()
@@ -74,11 +75,11 @@ def cited_globs(claims: list[dict[str, Any]], repo: Path) -> list[str]:
     globs: list[str] = []
     for claim in claims:
         for path in claim.get("evidence_paths") or []:
-            segs = ranking.segments(path)
+            segs = segments(path)
             if not segs or ".." in segs or "," in path:
                 continue
             glob = "/".join(segs)
-            if not ({"*", "?", "["} & set(glob)) and (repo / glob).is_dir():
+            if not (WILDCARDS & set(glob)) and (repo / glob).is_dir():
                 glob += "/**"
             if glob not in globs:
                 globs.append(glob)

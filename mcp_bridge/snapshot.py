@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import quote
 
 from mcp_bridge import contract
-from mcp_bridge.contract import parse_time, ranking
+from mcp_bridge.contract import globs, parse_time, ranking
 from mcp_bridge.contract.sanitize import clean_value
 
 _CLAIM_COLUMNS = ("rowid, id, text, type, subject, scope, confidence, contested, "
@@ -350,7 +350,7 @@ class Snapshot:
         index, rowids = self._path_index()
         buckets = []
         for pattern in patterns:
-            literal = ranking.literal_segments(pattern)
+            literal = globs.literal_segments(pattern)
             if not literal:  # "**/*.py" can relate to anything cited: most confident first
                 buckets.append(index.get("*", []))
                 continue
@@ -391,7 +391,7 @@ class Snapshot:
                     index.setdefault("w:" + subject.strip().lower(), []).append(order)
                 keys: set[str] = set()
                 for path in cited:
-                    segs = ranking.segments(path)[:PATH_INDEX_DEPTH]
+                    segs = globs.segments(path)[:PATH_INDEX_DEPTH]
                     keys.add("e:" + "/".join(segs))
                     keys.update("p:" + "/".join(segs[:n]) for n in range(1, len(segs) + 1))
                 for key in keys:

@@ -2,10 +2,10 @@
 
 This package is everything both sides use (import-linter enforces that the server imports
 nothing else of mcp_bridge): spool event payloads and their limits (`events`), the
-redactor, the sanitiser, attribution rendering, ranking, the embedder, the spool writer,
-atomic files. This module holds the cache and spool file formats; docs/cache-format.md is
-the prose version of exactly these names and shapes, and a change here is a
-FORMAT_VERSION bump there.
+redactor, the sanitiser, attribution rendering, ranking, lease globs (`globs`), the
+embedder, the spool writer, atomic files. This module holds the cache and spool file
+formats; docs/cache-format.md is the prose version of exactly these names and shapes, and
+a change here is a FORMAT_VERSION bump there.
 """
 
 from __future__ import annotations

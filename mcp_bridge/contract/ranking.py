@@ -35,8 +35,8 @@ import math
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
-from functools import lru_cache
+
+from mcp_bridge.contract.globs import covers, holds, literal_segments
 
 RRF_K = 5  # 5-fold CV over people's queries and the project's (bench/search_eval.py --cv)
 COVERAGE_POWER = 1.0  # lexical weight = LEXICAL_WEIGHT · coverage ** this; the same CV
@@ -175,9 +175,8 @@ def fuse(
 # An agent claiming `src/payments/**` should see the payment gotchas without asking. A
 # claim is related to a lease pattern when one of its cited paths is covered by the
 # pattern (or is a directory the pattern lies in), or when its subject is such a path, or
-# is one word naming a non-generic directory of the pattern ("payments"). Lease globs
-# follow fleet/globs.py: `*` and `?` within a segment, `**` any run of segments, and a
-# plain path covers everything beneath it. Stdlib only: the bridge cannot import fleet.
+# is one word naming a non-generic directory of the pattern ("payments"). Which paths a
+# lease pattern covers is mcp_bridge.contract.globs.covers, the server's rule too.
 
 PATH_RECALL_K = 3  # claims a fleet_claim result carries
 PATH_WEIGHT = 1.0  # a cited path matches: the claim was observed in those files
@@ -200,55 +199,11 @@ GENERIC_SEGMENTS = frozenset(
         "main",
     ]
 )
-_GLOB = frozenset("*?[")
-
-
-def segments(path: str) -> tuple[str, ...]:
-    """A path's segments, without empty and "." ones (backslashes count as slashes)."""
-    return _segments(path)
-
-
-def _segments(path: str) -> tuple[str, ...]:
-    return tuple(s for s in path.strip().replace("\\", "/").split("/") if s not in ("", "."))
-
-
-def literal_segments(pattern: str) -> tuple[str, ...]:
-    """The leading segments of a pattern without wildcards ("src/pay*/x" → ("src",))."""
-    out = []
-    for seg in _segments(pattern):
-        if _GLOB & set(seg):
-            break
-        out.append(seg)
-    return tuple(out)
-
-
-@lru_cache(maxsize=4096)
-def _match(pattern: tuple[str, ...], path: tuple[str, ...]) -> bool:
-    if not pattern:
-        return not path
-    head, rest = pattern[0], pattern[1:]
-    if head == "**":
-        return _match(rest, path) or (bool(path) and _match(pattern, path[1:]))
-    return bool(path) and fnmatchcase(path[0], head) and _match(rest, path[1:])
-
-
-def path_covers(pattern: str, path: str) -> bool:
-    """Does the lease pattern cover the concrete path? (a plain path covers beneath it)"""
-    pat = _segments(pattern)
-    if pat and pat[-1] != "**":
-        pat = (*pat, "**")
-    return bool(pat) and _match(pat, _segments(path))
 
 
 def path_related(pattern: str, path: str) -> bool:
     """Covered by the pattern, or a directory that holds everything the pattern names."""
-    cited = _segments(path)
-    if not cited:
-        return False
-    if path_covers(pattern, path):
-        return True
-    literal = literal_segments(pattern)
-    return len(cited) <= len(literal) and literal[: len(cited)] == cited
+    return covers(pattern, path) or holds(path, pattern)
 
 
 def subject_related(pattern: str, subject: str) -> bool:
