@@ -9,7 +9,7 @@ analyzed (ctxlake_site.db_health) after seeding, before timing; the load average
 printed beside every figure. Query vectors are embedded once before timing, so search
 p50 excludes embedding; the embedder's load time and per-query embed time are reported
 separately, as is `reembed_claims` throughput (real model, 1k claims). At each server
-size the vector list search ships (HNSW, claims.search.EF_SEARCH, relaxed iterative scan)
+size the vector list search ships (HNSW, claims.embeddings.EF_SEARCH, relaxed iterative scan)
 is compared with an exact scan: recall@10 and recall@100 of the true nearest rows.
 
     /work/main/.venv/bin/python bench/search_latency.py [--queries 200] [--server 10000 100000]
@@ -118,7 +118,7 @@ def vector_recall(fleet: Fleet) -> str:
         qvec = embed.embed_query(q)
         # the scan as search runs it (ef_search, relaxed order, re-sorted), before the
         # cosine floor: random unit vectors sit below ranking.MIN_COSINE of any real query
-        with search.hnsw_scan(search.ef_search(100), order="relaxed_order"):
+        with embeddings.hnsw_scan(embeddings.ef_search(100), order="relaxed_order"):
             scanned = sorted(search.vector_query(base, qvec)[:100], key=lambda r: (r[1], r[0]))
         shipped = [pk for pk, _ in scanned]
         with transaction.atomic(), connection.cursor() as cur:
@@ -127,7 +127,7 @@ def vector_recall(fleet: Fleet) -> str:
         at10.append(len(set(shipped[:10]) & set(exact[:10])) / 10)
         at100.append(len(set(shipped) & set(exact)) / 100)
     return (f"vector list recall vs exact scan: @10 {statistics.mean(at10):.3f}, "
-            f"@100 {statistics.mean(at100):.3f} (ef_search {search.EF_SEARCH}, "
+            f"@100 {statistics.mean(at100):.3f} (ef_search {embeddings.EF_SEARCH}, "
             f"{len(QUERIES)} queries)")
 
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import importlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import cache, lru_cache
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -25,7 +26,10 @@ from claims.models import EMBEDDING_DIMS, Claim
 from fleet.models import Fleet
 
 BATCH = 64
-EF_SEARCH = 100  # pgvector's default of 40 missed true neighbours at 1k rows
+# The HNSW candidate queue's floor: pgvector's default of 40 missed true neighbours at 1k
+# rows once other fleets' rows are filtered out. A scan that must return more rows gets a
+# deeper queue (ef_search), and the iterative scan goes on past it when filters drop rows.
+EF_SEARCH = 100
 
 
 @cache
@@ -85,19 +89,59 @@ def nearest(
     *,
     limit: int = 5,
     statuses: tuple[str, ...] | None = None,
+    among: QuerySet[Claim] | None = None,
 ) -> list[tuple[Claim, float]]:
-    """The fleet's claims closest to `claim` by cosine similarity (HNSW, ef_search raised)."""
-    if claim.embedding is None:
+    """The fleet's claims closest to `claim` by cosine similarity, nearest first.
+
+    The one nearest-neighbour query over claims (conflict labels, the review page's
+    neighbours, search's vector list through `nearest_query`): vectors of the current
+    model only, over the HNSW index with a queue deep enough for `limit` rows and a
+    strict-order iterative scan, so filters applied after the index do not starve it.
+    `among` narrows the candidates (default: the claim's fleet, the claim excluded).
+    """
+    if claim.embedding is None or claim.embedding_model != embedder().NAME:
         return []
-    qs = Claim.objects.filter(fleet_id=claim.fleet_id, embedding__isnull=False).exclude(pk=claim.pk)
+    qs = among if among is not None else Claim.objects.filter(fleet_id=claim.fleet_id)
+    qs = qs.exclude(pk=claim.pk)
     if statuses:
         qs = qs.filter(status__in=statuses)
-    with transaction.atomic():
-        with connection.cursor() as cur:
-            cur.execute(f"SET LOCAL hnsw.ef_search = {int(EF_SEARCH)}")
-        found = list(
-            qs.annotate(distance=CosineDistance("embedding", claim.embedding)).order_by("distance")[
-                :limit
-            ]
-        )
+    with hnsw_scan(limit):
+        found = list(nearest_query(qs, claim.embedding)[:limit])
     return [(c, 1.0 - float(c.distance)) for c in found]
+
+
+def nearest_query(base: QuerySet[Claim], vector: Any) -> QuerySet[Claim]:
+    """`base`'s claims embedded by the current model, annotated with their cosine
+    `distance` to `vector`, nearest first (run it inside `hnsw_scan`)."""
+    return (
+        base.filter(embedding__isnull=False, embedding_model=embedder().NAME)
+        .annotate(distance=CosineDistance("embedding", vector))
+        .order_by("distance")
+    )
+
+
+Order = Literal["strict_order", "relaxed_order"]
+
+
+@contextmanager
+def hnsw_scan(n: int, *, order: Order = "strict_order") -> Iterator[None]:
+    """A transaction whose HNSW scans keep enough candidates to return n rows.
+
+    SET LOCAL ends with the transaction, so a pooled connection keeps its defaults. With
+    the default ef_search (40) a scan yields at most 40 rows, and filters (fleet, status)
+    applied after the index leave even fewer; the iterative scan keeps going instead.
+    `strict_order` returns rows nearest first; `relaxed_order` is cheaper and may return
+    them slightly out of order (the caller sorts, as claims.search does).
+    """
+    with transaction.atomic(), connection.cursor() as cur:
+        cur.execute(
+            "SELECT set_config('hnsw.ef_search', %s, true), "
+            "set_config('hnsw.iterative_scan', %s, true)",
+            [str(ef_search(n)), order],
+        )
+        yield
+
+
+def ef_search(n: int) -> int:
+    """The HNSW candidate queue for a scan that must return n rows."""
+    return max(EF_SEARCH, int(n))

@@ -12,20 +12,15 @@ from dataclasses import dataclass
 from functools import cached_property
 from urllib.parse import quote
 
-from django.db import connection, transaction
 from django.db.models import Case, F, Min, Q, When, Window
-from pgvector.django import CosineDistance
 
-from claims import conflicts, moderation
+from claims import conflicts, embeddings, moderation
 from claims.models import Claim, ClaimEvent, ClaimQuerySet, Evidence
 from fleet import lineage
 from fleet.models import Fleet, Session
 
 NEIGHBOURS = 5
 DUPLICATE_SIMILARITY = conflicts.DUPLICATE_SIMILARITY
-# HNSW's default ef_search (40) returns too few candidates once other fleets' rows are
-# filtered out; 100 plus an iterative scan finds the real nearest neighbours in the fleet.
-EF_SEARCH = 100
 
 
 @dataclass(frozen=True)
@@ -158,19 +153,8 @@ def same_subject(claim: Claim, k: int) -> list[Claim]:
 
 def nearest(claim: Claim, k: int) -> list[Neighbour]:
     """The k nearest claims of the same fleet by cosine similarity (needs an embedding)."""
-    if claim.embedding is None:
-        return []
-    with transaction.atomic(), connection.cursor() as cursor:
-        # SET LOCAL lasts until the end of this transaction only.
-        cursor.execute(f"SET LOCAL hnsw.ef_search = {int(EF_SEARCH)}")
-        cursor.execute("SET LOCAL hnsw.iterative_scan = strict_order")
-        rows = list(
-            _others(claim)
-            .exclude(embedding=None)
-            .annotate(distance=CosineDistance("embedding", claim.embedding))
-            .order_by("distance")[:k]
-        )
-    return [Neighbour(c, "similar", round(1 - float(c.distance), 3), claim) for c in rows]
+    return [Neighbour(c, "similar", round(similarity, 3), claim)
+            for c, similarity in embeddings.nearest(claim, limit=k, among=_others(claim))]
 
 
 # Groups ---------------------------------------------------------------------------------

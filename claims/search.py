@@ -23,17 +23,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
 import psycopg
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
-from pgvector.django import CosineDistance
 
 from claims import embeddings
 from claims.models import Claim, ClaimQuerySet
@@ -48,12 +46,11 @@ CONFIG = "english"  # must match the config of Claim.search_vector
 # ts_rank weights {D, C, B, A}: subject (B) weighs half the text (A), as the bridge's BM25.
 WEIGHTS = [0.1, 0.2, 0.5, 1.0]
 RANK_NORMALISATION = 1  # divide by 1 + log(length): long claims do not win on bulk
-# The HNSW candidate queue: as deep as the rows a scan returns (ranking.depth), never below
-# embeddings.EF_SEARCH; the iterative scan goes on past it when filters drop rows. Twice
-# that (200, as before) cost 1.8x the Postgres CPU per vector scan at 100k claims; in
-# search_eval only SciFact's server recall@100 moved (0.9471 -> 0.9446; nDCG@10, recall@5
-# and MRR unchanged on every set): docs/search.md.
-EF_SEARCH = embeddings.EF_SEARCH
+# The HNSW candidate queue is embeddings.ef_search: as deep as the rows a scan returns
+# (ranking.depth), never below embeddings.EF_SEARCH. Twice that floor (200, as before)
+# cost 1.8x the Postgres CPU per vector scan at 100k claims; in search_eval only SciFact's
+# server recall@100 moved (0.9471 -> 0.9446; nDCG@10, recall@5 and MRR unchanged on every
+# set): docs/search.md.
 
 SIZE_TTL = 60.0  # seconds a fleet's collection size (idf's N) is reused, per process
 _sizes: dict[tuple[int, tuple[str, ...]], tuple[float, int]] = {}
@@ -362,12 +359,12 @@ def _nearest(where: _Filters, qvec: Any, n: int) -> list[int]:
     params = [_vector_param(qvec), *params, embeddings.embedder().NAME, n]
     with connection.cursor() as cur:
         if isinstance(cur.cursor, psycopg.ClientCursor):
-            cur.execute(_SCAN + query, [ef_search(n), *params])
+            cur.execute(_SCAN + query, [embeddings.ef_search(n), *params])
             while cur.description is None and cur.nextset():  # past the two SETs
                 pass
             rows = cur.fetchall()
         else:  # server-side binding (OPTIONS): one statement per call, so a transaction
-            with hnsw_scan(n, order="relaxed_order"):
+            with embeddings.hnsw_scan(n, order="relaxed_order"):
                 cur.execute(query, params)
                 rows = cur.fetchall()
     where.rows.update((row[0], _Row(row[2:])) for row in rows)
@@ -385,39 +382,8 @@ def _vector_param(qvec: Any) -> Any:
 
 def vector_query(base: ClaimQuerySet, qvec: Any) -> Any:
     """(pk, cosine distance) of the current model's vectors, nearest first."""
-    return (
-        base.filter(embedding__isnull=False, embedding_model=embeddings.embedder().NAME)
-        .annotate(distance=CosineDistance("embedding", qvec))
-        .order_by("distance")
-        .values_list("pk", "distance")
-    )
+    return embeddings.nearest_query(base, qvec).values_list("pk", "distance")
 
-
-Order = Literal["strict_order", "relaxed_order"]
-
-
-@contextmanager
-def hnsw_scan(n: int, *, order: Order = "strict_order") -> Iterator[None]:
-    """A transaction whose HNSW scans keep enough candidates to return n rows.
-
-    SET LOCAL ends with the transaction, so a pooled connection keeps its defaults. With
-    the default ef_search (40) a scan yields at most 40 rows, and filters (fleet, status)
-    applied after the index leave even fewer; the iterative scan keeps going instead.
-    `strict_order` returns rows nearest first; `relaxed_order` is cheaper and may return
-    them slightly out of order (the caller sorts, as `_vector` does).
-    """
-    with transaction.atomic(), connection.cursor() as cur:
-        cur.execute(
-            "SELECT set_config('hnsw.ef_search', %s, true), "
-            "set_config('hnsw.iterative_scan', %s, true)",
-            [str(ef_search(n)), order],
-        )
-        yield
-
-
-def ef_search(n: int) -> int:
-    """The HNSW candidate queue for a scan that must return n rows."""
-    return max(EF_SEARCH, int(n))
 
 
 # What a search reads of each candidate: its ranking factors and what the API returns

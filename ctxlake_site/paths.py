@@ -1,25 +1,17 @@
-"""Where ctxlake keeps its local state: one root, everything else derived from it.
+"""Where the server keeps its local state: the contract's places, plus the database's.
 
-Kept free of Django so the start-up script and the embedded database can use it before
-settings are loaded.
+The home, cache and spool rules live in mcp_bridge.contract.places (the bridge resolves
+them too); this module adds what only the server has. Kept free of Django so the
+start-up script and the embedded database can use it before settings are loaded.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from mcp_bridge.contract.places import cache_dir, home, spool_dir
 
-def home() -> Path:
-    return Path(os.environ.get("CTXLAKE_HOME") or Path.home() / ".ctxlake").expanduser()
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("CTXLAKE_CACHE_DIR") or home() / "cache").expanduser()
-
-
-def spool_dir() -> Path:
-    return Path(os.environ.get("CTXLAKE_SPOOL_DIR") or home() / "spool").expanduser()
+__all__ = ["cache_dir", "home", "pg_data_dir", "spool_dir"]
 
 
 def pg_data_dir() -> Path:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from mcp_bridge import contract
+from mcp_bridge.contract import places
 
 ENV_HELP = {
     "CTXLAKE_HOME": "root of everything local (default ~/.ctxlake)",
@@ -59,7 +60,7 @@ class Config(NamedTuple):
     #: Where `session` came from: "env", "runtime" (a SessionStart hook's file) or
     #: "generated" (one uuid4 for this process: still real, just not the runtime's own).
     session_source: str = "generated"
-    home: Path = Path.home() / ".ctxlake"
+    home: Path = places.home({})  # the default root; from_env reads $CTXLAKE_HOME
     spool_max_bytes: int = DEFAULT_SPOOL_MAX
     spool_file_max_bytes: int = DEFAULT_SPOOL_FILE_MAX
     max_field_chars: int = DEFAULT_FIELD_CHARS
@@ -73,7 +74,7 @@ class Config(NamedTuple):
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
         env = os.environ if env is None else env
         problems: list[str] = []
-        home = Path(env.get("CTXLAKE_HOME") or Path.home() / ".ctxlake").expanduser()
+        home = places.home(env)
         fleet = env.get("CTXLAKE_FLEET_ID", "").strip()
         agent = env.get("CTXLAKE_AGENT_ID", "").strip()
         if not contract.FLEET_ID_RE.fullmatch(fleet):
@@ -87,8 +88,8 @@ class Config(NamedTuple):
         session, source = resolve_session(env, home)
         return cls(
             home=home,
-            cache_dir=Path(env.get("CTXLAKE_CACHE_DIR") or home / "cache").expanduser(),
-            spool_dir=Path(env.get("CTXLAKE_SPOOL_DIR") or home / "spool").expanduser(),
+            cache_dir=places.cache_dir(env),
+            spool_dir=places.spool_dir(env),
             fleet=fleet,
             agent=agent,
             session=session,

@@ -40,7 +40,7 @@ from mcp_bridge.config_files import (
     toml_server,
     yaml_server,
 )
-from mcp_bridge.contract import atomic
+from mcp_bridge.contract import atomic, places
 
 RUNTIMES = ("claude-code", "cursor", "codex", "hermes")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -206,8 +206,7 @@ BACKUP_SUBDIR = "backups"
 
 
 def backup_dir() -> Path:
-    home = os.environ.get("CTXLAKE_HOME") or str(Path.home() / ".ctxlake")
-    return Path(home).expanduser() / BACKUP_SUBDIR
+    return places.home() / BACKUP_SUBDIR
 
 
 def backup(path: Path, text: str, *, now: dt.datetime | None = None) -> Path:

@@ -34,7 +34,7 @@ from typing import Any
 
 from mcp_bridge import contract
 from mcp_bridge.cache import SYNC_STATE_FILE
-from mcp_bridge.contract import atomic
+from mcp_bridge.contract import atomic, places
 from mcp_bridge.contract.spool import Flock
 
 CACHE_FILES = (contract.ROSTER, contract.HISTORY, contract.HANDOFFS, contract.SNAPSHOT,
@@ -408,8 +408,7 @@ def _summary(pushed: PushReport, pulled: PullReport) -> str:
 
 
 def remotes_dir() -> Path:
-    home = Path(os.environ.get("CTXLAKE_HOME") or Path.home() / ".ctxlake").expanduser()
-    return home / "remotes"
+    return places.home() / "remotes"
 
 
 def remember(fleet: str, server: str, token_file: Path | None, *, dry_run: bool = False) -> Path:
@@ -457,9 +456,7 @@ def main(argv: list[str], *, command: str = "sync") -> int:
     token_file = a.token_file or (Path(saved["token_file"]) if saved.get("token_file") else None)
     if not server or not token_file:
         p.error("--server and --token-file are required (or run install --server … first)")
-    home = Path(os.environ.get("CTXLAKE_HOME") or Path.home() / ".ctxlake").expanduser()
-    cache = Path(os.environ.get("CTXLAKE_CACHE_DIR") or home / "cache").expanduser()
-    spool = Path(os.environ.get("CTXLAKE_SPOOL_DIR") or home / "spool").expanduser()
+    cache, spool = places.cache_dir(), places.spool_dir()
     try:
         remote = Remote(server, a.fleet, read_token(token_file.expanduser()))
     except AuthError as e:

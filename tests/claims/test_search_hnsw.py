@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from django.db import connection, transaction
 
-from claims import search
+from claims import embeddings, search
 from claims.models import Claim
 from fleet.models import Fleet
 from mcp_bridge.contract import embed
@@ -57,7 +57,7 @@ def _hnsw(q: np.ndarray, n: int, *, raised: bool) -> tuple[list[int], str]:
         cur.execute("DROP INDEX IF EXISTS claims_claim_embedded")
         if not raised:
             return [pk for pk, _ in qs], qs.explain()
-        with search.hnsw_scan(n):
+        with embeddings.hnsw_scan(n):
             return [pk for pk, _ in qs], qs.explain()
 
 

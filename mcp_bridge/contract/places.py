@@ -1,0 +1,36 @@
+"""Where ctxlake keeps its local state: one root, everything else derived from it.
+
+The one definition of `$CTXLAKE_HOME` and the directories under it, for the server
+(settings, the embedded database, `./ctxlake up`) and the bridge (config, sync, install)
+alike: a bridge and a server on one host must agree on the spool and cache they share.
+Stdlib only, so the start-up script can use it before a virtual environment exists.
+Each function reads the environment when called (tests and `./ctxlake` set it late);
+`env` lets the bridge's Config resolve from the mapping it was given.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+DEFAULT_HOME = "~/.ctxlake"
+
+
+def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:
+    return os.environ if env is None else env
+
+
+def home(env: Mapping[str, str] | None = None) -> Path:
+    """$CTXLAKE_HOME, else ~/.ctxlake."""
+    return Path(_env(env).get("CTXLAKE_HOME") or DEFAULT_HOME).expanduser()
+
+
+def cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """$CTXLAKE_CACHE_DIR, else $CTXLAKE_HOME/cache: the rendered per-fleet caches."""
+    return Path(_env(env).get("CTXLAKE_CACHE_DIR") or home(env) / "cache").expanduser()
+
+
+def spool_dir(env: Mapping[str, str] | None = None) -> Path:
+    """$CTXLAKE_SPOOL_DIR, else $CTXLAKE_HOME/spool: the agents' write spools."""
+    return Path(_env(env).get("CTXLAKE_SPOOL_DIR") or home(env) / "spool").expanduser()
