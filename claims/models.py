@@ -23,7 +23,7 @@ from django.db.models.lookups import LessThanOrEqual
 from django.utils import timezone
 from pgvector.django import HnswIndex, VectorField
 
-from fleet.constraints import in_choices
+from fleet.constraints import contract_choices, in_choices
 from fleet.models import Agent, ApiToken, Fleet, Screened
 from mcp_bridge.contract import events as ev
 
@@ -56,12 +56,7 @@ class ClaimQuerySet(models.QuerySet["Claim"]):
         return self.filter(number=int(match[1])) if match else self.none()
 
 
-class ClaimType(models.TextChoices):
-    FACT = "fact", "fact"
-    GOTCHA = "gotcha", "gotcha"
-    PROCEDURE = "procedure", "procedure"
-    DECISION = "decision", "decision"
-    PREFERENCE = "preference", "preference"
+ClaimType = contract_choices("ClaimType", ev.CLAIM_TYPES)
 
 
 class ClaimScope(models.TextChoices):

@@ -27,10 +27,11 @@ from fleet.globs import (
     prefixes_of,
 )
 from fleet.models import Agent, Lease, Session
+from mcp_bridge.contract import events as ev
 from mcp_bridge.contract import screen
 
-MAX_PATHS_PER_CLAIM = 100
-MAX_TTL = timedelta(days=7)
+MAX_PATHS_PER_CLAIM = ev.PATHS_MAX  # the contract's limits, as at every door
+MAX_TTL = timedelta(seconds=ev.TTL_MAX_SECS)
 REFUSED = "lease.refused"  # the activity verb of a claim the per-agent cap refused
 
 

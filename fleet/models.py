@@ -11,11 +11,12 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.postgres.indexes import OpClass
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from fleet.constraints import in_choices, not_blank
+from fleet.constraints import contract_choices, in_choices, not_blank
 from fleet.globs import BadPath, literal_prefix
 from mcp_bridge import contract
 from mcp_bridge.contract import events as ev
@@ -52,7 +53,12 @@ class Fleet(models.Model):
         help_text="What agents' session-end capture proposes from their transcripts. Every "
         "candidate is only proposed: a moderator promotes it.",
     )
-    default_lease_ttl_secs = models.PositiveIntegerField(default=3600)
+    default_lease_ttl_secs = models.PositiveIntegerField(
+        default=3600,
+        validators=[MinValueValidator(ev.TTL_MIN_SECS), MaxValueValidator(ev.TTL_MAX_SECS)],
+        help_text=f"Seconds a lease lasts when its claim names no TTL "
+                  f"({ev.TTL_MIN_SECS}–{ev.TTL_MAX_SECS}, the limits every door applies).",
+    )
     min_independent_sessions = models.PositiveSmallIntegerField(
         default=1, help_text="Independent sessions a claim needs before it can be promoted."
     )
@@ -75,7 +81,8 @@ class Fleet(models.Model):
             in_choices("capture_mode", CaptureMode, "fleet_capture_mode_valid"),
             not_blank("slug", "fleet_slug_not_blank"),
             models.CheckConstraint(
-                condition=Q(default_lease_ttl_secs__gte=1), name="fleet_lease_ttl_positive"
+                condition=Q(default_lease_ttl_secs__range=(ev.TTL_MIN_SECS, ev.TTL_MAX_SECS)),
+                name="fleet_lease_ttl_in_range",
             ),
             models.CheckConstraint(
                 condition=Q(min_independent_sessions__gte=1), name="fleet_min_sessions_positive"
@@ -165,12 +172,7 @@ class Screened(models.Model):
         return screen.withheld(author.agent_id if author is not None else None)
 
 
-class SessionOutcome(models.TextChoices):
-    UNKNOWN = "", "unknown"
-    SUCCESS = "success", "success"
-    PARTIAL = "partial", "partial"
-    FAILED = "failed", "failed"
-    ABANDONED = "abandoned", "abandoned"
+SessionOutcome = contract_choices("SessionOutcome", ev.SESSION_OUTCOMES, blank="unknown")
 
 
 class Session(Screened):
@@ -299,11 +301,7 @@ class Lease(Screened):
         return self.released_at is None and self.expires_at > (at or timezone.now())
 
 
-class HandoffStatus(models.TextChoices):
-    IN_PROGRESS = "in_progress", "in progress"
-    BLOCKED = "blocked", "blocked"
-    DONE = "done", "done"
-    ABANDONED = "abandoned", "abandoned"
+HandoffStatus = contract_choices("HandoffStatus", ev.HANDOFF_STATUSES)
 
 
 class SourceTrust(models.TextChoices):

@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -23,6 +24,8 @@ def _refused(model: type[Any], **fields: Any) -> None:
         {"slug": "x", "memory_mode": "maybe"},
         {"slug": ""},
         {"slug": "x", "default_lease_ttl_secs": 0},
+        {"slug": "x", "default_lease_ttl_secs": 59},  # below the contract's TTL_MIN_SECS
+        {"slug": "x", "default_lease_ttl_secs": 86_401},  # above its TTL_MAX_SECS
         {"slug": "x", "min_independent_sessions": 0},
     ],
 )
@@ -74,3 +77,10 @@ def test_the_database_refuses_bad_leases(ada: Agent) -> None:
 )
 def test_the_database_refuses_bad_handoffs(ada: Agent, fields: dict[str, Any]) -> None:
     _refused(Handoff, **{"fleet": ada.fleet, "from_agent": ada, "summary": "s", **fields})
+
+
+@pytest.mark.parametrize("ttl", ["59", "86401", "99999999999999999999", "-5"])
+def test_create_fleet_refuses_a_lease_ttl_outside_the_contracts_limits(db: None, ttl: str) -> None:
+    with pytest.raises(CommandError, match="default_lease_ttl_secs"):
+        call_command("create_fleet", "ttl-fleet", "--lease-ttl", ttl)
+    assert not Fleet.objects.filter(slug="ttl-fleet").exists()

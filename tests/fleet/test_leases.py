@@ -10,6 +10,7 @@ from django.utils import timezone
 from fleet import leases
 from fleet.globs import BadPath
 from fleet.models import Activity, Agent, Lease
+from mcp_bridge.contract import events as ev
 
 
 def test_it_holds_paths_and_reports_overlapping_holders(ada: Agent, bo: Agent) -> None:
@@ -101,9 +102,9 @@ def test_the_database_allows_a_new_lease_after_release(ada: Agent) -> None:
     Lease.objects.create(fleet=ada.fleet, agent=ada, path="a.py", expires_at=now + timedelta(1))
 
 
-def test_it_caps_the_ttl(ada: Agent) -> None:
+def test_it_caps_the_ttl_at_the_contracts_maximum(ada: Agent) -> None:
     lease = leases.claim_paths(ada, ["a.py"], ttl=timedelta(days=365)).held[0]
-    assert lease.expires_at - lease.acquired_at <= leases.MAX_TTL + timedelta(seconds=1)
+    assert lease.expires_at - lease.acquired_at == timedelta(seconds=ev.TTL_MAX_SECS)
 
 
 def test_sql_wildcards_in_paths_are_taken_literally(ada: Agent, bo: Agent) -> None:

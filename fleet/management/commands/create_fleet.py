@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from fleet.models import CaptureMode, Fleet, MemoryMode
+from mcp_bridge.contract import events as ev
 
 
 class Command(BaseCommand):
@@ -22,7 +23,10 @@ class Command(BaseCommand):
             "--capture", choices=CaptureMode.values, default=CaptureMode.CANDIDATES,
             help="What session-end capture proposes from agents' transcripts (docs/capture.md).",
         )
-        parser.add_argument("--lease-ttl", type=int, default=3600, help="Default lease TTL, s.")
+        parser.add_argument(
+            "--lease-ttl", type=int, default=3600,
+            help=f"Default lease TTL, seconds ({ev.TTL_MIN_SECS}–{ev.TTL_MAX_SECS}; default 3600).",
+        )
 
     def handle(
         self, *args: Any, slug: str, name: str, memory_mode: str, capture: str, lease_ttl: int,
