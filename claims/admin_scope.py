@@ -12,18 +12,16 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from claims.models import ClaimQuerySet
+from claims.models import MODERATE_PERMISSION, ClaimQuerySet
 from fleet import scope
 from fleet.models import Fleet
-
-PERMISSION = "claims.promote_claim"
 
 
 def is_moderator(user: Any) -> bool:
     """Active staff holding the moderation permission (superusers always)."""
     if not getattr(user, "is_active", False) or not getattr(user, "is_staff", False):
         return False
-    return bool(user.is_superuser or user.has_perm(PERMISSION))
+    return bool(user.is_superuser or user.has_perm(MODERATE_PERMISSION))
 
 
 def granted_fleets(user: Any) -> QuerySet[Fleet]:

@@ -16,7 +16,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex, OpClass
 from django.contrib.postgres.search import SearchVector, SearchVectorField
-from django.db import connection, models, transaction
+from django.db import models, transaction
 from django.db.models import Q
 from django.db.models.functions import Length
 from django.db.models.lookups import LessThanOrEqual
@@ -24,7 +24,7 @@ from django.utils import timezone
 from pgvector.django import HnswIndex, VectorField
 
 from fleet.constraints import contract_choices, in_choices
-from fleet.models import Agent, ApiToken, Fleet, Screened
+from fleet.models import Agent, ApiToken, Fleet, Screened, take_claim_numbers
 from mcp_bridge.contract import events as ev
 
 EMBEDDING_DIMS = 384
@@ -83,6 +83,11 @@ ClaimExtractor = models.TextChoices(
     "ClaimExtractor",
     [("AGENT", ("", "agent's own")), *((x.upper(), (x, x)) for x in ev.CAPTURE_EXTRACTORS)],
 )
+
+
+#: The permission a person needs to decide claims (with the fleet granted: fleet.scope).
+MODERATE_CODENAME = "promote_claim"
+MODERATE_PERMISSION = f"claims.{MODERATE_CODENAME}"
 
 
 class Claim(Screened):
@@ -163,7 +168,7 @@ class Claim(Screened):
 
     class Meta:
         ordering = ("fleet_id", "number")
-        permissions = [("promote_claim", "Can promote, reject, contest and retract claims")]
+        permissions = [(MODERATE_CODENAME, "Can promote, reject, contest and retract claims")]
         constraints = [
             models.UniqueConstraint(fields=("fleet", "number"), name="claims_claim_number_unique"),
             in_choices("type", ClaimType, "claims_claim_type_valid"),
@@ -238,19 +243,6 @@ class Claim(Screened):
             for row in rows if row.screen_pending or (row.screen_flags and not pending)
             for name, spans in row.screen_flags.items()
         }
-
-
-def take_claim_numbers(fleet_id: int, count: int = 1) -> int:
-    """Take the fleet's next `count` claim numbers in one statement; returns the last.
-
-    The row lock on the fleet serialises takers until their transaction ends.
-    """
-    with connection.cursor() as cur:
-        cur.execute(
-            "UPDATE fleet_fleet SET claim_seq = claim_seq + %s WHERE id = %s RETURNING claim_seq",
-            [count, fleet_id],
-        )
-        return int(cur.fetchone()[0])
 
 
 class Evidence(Screened):

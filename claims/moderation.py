@@ -18,15 +18,15 @@ from django.utils import timezone
 
 from claims import tasks
 from claims.models import (
+    MODERATE_PERMISSION,
     Claim,
     ClaimEvent,
     ClaimStatus,
     Evidence,
-    take_claim_numbers,
     text_hash,
 )
 from fleet import lineage, rendering, scope
-from fleet.models import Agent, ApiToken, Fleet, FleetModerator, Screened  # noqa: F401 - re-exported for tests
+from fleet.models import Agent, ApiToken, Fleet, FleetModerator, Screened, take_claim_numbers  # noqa: F401 - re-exported for tests
 from mcp_bridge.contract import events as ev
 from mcp_bridge.contract import redact, screen
 from mcp_bridge.contract.globs import canonical
@@ -442,7 +442,7 @@ def can_moderate(actor: Any, fleet: Fleet) -> bool:
         return False
     if isinstance(actor, ApiToken) or getattr(actor, "is_superuser", False):
         return True
-    return bool(actor.has_perm("claims.promote_claim"))
+    return bool(actor.has_perm(MODERATE_PERMISSION))
 
 
 def _actor(by: Any) -> dict[str, Any]:

@@ -42,7 +42,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, connecti
 from django.utils import timezone
 
 from ctxlake_site import drain_plan
-from fleet import activity, rendering, sessions
+from fleet import activity, applied, rendering, sessions
 from fleet.models import Agent, AppliedEvent, DeadLetter, Fleet, Session, SpoolCursor
 from fleet.spool_apply import BatchApplier, Envelope, InvalidEvent, Outcome, filled
 from mcp_bridge import contract
@@ -261,7 +261,7 @@ class Drainer:
         counts = DrainReport()
         letters: list[DeadLetter] = []
         parsed = [line.event for line in batch]
-        new_ids = _record_ids(fleet, [e for e in parsed if isinstance(e, dict)])
+        new_ids = applied.record_new(fleet, [e for e in parsed if isinstance(e, dict)])
         resolver = _Resolver(fleet)
         new: dict[int, dict[str, Any]] = {}  # position in the batch → the event, to apply
         for position, event in enumerate(parsed):
@@ -288,7 +288,7 @@ class Drainer:
                 else:
                     results[event["id"]] = outcome
                     counts.applied += 1
-        _store_results(results)
+        applied.store_results(results)
         resolver.flush()
         dead = _record_dead(letters)
         counts.dead += len(dead)
@@ -503,48 +503,7 @@ class _Resolver:
         """Move each agent's last_seen_at forward (never back), in one statement."""
         if not self.last_seen:
             return
-        seen = [{"id": self.agents[a].pk, "at": at.isoformat()} for a, at in self.last_seen.items()]
-        with connection.cursor() as cur:
-            cur.execute(
-                """
-                UPDATE fleet_agent AS a SET last_seen_at = s.at
-                FROM jsonb_to_recordset(%s::jsonb) AS s(id bigint, at timestamptz)
-                WHERE a.id = s.id AND (a.last_seen_at IS NULL OR a.last_seen_at < s.at)
-                """,
-                [json.dumps(seen)],
-            )
-
-
-def _record_ids(fleet: Fleet, events: list[dict[str, Any]]) -> set[str]:
-    """Insert AppliedEvent rows for `events`; the ids that were not already there."""
-    if not events:
-        return set()
-    with connection.cursor() as cur:
-        cur.execute(
-            """
-            INSERT INTO fleet_appliedevent (event_id, fleet_id, kind, source, applied_at, result)
-            SELECT id, %s, kind, 'spool', now(), '{}'::jsonb
-            FROM jsonb_to_recordset(%s::jsonb) AS e(id uuid, kind text)
-            ON CONFLICT (event_id) DO NOTHING
-            RETURNING event_id
-            """,
-            [fleet.pk, json.dumps([{"id": e["id"], "kind": e["kind"]} for e in events])],
-        )
-        return {str(row[0]) for row in cur.fetchall()}
-
-
-def _store_results(results: dict[str, dict[str, Any]]) -> None:
-    if not results:
-        return
-    with connection.cursor() as cur:
-        cur.execute(
-            """
-            UPDATE fleet_appliedevent AS a SET result = r.value
-            FROM jsonb_each(%s::jsonb) AS r(key, value)
-            WHERE a.event_id = r.key::uuid
-            """,
-            [json.dumps(results)],
-        )
+        sessions.note_agents_seen({self.agents[a].pk: at for a, at in self.last_seen.items()})
 
 
 def _read_lines(f: BinaryIO, limit: int) -> Iterator[Line]:

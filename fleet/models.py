@@ -12,7 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.postgres.indexes import OpClass
 from django.core.validators import MaxValueValidator, MinValueValidator
-from django.db import models
+from django.db import connection, models
 from django.db.models import Q
 from django.utils import timezone
 
@@ -91,6 +91,21 @@ class Fleet(models.Model):
 
     def __str__(self) -> str:
         return self.slug
+
+
+def take_claim_numbers(fleet_id: int, count: int = 1) -> int:
+    """Take the fleet's next `count` claim numbers in one statement; returns the last.
+
+    The fleet's row holds its claim counter (claims are numbered per fleet: cc-1, cc-2 …);
+    the row lock serialises takers until their transaction ends.
+    """
+    table = connection.ops.quote_name(Fleet._meta.db_table)
+    with connection.cursor() as cur:
+        cur.execute(
+            f"UPDATE {table} SET claim_seq = claim_seq + %s WHERE id = %s RETURNING claim_seq",
+            [count, fleet_id],
+        )
+        return int(cur.fetchone()[0])
 
 
 class Agent(models.Model):

@@ -38,7 +38,7 @@ def _session_role(request: Request, fleet: Fleet) -> str | None:
         return None
     if user.is_superuser:
         return OPERATOR
-    return OPERATOR if user.has_perm("claims.promote_claim") else INTEGRATION
+    return OPERATOR if scope.moderates(user) else INTEGRATION
 
 
 def caller_role(request: Request, fleet_slug: str) -> tuple[Fleet, str]:

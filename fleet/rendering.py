@@ -16,9 +16,18 @@ from django.db import transaction
 
 from fleet.models import Fleet
 
-RENDER_TASK = "ctxlake_site.workers.render_fleet_cache"
+#: The task that renders a fleet's cache (fleet id → anything). The Site owns rendering and
+#: hands its task over at start-up (ctxlake_site.apps), so Fleet asks for renders without
+#: naming another app's module; a process that never got it refuses to enqueue.
+_render_task: Callable[[int], object] | None = None
 # If a queued render dies before it starts, the marker lapses and renders resume.
 PENDING_TIMEOUT_SECS = 300
+
+
+def hand_over_render_task(task: Callable[[int], object]) -> None:
+    """Set the task a requested render runs (the Site's render_fleet_cache)."""
+    global _render_task
+    _render_task = task
 
 
 def broker() -> str:
@@ -81,7 +90,9 @@ def _schedule(fleet_id: int) -> None:
     # read and a refused insert in a transaction of its own).
     key = pending_key(fleet_id)
     if cache.get(key) is None and cache.add(key, "1", timeout=PENDING_TIMEOUT_SECS):
-        async_task(RENDER_TASK, fleet_id, task_name=f"render fleet {fleet_id}")
+        if _render_task is None:
+            raise RuntimeError("no render task: the ctxlake_site app hands it over at start-up")
+        async_task(_render_task, fleet_id, task_name=f"render fleet {fleet_id}")
 
 
 def render_started(fleet_id: int) -> None:

@@ -4,17 +4,39 @@ The admin (fleet and claims pages alike), the REST API's browsable session login
 `manage.py claims` command all ask here. A superuser may act on every fleet; any other
 active staff member only on the fleets a FleetModerator row grants them; an operator API
 token only on its own fleet, and only while unrevoked. Whether they may *moderate claims*
-there additionally needs the claims.promote_claim permission (claims.moderation says so);
-this module only answers "is fleet F theirs at all", so fleet never needs to import claims.
+there additionally needs Claims' moderation permission: Claims owns it and hands its check
+over at start-up (`hand_over_moderator_rule`, from claims.apps), so Fleet never names
+another app's permission or imports it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.db.models import QuerySet
 
 from fleet.models import ApiToken, Fleet, FleetModerator
+
+
+def _superuser(actor: Any) -> bool:
+    return bool(getattr(actor, "is_superuser", False))
+
+
+#: Does a person hold the right to moderate claims? Until Claims hands its rule over, only
+#: a superuser does (fail closed).
+_moderator_rule: Callable[[Any], bool] = _superuser
+
+
+def hand_over_moderator_rule(rule: Callable[[Any], bool]) -> None:
+    """Set the check `moderates` asks (Claims' permission, from claims.apps)."""
+    global _moderator_rule
+    _moderator_rule = rule
+
+
+def moderates(actor: Any) -> bool:
+    """Does this person hold the right to moderate claims (on the fleets that are theirs)?"""
+    return _person(actor) and _moderator_rule(actor)
 
 
 def _person(actor: Any) -> bool:

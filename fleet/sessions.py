@@ -8,10 +8,11 @@ session, from one of its own agents. Rows are made here and by the REST session 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from datetime import datetime
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.db.models.functions import Greatest, Least
 
@@ -76,3 +77,21 @@ def _note(fleet: Fleet, wanted: Mapping[str, Seen]) -> dict[str, Session]:
             else last,
         )
     return rows
+
+
+def note_agents_seen(seen: Mapping[int, datetime]) -> None:
+    """Move each agent's last_seen_at (agent pk → when) forward, never back, in one
+    statement: the drain notes every agent of a batch at once."""
+    if not seen:
+        return
+    rows = [{"id": pk, "at": at.isoformat()} for pk, at in seen.items()]
+    table = connection.ops.quote_name(Agent._meta.db_table)
+    with connection.cursor() as cur:
+        cur.execute(
+            f"""
+            UPDATE {table} AS a SET last_seen_at = s.at
+            FROM jsonb_to_recordset(%s::jsonb) AS s(id bigint, at timestamptz)
+            WHERE a.id = s.id AND (a.last_seen_at IS NULL OR a.last_seen_at < s.at)
+            """,
+            [json.dumps(rows)],
+        )
