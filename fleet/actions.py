@@ -17,13 +17,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
 from fleet import api_presence, handoffs, leases, rendering, signals
 from fleet.globs import BadPath
-from fleet.models import Fleet, Handoff, Lease, Session
+from fleet.handoffs import Conflict, NeedsConfirmation, NotPending
+from fleet.leases import ClaimRequest, LeaseCapReached, ReleaseRequest
+from fleet.models import Agent, Fleet, Handoff, Lease, Session
+
+# What callers (REST views, the drain) pass in and get back, named here so that they
+# reach the domain through this module alone (an import contract checks the views).
+__all__ = [
+    "ClaimRequest", "Claimed", "Conflict", "Ended", "LeaseCapReached", "NeedsConfirmation",
+    "NotPending", "ReleaseRequest", "claim_leases", "clear_handoff", "create_handoffs",
+    "end_session", "pick_up_handoff", "release_leases",
+]
 
 
 @dataclass(frozen=True)
@@ -83,6 +94,36 @@ def create_handoffs(
         if out:
             rendering.request_render(fleet)
     return out
+
+
+def pick_up_handoff(
+    handoff: Handoff, *, by: Agent, expected_version: int, session: Session | None = None,
+    confirm: bool = False, now: datetime | None = None,
+) -> Handoff | Conflict | NeedsConfirmation:
+    """Take over a pending handoff and the leases offered with it (fleet.handoffs has the
+    gate: agent-written handoffs need `confirm`); NotPending if it is not pending. A
+    pickup changes the roster and the leases every agent sees: a render follows."""
+    with transaction.atomic(savepoint=False):
+        result = handoffs.pick_up_handoff(
+            handoff, by=by, expected_version=expected_version, session=session,
+            confirm=confirm, now=now,
+        )
+        if isinstance(result, Handoff):
+            rendering.request_render(handoff.fleet)
+    return result
+
+
+def clear_handoff(
+    handoff: Handoff, *, expected_version: int, by: Agent | None = None, user: Any = None
+) -> Handoff | Conflict:
+    """Mark a handoff cleared (compare-and-swap on its version); a render follows."""
+    with transaction.atomic(savepoint=False):
+        result = handoffs.clear_handoff(
+            handoff, expected_version=expected_version, by=by, user=user
+        )
+        if isinstance(result, Handoff):
+            rendering.request_render(handoff.fleet)
+    return result
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from fleet import actions, api_presence, api_roster, handoffs, leases
+from fleet import actions, api_presence, api_roster
 from fleet import serializers as s
 from fleet.globs import BadPath
 from fleet.idempotency import idempotent
@@ -235,13 +235,13 @@ class LeaseViewSet(FleetViewSet):
         agent = self.acting_agent(data.get("agent_id"))
         ttl = timedelta(seconds=data["ttl_secs"]) if "ttl_secs" in data else None
         session = self.session_for(agent, data.get("session_id"))
-        request_ = leases.ClaimRequest(
+        request_ = actions.ClaimRequest(
             agent, data["paths"], ttl, data["reason"], session, timezone.now()
         )
         (claimed,) = actions.claim_leases(request.fleet, [request_])
         if isinstance(claimed, ValueError):
             raise ValidationError({"paths": [str(claimed)]})
-        if isinstance(claimed, leases.LeaseCapReached):  # well formed: release first
+        if isinstance(claimed, actions.LeaseCapReached):  # well formed: release first
             return Response(
                 {"detail": str(claimed), "live": claimed.live, "cap": claimed.cap},
                 status=status.HTTP_409_CONFLICT,
@@ -273,7 +273,7 @@ class LeaseViewSet(FleetViewSet):
     def release(self, request: Request, fleet: str) -> Response:
         data = self.valid(s.LeaseReleaseRequest)
         agent = self.acting_agent(data.get("agent_id"))
-        wanted = leases.ReleaseRequest(agent, data.get("paths") or None)
+        wanted = actions.ReleaseRequest(agent, data.get("paths") or None)
         (result,) = actions.release_leases(request.fleet, [wanted])
         if isinstance(result, BadPath):
             raise ValidationError({"paths": [str(result)]})
@@ -372,24 +372,24 @@ class HandoffViewSet(FleetViewSet):
         data = self.valid(s.HandoffPickupRequest)
         agent = self.acting_agent(data.get("agent_id"))
         try:
-            result = handoffs.pick_up_handoff(
+            result = actions.pick_up_handoff(
                 handoff,
                 by=agent,
                 expected_version=data["version"],
                 confirm=data["confirm"],
                 session=self.session_for(agent, data.get("session_id")),
             )
-        except handoffs.NotPending:
+        except actions.NotPending:
             return _conflict(
                 f"The handoff is {handoff.state}, not pending.", data["version"], handoff.version
             )
-        if isinstance(result, handoffs.Conflict):
+        if isinstance(result, actions.Conflict):
             return _conflict(
                 "The handoff changed; re-read it and retry.",
                 result.expected_version,
                 result.current_version,
             )
-        gated = isinstance(result, handoffs.NeedsConfirmation)
+        gated = isinstance(result, actions.NeedsConfirmation)
         body = {
             "picked_up": not gated,
             "needs_confirmation": gated,
@@ -411,8 +411,8 @@ class HandoffViewSet(FleetViewSet):
         token = request.auth
         by = token.agent if isinstance(token, ApiToken) else None
         user = None if isinstance(token, ApiToken) else request.user
-        result = handoffs.clear_handoff(handoff, expected_version=data["version"], by=by, user=user)
-        if isinstance(result, handoffs.Conflict):
+        result = actions.clear_handoff(handoff, expected_version=data["version"], by=by, user=user)
+        if isinstance(result, actions.Conflict):
             return _conflict(
                 "The handoff changed; re-read it and retry.",
                 result.expected_version,

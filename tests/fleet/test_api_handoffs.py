@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fleet import handoffs
+import pytest
+
+from fleet import handoffs, rendering
 from fleet.models import Agent, Handoff
 from tests.fleet.conftest import ApiAs, World
 
@@ -119,3 +121,22 @@ def test_lease_list_and_claim_report_contention(api_as: ApiAs, world: World, bo:
     status = api_as(bo).get(f"{base}/status").json()
     assert status["contended_leases"] == 2
     assert {a["agent_id"] for a in status["agents"]} == {"ada", "bo"}
+
+
+@pytest.mark.django_db(transaction=True)  # each request commits, so its render is asked
+def test_a_rest_pickup_and_clear_go_through_fleet_actions_and_ask_for_a_render(
+    api_as: ApiAs, world: World, bo: Agent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[int] = []
+    monkeypatch.setattr(rendering, "_schedule", asked.append)
+    api_as(bo).post(_url(world, "/pickup"), {"version": 1}, format="json")
+    assert asked == []  # the gate answered; nothing changed, nothing to render
+    response = api_as(bo).post(_url(world, "/pickup"), {"version": 1, "confirm": True},
+                               format="json")
+    assert response.json()["picked_up"] is True and asked == [world.fleet.pk]
+    assert api_as(bo).post(_url(world, "/clear"), {"version": 1},
+                           format="json").status_code == 409
+    assert asked == [world.fleet.pk]  # a stale version changes nothing
+    assert api_as(bo).post(_url(world, "/clear"), {"version": 2},
+                           format="json").status_code == 200
+    assert asked == [world.fleet.pk, world.fleet.pk]
