@@ -97,10 +97,10 @@ def test_a_token_in_a_search_query_never_reaches_gunicorns_logs(
         assert secret not in logged
 
 
-def test_the_servers_ctxlake_starts_and_the_readme_names_use_this_logger() -> None:
+def test_the_servers_ctxlake_starts_and_the_deployment_doc_names_use_this_logger() -> None:
     root = Path(__file__).resolve().parents[2]
     assert f'"--logger-class", "{LOGGER_CLASS}"' in (root / "ctxlake").read_text()
-    assert f"--logger-class {LOGGER_CLASS}" in (root / "README.md").read_text()
+    assert f"--logger-class {LOGGER_CLASS}" in (root / "docs" / "deployment.md").read_text()
 
 
 def test_the_logging_filter_scrubs_messages_and_tracebacks() -> None:

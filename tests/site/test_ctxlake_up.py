@@ -186,7 +186,7 @@ def test_up_serves_refuses_a_second_up_and_ctrl_c_stops_everything(
 
 
 def test_stop_from_a_second_terminal(home: tuple[Path, Path]) -> None:
-    """Also: `up` lifts an operator's `embedded_db stop` (README says the next up does)."""
+    """Also: `up` lifts an operator's `embedded_db stop` (docs/deployment.md says so)."""
     embedded_db.stop(home[0] / "pg")
     assert embedded_db.stopped_on_purpose(home[0] / "pg")
     up = Up(home, _free_port())

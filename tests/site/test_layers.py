@@ -1,4 +1,4 @@
-"""The layers of docs/README "Architecture": checked by import-linter, in the suite and in CI."""
+"""The layers of docs/architecture.md: checked by import-linter, in the suite and in CI."""
 
 from __future__ import annotations
 

@@ -69,7 +69,7 @@ def test_env_list_refuses_empty_items(monkeypatch: pytest.MonkeyPatch) -> None:
 # Every variable the settings read, each with a bad value and what its one line must say.
 BAD_SETTINGS = [
     ({"DEBUG": "perhaps"}, "DEBUG='perhaps' is not allowed: a boolean"),
-    ({"DEBUG": ""}, "DEBUG='' is not allowed: a boolean"),  # README: empty is not "false"
+    ({"DEBUG": ""}, "DEBUG='' is not allowed: a boolean"),  # docs/configuration.md: "" ≠ false
     ({"CTXLAKE_HTTPS": "sometimes"}, "CTXLAKE_HTTPS='sometimes' is not allowed: a boolean"),
     ({"CTXLAKE_BEHIND_PROXY": "2"}, "CTXLAKE_BEHIND_PROXY='2' is not allowed: a boolean"),
     ({"CTXLAKE_STATIC_FINDERS": "y"}, "CTXLAKE_STATIC_FINDERS='y' is not allowed: a boolean"),
