@@ -132,17 +132,19 @@ def test_bridge_subcommands_in_the_docs_exist() -> None:
 # -- environment variables ---------------------------------------------------------------------
 
 def _settings_env_vars() -> set[str]:
-    """Every variable settings.py reads through an env_* helper, and paths.py reads."""
+    """Every variable settings.py reads through an env_* helper, and the places module
+    (where $CTXLAKE_HOME and the directories under it are resolved) reads."""
     found = set()
-    for module in ("settings.py", "paths.py"):
-        tree = ast.parse((ROOT / "ctxlake_site" / module).read_text())
+    for module in ("ctxlake_site/settings.py", "ctxlake_site/paths.py",
+                   "mcp_bridge/contract/places.py"):
+        tree = ast.parse((ROOT / module).read_text())
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call) or not node.args:
                 continue
             func, first = node.func, node.args[0]
             helper = isinstance(func, ast.Name) and func.id.startswith("env_")
             environ = (isinstance(func, ast.Attribute) and func.attr == "get"
-                       and ast.unparse(func.value) == "os.environ")
+                       and ast.unparse(func.value) in ("os.environ", "_env(env)"))
             if (helper or environ) and isinstance(first, ast.Constant) \
                     and isinstance(first.value, str):
                 found.add(first.value)
