@@ -49,6 +49,24 @@ def render_roster(fleet: Fleet, *, now: datetime) -> dict[str, Any]:
         .order_by("agent_id", "started_at")
         .values_list("agent_id", "session_id")
     )
+    held = _held_by_agent(live)
+    refused = _refused_claims(fleet, now)
+    roster = [
+        {
+            "agent_id": agent.agent_id,
+            "runtime": agent.runtime,
+            "session_id": open_sessions.get(agent.pk),
+            "last_seen_at": iso(agent.last_seen_at),
+            "leases": held.get(agent.pk, []),
+            **({"refused_claims": refused[agent.pk]} if agent.pk in refused else {}),
+        }
+        for agent in sorted(agents.values(), key=lambda a: a.agent_id)
+    ]
+    return {"agents": roster, "contention": _contention(fleet, live, now)}
+
+
+def _held_by_agent(live: list[tuple[Any, ...]]) -> dict[int, list[dict[str, Any]]]:
+    """agent pk → its live leases as the roster shows them (a flagged reason withheld)."""
     held: dict[int, list[dict[str, Any]]] = {}
     for _, agent_pk, agent_id, path, reason, acquired_at, expires_at, offered_with, flags, \
             released in live:
@@ -62,26 +80,18 @@ def render_roster(fleet: Fleet, *, now: datetime) -> dict[str, Any]:
                 "offered_with": f"h-{offered_with}" if offered_with else None,
             }
         )
-    refused = _refused_claims(fleet, now)
-    roster = [
-        {
-            "agent_id": agent.agent_id,
-            "runtime": agent.runtime,
-            "session_id": open_sessions.get(agent.pk),
-            "last_seen_at": iso(agent.last_seen_at),
-            "leases": held.get(agent.pk, []),
-            **({"refused_claims": refused[agent.pk]} if agent.pk in refused else {}),
-        }
-        for agent in sorted(agents.values(), key=lambda a: a.agent_id)
-    ]
-    # Each pair once, the earlier lease (by agent, path) first, in that order.
+    return held
+
+
+def _contention(fleet: Fleet, live: list[tuple[Any, ...]], now: datetime) -> list[dict[str, Any]]:
+    """Each overlapping pair of live leases once, the earlier (by agent, path) first."""
     position = {row[0]: i for i, row in enumerate(live)}
     pairs = sorted(
         (min(position[a], position[b]), max(position[a], position[b]))
         for a, b in leases.contended_pairs(fleet.pk, now=now)
         if a in position and b in position
     )
-    contention = [
+    return [
         {
             "agents": [live[i][2], live[j][2]],
             "paths": [live[i][3], live[j][3]],
@@ -89,7 +99,6 @@ def render_roster(fleet: Fleet, *, now: datetime) -> dict[str, Any]:
         }
         for i, j in pairs
     ]
-    return {"agents": roster, "contention": contention}
 
 
 def _refused_claims(fleet: Fleet, now: datetime) -> dict[int, list[dict[str, Any]]]:

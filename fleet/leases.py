@@ -219,18 +219,7 @@ def claim_many(fleet_id: int, requests: Sequence[ClaimRequest]) -> list[ClaimOut
     The caller guarantees no two requests of one agent name the same path (one statement
     cannot upsert a row twice); the drain's planner (ctxlake_site.drain_plan) does.
     """
-    prepared: list[tuple[ClaimRequest, list[str], datetime, datetime] | ValueError] = []
-    for request in requests:
-        try:
-            wanted = _wanted(request.paths)
-        except ValueError as exc:
-            prepared.append(exc)
-            continue
-        now = request.now or timezone.now()
-        ttl = min(
-            request.ttl or timedelta(seconds=request.agent.fleet.default_lease_ttl_secs), MAX_TTL
-        )
-        prepared.append((request, wanted, now, now + ttl))
+    prepared = [_prepare(request) for request in requests]
     valid = [p for p in prepared if not isinstance(p, ValueError)]
     if not valid:
         return list(prepared)
@@ -241,44 +230,55 @@ def claim_many(fleet_id: int, requests: Sequence[ClaimRequest]) -> list[ClaimOut
         active_at = min(now for _, _, now, _ in valid)
         visible = _Visible(_holders_under(fleet_id, prefixes, active_at) if admitted else [])
         rows = _upsert_many(fleet_id, admitted) if admitted else {}
-        results: list[ClaimOutcome] = []
-        k = -1
-        for item in prepared:
-            if isinstance(item, ValueError):
-                results.append(item)
-                continue
-            k += 1
-            request, wanted, now, _ = item
-            if k in refused:
-                activity.record(
-                    request.agent.fleet,
-                    REFUSED,
-                    agent=request.agent,
-                    paths=wanted,
-                    live=refused[k].live,
-                    cap=refused[k].cap,
-                )
-                results.append(refused[k])
-                continue
-            held = [_held(request, path, rows[request.agent.pk, path]) for path in wanted]
-            contention = [
-                Contention(mine, theirs)
-                for mine in held
-                for theirs in visible.near(mine)
-                if theirs.agent_id != mine.agent_id
-                and theirs.expires_at > now
-                and overlaps(mine.path, theirs.path)
-            ]
-            visible.update(held)
-            activity.record(
-                request.agent.fleet,
-                "lease.claimed",
-                agent=request.agent,
-                paths=wanted,
-                contended=len(contention),
-            )
-            results.append(ClaimResult(held=held, contention=contention))
-    return results
+        admitted_at = iter(range(len(valid)))
+        return [
+            item if isinstance(item, ValueError)
+            else _outcome(item, refused.get(next(admitted_at)), rows, visible)
+            for item in prepared
+        ]
+
+
+Prepared = tuple[ClaimRequest, list[str], datetime, datetime]  # request, paths, now, expiry
+Upserted = tuple[int, datetime, int | None, datetime]  # lease id, acquired, session, expiry
+
+
+def _prepare(request: ClaimRequest) -> Prepared | ValueError:
+    """The request with its normalised paths, its time and its expiry (the TTL asked, else
+    the fleet's, capped at MAX_TTL); the error in its place when a path is bad."""
+    try:
+        wanted = _wanted(request.paths)
+    except ValueError as exc:
+        return exc
+    now = request.now or timezone.now()
+    ttl = min(
+        request.ttl or timedelta(seconds=request.agent.fleet.default_lease_ttl_secs), MAX_TTL
+    )
+    return request, wanted, now, now + ttl
+
+
+def _outcome(
+    item: Prepared, refused: LeaseCapReached | None,
+    rows: dict[tuple[int, str], Upserted], visible: _Visible,
+) -> ClaimResult | LeaseCapReached:
+    """One request's answer, in order (step 5 of claim_many), with its activity row."""
+    request, wanted, now, _ = item
+    if refused is not None:
+        activity.record(request.agent.fleet, REFUSED, agent=request.agent, paths=wanted,
+                        live=refused.live, cap=refused.cap)
+        return refused
+    held = [_held(request, path, rows[request.agent.pk, path]) for path in wanted]
+    contention = [
+        Contention(mine, theirs)
+        for mine in held
+        for theirs in visible.near(mine)
+        if theirs.agent_id != mine.agent_id
+        and theirs.expires_at > now
+        and overlaps(mine.path, theirs.path)
+    ]
+    visible.update(held)
+    activity.record(request.agent.fleet, "lease.claimed", agent=request.agent, paths=wanted,
+                    contended=len(contention))
+    return ClaimResult(held=held, contention=contention)
 
 
 _LIVE_COUNTS = """
@@ -293,7 +293,7 @@ _LIVE_OF = """
 
 
 def _admit(
-    fleet_id: int, valid: list[tuple[ClaimRequest, list[str], datetime, datetime]], cap: int
+    fleet_id: int, valid: list[Prepared], cap: int
 ) -> dict[int, LeaseCapReached]:
     """Which of `valid` (by position) the per-agent cap refuses, deciding in order as
     one-by-one claims would: a request is refused when it adds paths the agent does not
@@ -439,8 +439,8 @@ _UPSERT_MANY = """
 
 
 def _upsert_many(
-    fleet_id: int, valid: list[tuple[ClaimRequest, list[str], datetime, datetime]]
-) -> dict[tuple[int, str], tuple[int, datetime, int | None, datetime]]:
+    fleet_id: int, valid: list[Prepared]
+) -> dict[tuple[int, str], Upserted]:
     """One statement for every (agent, path); (agent pk, path) → (id, acquired, session,
     expires).
 
