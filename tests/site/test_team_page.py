@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from claims import moderation
 from claims.models import Claim
+from ctxlake_site import path_tree, svg_charts
 from ctxlake_site.team_page import Overlap, team_page
 from fleet.models import Activity, Agent, DeadLetter, Fleet, FleetModerator, Handoff, Lease
 from tests.claims.witness import seen_cited
@@ -271,3 +272,40 @@ def test_it_takes_the_same_number_of_queries_for_2_and_10_agents(db: None) -> No
     assert (small.memory.promoted, large.memory.promoted) == (1, 1)
     counted = _queries_for_get(small_mod), _queries_for_get(large_mod)
     assert counted[0] == counted[1], f"{counted[0]} queries for 2 agents, {counted[1]} for 10"
+    # Session, user, the user's and groups' permissions; fleets; live leases, active agents,
+    # open handoffs, claim counts, activity per day, claim events per day; the pipeline's
+    # dead letters, last activity, last drain and render-queued flag (docs/moderation.md).
+    assert counted == (15, 15)
+
+
+def test_it_draws_overlapping_leases_first_when_the_tree_is_capped(
+    alice: User, ada: Agent, bo: Agent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("ctxlake_site.team_page.TREE_LEASES", 2)
+    _lease(ada, "a/first.py")  # first by path, but nobody else is there
+    _lease(ada, "z/**")
+    _lease(bo, "z/last.py")
+    (view,) = team_page(alice).fleets
+    assert (view.leases_shown, view.leases_total) == (2, 3)
+    assert [node.label for node in view.tree] == ["z"]
+    assert "Showing 2 of 3 leases (overlapping ones first)" in _get(alice).content.decode()
+
+
+def test_the_tree_folds_directories_that_hold_nothing_and_branch_nowhere() -> None:
+    tree = path_tree.build([
+        path_tree.Holding("ada", "src/payments/refund/**"),
+        path_tree.Holding("bo", "src/payments/refund/tax.py", ("ada",)),
+        path_tree.Holding("cy", "README.md"),
+    ])
+    assert [n.label for n in tree] == ["README.md", "src/payments/refund"]
+    assert [n.label for n in tree[1].children] == ["**", "tax.py"]
+    assert tree[1].contended and not tree[0].contended
+    assert [h.agent_id for h in tree[0].holders] == ["cy"]
+
+
+def test_a_chart_escapes_its_title_and_keeps_a_scale_for_zeros() -> None:
+    days = [timezone.localdate() - timedelta(days=1), timezone.localdate()]
+    svg = svg_charts.bar_chart("<b>events</b>", days, [svg_charts.Series("events", [0, 0])])
+    assert "<b>" not in svg and "&lt;b&gt;events&lt;/b&gt;" in svg
+    assert '>2</text>' in svg and '>1</text>' in svg  # the top and half-way lines
+    assert svg.count('height="0.0"') == 2
