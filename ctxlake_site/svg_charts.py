@@ -39,16 +39,22 @@ def bar_chart(title: str, days: Sequence[date], series: Sequence[Series]) -> Saf
             value = s.values[i]
             h = plot_h * value / top
             x = LEFT + i * slot + slot * GAP / 2 + k * bar_w
-            bars.append((k, _n(x), _n(TOP + plot_h - h), _n(bar_w), _n(h), day.isoformat(),
-                         value, s.label))
+            bars.append(
+                (k, _n(x), _n(TOP + plot_h - h), _n(bar_w), _n(h), day.isoformat(), s.label, value)
+            )
     return format_html(
         '<svg class="chart" viewBox="0 0 {} {}" role="img" aria-label="{}" '
         'xmlns="http://www.w3.org/2000/svg"><title>{}</title>{}{}{}</svg>',
-        WIDTH, HEIGHT, title, title, _axis(top, plot_h), _day_labels(days, slot),
+        WIDTH,
+        HEIGHT,
+        title,
+        title,
+        _axis(top, plot_h),
+        _day_labels(days, slot),
         format_html_join(
             "",
             '<rect class="bar bar-{}" x="{}" y="{}" width="{}" height="{}">'
-            "<title>{}: {} {}</title></rect>",
+            "<title>{} · {}: {}</title></rect>",
             bars,
         ),
     )
@@ -85,8 +91,12 @@ def _day_labels(days: Sequence[date], slot: float) -> SafeString:
         "",
         '<text class="tick" x="{}" y="{}" text-anchor="{}">{}</text>',
         (
-            (_n(_label_x(i, len(days), slot)), HEIGHT - 5, anchors.get(i, "middle"),
-             days[i].strftime("%b %-d"))
+            (
+                _n(_label_x(i, len(days), slot)),
+                HEIGHT - 5,
+                anchors.get(i, "middle"),
+                days[i].strftime("%b %-d"),
+            )
             for i in picks
         ),
     )

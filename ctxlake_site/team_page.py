@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from django.db.models import Count, Min, Q
+from django.db.models import Count, Min, Q, QuerySet
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
@@ -180,8 +180,14 @@ def _handoffs(views: dict[int, FleetView], ids: list[int]) -> None:
     )
     for h in pending:
         views[h.fleet_id].handoffs.append(
-            HandoffRow(h.pk, h.from_agent.agent_id, h.get_status_display(),
-                       h.for_agents("summary"), h.withholds("summary"), h.created_at)
+            HandoffRow(
+                h.pk,
+                h.from_agent.agent_id,
+                h.get_status_display(),
+                h.for_agents("summary"),
+                h.withholds("summary"),
+                h.created_at,
+            )
         )
 
 
@@ -208,25 +214,32 @@ def _charts(views: dict[int, FleetView], ids: list[int], now: datetime) -> None:
     today = timezone.localdate(now)
     days = [today - timedelta(days=DAYS - 1 - i) for i in range(DAYS)]
     since = timezone.make_aware(datetime.combine(days[0], time.min))
-    events = _per_day(
-        Activity.objects.filter(fleet__in=ids, at__gte=since), "fleet_id", None
-    )
+    events = _per_day(Activity.objects.filter(fleet__in=ids, at__gte=since), "fleet_id", None)
     claim_events = _per_day(
         ClaimEvent.objects.filter(
-            claim__fleet__in=ids, at__gte=since,
+            claim__fleet__in=ids,
+            at__gte=since,
             kind__in=[ClaimEvent.Kind.PROPOSED, ClaimEvent.Kind.PROMOTED],
         ),
-        "claim__fleet_id", "kind",
+        "claim__fleet_id",
+        "kind",
     )
     for fleet_id, view in views.items():
         view.activity = Daily(days, {"events": _fill(days, events, (fleet_id, None))})
-        view.claims = Daily(days, {
-            "proposed": _fill(days, claim_events, (fleet_id, ClaimEvent.Kind.PROPOSED)),
-            "promoted": _fill(days, claim_events, (fleet_id, ClaimEvent.Kind.PROMOTED)),
-        })
+        view.claims = Daily(
+            days,
+            {
+                "proposed": _fill(days, claim_events, (fleet_id, ClaimEvent.Kind.PROPOSED)),
+                "promoted": _fill(days, claim_events, (fleet_id, ClaimEvent.Kind.PROMOTED)),
+            },
+        )
 
 
-def _per_day(qs: Any, fleet_field: str, kind_field: str | None) -> dict[tuple[Any, ...], int]:
+def _per_day(
+    qs: QuerySet[Any],
+    fleet_field: str,
+    kind_field: str | None,
+) -> dict[tuple[Any, ...], int]:
     """{(fleet id, kind or None, day): count} in one grouped query (days in TIME_ZONE)."""
     fields = [fleet_field, *([kind_field] if kind_field else []), "day"]
     rows = qs.annotate(day=TruncDate("at")).values(*fields).annotate(n=Count("pk")).order_by()
@@ -236,8 +249,11 @@ def _per_day(qs: Any, fleet_field: str, kind_field: str | None) -> dict[tuple[An
     }
 
 
-def _fill(days: list[date], counts: dict[tuple[Any, ...], int], key: tuple[Any, Any],
-          ) -> list[int]:
+def _fill(
+    days: list[date],
+    counts: dict[tuple[Any, ...], int],
+    key: tuple[Any, Any],
+) -> list[int]:
     return [counts.get((*key, day), 0) for day in days]
 
 

@@ -43,34 +43,56 @@ def _fleet() -> Fleet:
     fleet = Fleet.objects.create(slug="acme", name="Acme shop", memory_mode="live")
     now = timezone.now()
     agents = {
-        name: Agent.objects.create(fleet=fleet, agent_id=name, runtime="claude-code",
-                                   last_seen_at=now - timedelta(minutes=i))
+        name: Agent.objects.create(
+            fleet=fleet,
+            agent_id=name,
+            runtime="claude-code",
+            last_seen_at=now - timedelta(minutes=i),
+        )
         for i, name in enumerate(LEASES)
     }
     for name, paths in LEASES.items():
         for path in paths:
-            Lease.objects.create(fleet=fleet, agent=agents[name], path=path,
-                                 expires_at=now + timedelta(hours=1))
-    Handoff.objects.create(fleet=fleet, from_agent=agents["ada"],
-                           summary="Refund flow: the happy path works; partial refunds do not "
-                           "round the tax yet. Tests in tests/test_payments.py are red.")
-    Handoff.objects.create(fleet=fleet, from_agent=agents["cy"], status=Handoff.Status.BLOCKED,
-                           summary="Architecture doc waits on the API decision.")
+            Lease.objects.create(
+                fleet=fleet, agent=agents[name], path=path, expires_at=now + timedelta(hours=1)
+            )
+    Handoff.objects.create(
+        fleet=fleet,
+        from_agent=agents["ada"],
+        summary="Refund flow: the happy path works; partial refunds do not "
+        "round the tax yet. Tests in tests/test_payments.py are red.",
+    )
+    Handoff.objects.create(
+        fleet=fleet,
+        from_agent=agents["cy"],
+        status=Handoff.Status.BLOCKED,
+        summary="Architecture doc waits on the API decision.",
+    )
     claims = []
     for n in range(5):
         evidence = [{"session_id": f"sess-{n}", "message_id": f"m-{n}"}]
         seen_cited(fleet, evidence, agent=agents["bo"])
-        claims.append(moderation.propose_claim(
-            fleet, text=f"The payments tests need the fake gateway on port 80{n}",
-            type="gotcha", subject="payments tests", evidence=evidence, by_agent=agents["bo"],
-        ).claim)
+        claims.append(
+            moderation.propose_claim(
+                fleet,
+                text=f"The payments tests need the fake gateway on port 80{n}",
+                type="gotcha",
+                subject="payments tests",
+                evidence=evidence,
+                by_agent=agents["bo"],
+            ).claim
+        )
     root = User.objects.create_superuser("root", password=PASSWORD)
     moderation.promote_claim(claims[0], by=root)
     Claim.objects.filter(pk=claims[0].pk).update(staleness=0.5)  # as a lease on its file would
     for days_ago in range(0, 30, 2):
         for _ in range(days_ago % 5 + 1):
-            Activity.objects.create(fleet=fleet, verb="lease.claimed", agent=agents["ada"],
-                                    at=now - timedelta(days=days_ago))
+            Activity.objects.create(
+                fleet=fleet,
+                verb="lease.claimed",
+                agent=agents["ada"],
+                at=now - timedelta(days=days_ago),
+            )
     return fleet
 
 
@@ -86,7 +108,9 @@ def _overflow(page: Any) -> int:  # noqa: F811
 
 
 def test_the_team_page_reads_well_wide_and_on_a_phone(
-    page: Any, live_server: Any, spool_dir: Path  # noqa: F811
+    page: Any,  # noqa: F811 - the fixture imported above
+    live_server: Any,
+    spool_dir: Path,
 ) -> None:
     fleet = _fleet()
     _moderator(fleet)
