@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import Q
 
 from claims.models import Claim
 from fleet import activity
@@ -28,6 +29,9 @@ from mcp_bridge.contract import ranking
 
 POSSIBLY_STALE = ranking.STALE_DEFAULT  # 0.5: halves the score, never hides the claim
 LIVE_STATUSES = (Claim.Status.PROPOSED, Claim.Status.PROMOTED)
+#: The live claims readers see as possibly stale (search's `stale`, the snapshot's flag):
+#: a filter on Claim, for counting them.
+STALE_Q = Q(status__in=LIVE_STATUSES, staleness__gt=0)
 
 
 _CITED = """

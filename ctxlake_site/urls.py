@@ -3,6 +3,9 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from ctxlake_site.health_api import HealthView
+from ctxlake_site.team_views import team
+
+admin.site.site_url = "/"  # the admin's "View site" link: the team page
 
 api_v1 = [
     path("health", HealthView.as_view(), name="health"),
@@ -11,6 +14,7 @@ api_v1 = [
 ]
 
 urlpatterns = [
+    path("", team, name="team"),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

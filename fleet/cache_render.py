@@ -6,10 +6,11 @@ writes them atomically.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from fleet import leases
 from fleet.models import Activity, Agent, Fleet, Handoff, Lease, Screened, Session
@@ -23,6 +24,13 @@ CHANGED_PATHS_SHOWN = 20  # per session, in history.json
 
 def iso(moment: datetime | None) -> str | None:
     return None if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def active_agents(now: datetime, holders: Iterable[int] | QuerySet[Any]) -> Q:
+    """The roster's rule for an active agent, as a filter on Agent: it holds a live lease
+    (`holders`: those agents' pks, or a subquery of them) or was seen within ACTIVE_WINDOW.
+    The rendered roster and the team page both ask here, so they list the same agents."""
+    return Q(last_seen_at__gte=now - ACTIVE_WINDOW) | Q(pk__in=holders)
 
 
 def render_roster(fleet: Fleet, *, now: datetime) -> dict[str, Any]:
@@ -41,7 +49,7 @@ def render_roster(fleet: Fleet, *, now: datetime) -> dict[str, Any]:
     agents = {
         a.pk: a
         for a in Agent.objects.filter(fleet=fleet).filter(
-            Q(last_seen_at__gte=now - ACTIVE_WINDOW) | Q(pk__in={row[1] for row in live})
+            active_agents(now, {row[1] for row in live})
         )
     }
     open_sessions = dict(
