@@ -2,7 +2,7 @@
 
 Every rule comes from its owner: which fleets are the person's is the admin's
 (claims.admin_scope, as in the admin index's pipeline panel); which agents are active is
-the rendered roster's (fleet.cache_render.active_agents); which leases overlap is
+the rendered roster's (fleet.models.Agent.active); which leases overlap is
 fleet.leases.contention_among (mcp_bridge.contract.globs.overlaps, the one matcher);
 the pipeline reading is pipeline_status.for_fleet, the one doctor and the admin show;
 possibly stale is claims.staleness.STALE_Q, flagged is fleet.screen_view's state.
@@ -31,7 +31,6 @@ from claims.staleness import STALE_Q
 from ctxlake_site import path_tree, pipeline_status
 from fleet import leases as lease_rules
 from fleet import screen_view
-from fleet.cache_render import ACTIVE_WINDOW, active_agents
 from fleet.models import Activity, Agent, Fleet, Handoff, Lease
 
 DAYS = 30  # the charts' window, today included
@@ -110,7 +109,7 @@ class TeamPage:
 
     @property
     def active_minutes(self) -> int:
-        return int(ACTIVE_WINDOW.total_seconds() // 60)
+        return int(Agent.ACTIVE_WINDOW.total_seconds() // 60)
 
 
 def team_page(user: Any, *, now: datetime | None = None) -> TeamPage:
@@ -132,7 +131,7 @@ def _agents_and_leases(views: dict[int, FleetView], ids: list[int], now: datetim
     live = Lease.objects.active(at=now).filter(fleet__in=ids)
     agents = (
         Agent.objects.filter(fleet__in=ids)
-        .filter(active_agents(now, live.values("agent_id")))
+        .filter(Agent.active(now, live.values("agent_id")))
         .order_by("agent_id")
     )
     leases = list(

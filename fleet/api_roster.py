@@ -11,18 +11,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.db import connection
-from django.db.models import Q
 from django.utils import timezone
 
 from fleet import leases as lease_rules
 from fleet.models import Agent, Fleet, Lease
 
 #: An agent seen this recently counts as active even if it holds nothing.
-ACTIVE_WINDOW = timedelta(minutes=30)
 MAX_AGENTS = 200
 #: The status lists at most this many leases, each agent's first ones (by path) first, so
 #: an agent holding thousands cannot crowd out the others; `truncated` says when more are
@@ -89,7 +87,7 @@ def roster(fleet: Fleet, *, now: datetime | None = None) -> dict[str, Any]:
     live = Lease.objects.active(at=now).filter(fleet=fleet)
     agents = (
         Agent.objects.filter(fleet=fleet)
-        .filter(Q(last_seen_at__gte=now - ACTIVE_WINDOW) | Q(pk__in=live.values("agent_id")))
+        .filter(Agent.active(now, live.values("agent_id")))
         .order_by("agent_id")
     )
     shown = list(agents[: MAX_AGENTS + 1])

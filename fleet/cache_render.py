@@ -6,17 +6,13 @@ writes them atomically.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
-
-from django.db.models import Q, QuerySet
 
 from fleet import leases
 from fleet.models import Activity, Agent, Fleet, Handoff, Lease, Screened, Session
 from mcp_bridge.contract import screen
 
-ACTIVE_WINDOW = timedelta(hours=1)  # an agent seen this recently counts as active
 HISTORY_ROWS = 200
 REFUSALS_SHOWN = 5  # per agent, in roster.json's refused_claims
 CHANGED_PATHS_SHOWN = 20  # per session, in history.json
@@ -24,13 +20,6 @@ CHANGED_PATHS_SHOWN = 20  # per session, in history.json
 
 def iso(moment: datetime | None) -> str | None:
     return None if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def active_agents(now: datetime, holders: Iterable[int] | QuerySet[Any]) -> Q:
-    """The roster's rule for an active agent, as a filter on Agent: it holds a live lease
-    (`holders`: those agents' pks, or a subquery of them) or was seen within ACTIVE_WINDOW.
-    The rendered roster and the team page both ask here, so they list the same agents."""
-    return Q(last_seen_at__gte=now - ACTIVE_WINDOW) | Q(pk__in=holders)
 
 
 def render_roster(fleet: Fleet, *, now: datetime) -> dict[str, Any]:
@@ -49,7 +38,7 @@ def render_roster(fleet: Fleet, *, now: datetime) -> dict[str, Any]:
     agents = {
         a.pk: a
         for a in Agent.objects.filter(fleet=fleet).filter(
-            active_agents(now, {row[1] for row in live})
+            Agent.active(now, {row[1] for row in live})
         )
     }
     open_sessions = dict(
@@ -115,7 +104,7 @@ def _refused_claims(fleet: Fleet, now: datetime) -> dict[int, list[dict[str, Any
     learns, from fleet_status, that it holds nothing new and why."""
     found: dict[int, list[dict[str, Any]]] = {}
     recent = (
-        Activity.objects.filter(fleet=fleet, verb=leases.REFUSED, at__gte=now - ACTIVE_WINDOW)
+        Activity.objects.filter(fleet=fleet, verb=leases.REFUSED, at__gte=now - Agent.ACTIVE_WINDOW)
         .order_by("-at")
         .values_list("agent_id", "at", "data")[:200]
     )

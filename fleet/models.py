@@ -6,14 +6,15 @@ one live lease per agent and path) are database constraints, not only form valid
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Iterable
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.contrib.postgres.indexes import OpClass
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import connection, models
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from fleet.constraints import contract_choices, in_choices, not_blank
@@ -111,6 +112,9 @@ def take_claim_numbers(fleet_id: int, count: int = 1) -> int:
 class Agent(models.Model):
     """One agent identity in a fleet (what CTXLAKE_AGENT_ID names on the bridge)."""
 
+    #: An agent seen this recently counts as active (so does one holding a live lease).
+    ACTIVE_WINDOW = timedelta(hours=1)
+
     fleet = models.ForeignKey(Fleet, on_delete=models.CASCADE, related_name="agents")
     agent_id = models.CharField(max_length=ev.ID_MAX_CHARS)
     runtime = models.CharField(max_length=64, blank=True, help_text="claude-code, cursor, codex…")
@@ -127,6 +131,13 @@ class Agent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.agent_id}@{self.fleet.slug}"
+
+    @classmethod
+    def active(cls, now: datetime, holders: Iterable[int] | QuerySet[Any]) -> Q:
+        """The one rule for an active agent, as a filter: it holds a live lease (`holders`:
+        those agents' pks, or a subquery of them) or was seen within ACTIVE_WINDOW. The
+        rendered roster, REST `status` and the team page all list agents by it."""
+        return Q(last_seen_at__gte=now - cls.ACTIVE_WINDOW) | Q(pk__in=holders)
 
 
 class Screened(models.Model):
