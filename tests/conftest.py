@@ -16,12 +16,21 @@ from django.contrib.auth.models import Permission, User
 
 from fleet.models import Agent, Fleet
 
+_EMBEDDED_WAS_RUNNING = pytest.StashKey[bool | None]()
+
 
 def pytest_configure(config: Any) -> None:
     """Bridges the tests start embed in their own process: the host's shared embedder
     (mcp_bridge.embed_service) would otherwise be started once per test's CTXLAKE_HOME and
-    outlive the test. tests/mcp_bridge/test_embed_service.py runs it on purpose."""
+    outlive the test. tests/mcp_bridge/test_embed_service.py runs it on purpose.
+
+    Whether the embedded server was running before the run is noted, so that a run which
+    started it stops it at the end (pytest_sessionfinish) instead of leaving it behind."""
     os.environ.setdefault("CTXLAKE_EMBED_SHARED", "off")
+    if not hasattr(config, "workerinput"):
+        from tests.leftovers import embedded_server_running
+
+        config.stash[_EMBEDDED_WAS_RUNNING] = embedded_server_running()
 
 
 @pytest.fixture(autouse=True)
@@ -69,7 +78,19 @@ def mod(db: None) -> User:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run if it left its test database behind on the server (a failed teardown
-    — e.g. a connection left open — only prints a warning that is easy to miss)."""
+    — e.g. a connection left open — only prints a warning that is easy to miss); then stop
+    the embedded server if this run started it."""
+    from tests.leftovers import stop_embedded_server_we_started
+
+    try:
+        _check_test_databases(session)
+    finally:
+        if not hasattr(session.config, "workerinput"):
+            stop_embedded_server_we_started(
+                session.config.stash.get(_EMBEDDED_WAS_RUNNING, None))
+
+
+def _check_test_databases(session: pytest.Session) -> None:
     from tests.leftovers import leftover_test_databases
 
     if session.config.getoption("reuse_db", False) or hasattr(session.config, "workerinput"):

@@ -1,4 +1,4 @@
-"""Which of this checkout's test databases still exist on the server after a run."""
+"""What a test run may leave behind: its test databases, and the embedded server it started."""
 
 from __future__ import annotations
 
@@ -36,3 +36,31 @@ def leftover_test_databases() -> list[str]:
     except Exception:  # noqa: BLE001 - a check that cannot connect reports nothing
         return []
     return [row[0] for row in rows]
+
+
+def embedded_server_running() -> bool | None:
+    """Is the embedded server of this $CTXLAKE_HOME running? None when the tests use a
+    server named by DATABASE_URL (not ours to start or stop)."""
+    import os
+
+    if os.environ.get("DATABASE_URL"):
+        return None
+    from ctxlake_site import embedded_db
+
+    try:
+        return embedded_db.is_running()
+    except Exception:  # noqa: BLE001 - no pgserver, no data directory yet: not running
+        return False
+
+
+def stop_embedded_server_we_started(was_running: bool | None) -> bool:
+    """Stop the embedded server if this run started it (it was not running before); True
+    if it was stopped. It starts again on the next connection: no operator's stop is left
+    in force, so `./ctxlake up` or the next test run finds it as a fresh machine would."""
+    if was_running is None or was_running or not embedded_server_running():
+        return False
+    from ctxlake_site import embedded_db
+
+    embedded_db.stop()
+    embedded_db.clear_stop_marker()
+    return True

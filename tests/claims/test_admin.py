@@ -14,7 +14,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from claims import moderation
+from claims import embeddings, moderation
 from claims.models import EMBEDDING_DIMS, Claim, ClaimEvent
 from fleet.models import Agent, Fleet, FleetModerator
 from tests.claims.witness import seen_cited
@@ -222,10 +222,10 @@ def test_the_review_page_lists_nearest_claims_in_the_fleet_with_status(
     )
     far = _propose(fleet_a, n=3, text="docker builds need buildkit", subject="docker")
     other = _propose(fleet_b, n=4, text="fleet b: pytest -x stops early")
-    Claim.objects.filter(pk=claim.pk).update(embedding=_vector(1.0, 0.0))
-    Claim.objects.filter(pk=near.pk).update(embedding=_vector(1.0, 0.1))
-    Claim.objects.filter(pk=far.pk).update(embedding=_vector(0.0, 1.0))
-    Claim.objects.filter(pk=other.pk).update(embedding=_vector(1.0, 0.0))
+    for row, vector in [(claim, (1.0, 0.0)), (near, (1.0, 0.1)), (far, (0.0, 1.0)),
+                        (other, (1.0, 0.0))]:  # as the embedder stores them: with its name
+        Claim.objects.filter(pk=row.pk).update(embedding=_vector(*vector),
+                                               embedding_model=embeddings.embedder().NAME)
     response = as_mod.get(reverse("admin:claims_claim_change", args=(claim.pk,)))
     neighbours = response.context["review"].neighbours
     assert [(n.claim.public_id, n.why) for n in neighbours] == [

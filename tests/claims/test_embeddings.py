@@ -82,6 +82,20 @@ def test_nearest_finds_paraphrases_above_unrelated_claims(fleet_a: Fleet) -> Non
     assert best == para and 0.6 < similarity < 1.0
 
 
+def test_nearest_compares_vectors_of_the_current_model_only(fleet_a: Fleet) -> None:
+    """A vector another model made lives in another space: it is no neighbour until
+    `reembed_claims` redoes it (the model's name is on every claim)."""
+    probe = _propose(fleet_a, "Tests fail unless the Redis server is running locally.")
+    para = _propose(fleet_a, "You need a local Redis running or the test suite fails.", "s2")
+    tasks.embed_pending()
+    Claim.objects.filter(pk=para.pk).update(embedding_model="an-older-model")
+    probe.refresh_from_db()
+    assert embeddings.nearest(probe) == []
+    Claim.objects.filter(pk=probe.pk).update(embedding_model="an-older-model")
+    probe.refresh_from_db()
+    assert embeddings.nearest(probe) == []  # the probe's own vector is of the old model
+
+
 def test_reembed_reports_progress_with_the_model_name(fleet_a: Fleet) -> None:
     for i in range(3):
         _propose(fleet_a, f"Claim number {i} about the deploy VPN", f"s{i}")

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from typing import Any
 
 from mcp_bridge.config import Config
 from mcp_bridge.contract.spool import read_events
+from tests.capture_log import wait_until_finished
 from tests.mcp_bridge.stdio import ROOT
 
 
@@ -21,18 +21,15 @@ def hook_env(config: Config, **extra: str) -> dict[str, str]:
 
 
 def wait_for(config: Config, predicate: Callable[[list[dict[str, Any]]], bool],
-             what: str) -> list[dict[str, Any]]:
-    """The fleet's spooled events once `predicate` holds (and anything written just after)."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        events = read_events(config.spool_dir, config.fleet)
-        if predicate(events):
-            time.sleep(0.3)
-            return read_events(config.spool_dir, config.fleet)
-        time.sleep(0.05)
-    raise AssertionError(f"{what}: {read_events(config.spool_dir, config.fleet)}")
+             what: str, *, captures: int = 1) -> list[dict[str, Any]]:
+    """The fleet's spooled events once the test's `captures` capture runs have finished
+    (capture_log: each says so when it has spooled all it will); `predicate` must hold."""
+    wait_until_finished(config.home, captures)
+    events = read_events(config.spool_dir, config.fleet)
+    assert predicate(events), f"{what}: {events}"
+    return events
 
 
-def wait_for_end(config: Config) -> list[dict[str, Any]]:
+def wait_for_end(config: Config, *, captures: int = 1) -> list[dict[str, Any]]:
     return wait_for(config, lambda ev: any(e["kind"] == "session.end" for e in ev),
-                    "no session.end was spooled")
+                    "no session.end was spooled", captures=captures)

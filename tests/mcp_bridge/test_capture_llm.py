@@ -375,7 +375,7 @@ def test_precompact_proposes_early_and_the_end_does_not_repeat_it(
     c.write(path)
     _hook(config, "session-end", {**body, "hook_event_name": "SessionEnd",
                                   "reason": "prompt_input_exit"})
-    events = wait_for_end(config)
+    events = wait_for_end(config, captures=2)  # the PreCompact run and the end's
     claims = [e["payload"]["claim"] for e in events if e["kind"] == "claim.proposed"]
     assert claims[:len(first)] == first
     assert len(claims) == len(set(claims)), "a candidate was proposed twice"
@@ -392,7 +392,9 @@ def test_precompact_without_a_transcript_or_with_capture_off_does_nothing(
     _manifest(config, contract.CAPTURE_OFF)
     path = error_fix_claude(repo).write(tmp_path / "t.jsonl")
     _hook(config, "pre-compact", {"session_id": "s-x", "transcript_path": str(path)})
-    time.sleep(1)
+    # A capture process opens the log before it is started (in the hook, which has
+    # returned): none was, so nothing can be spooled later either.
+    assert not (config.home / "logs" / "capture.log").exists()
     assert read_events(config.spool_dir, config.fleet) == []
 
 

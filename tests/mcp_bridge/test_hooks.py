@@ -6,13 +6,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 from mcp_bridge import contract
 from mcp_bridge.config import Config
 from mcp_bridge.contract.spool import Spool, read_events
+from tests.capture_log import wait_until_finished
 from tests.mcp_bridge.stdio import INIT, ROOT, bridge_env, call, frame
 
 
@@ -207,9 +207,6 @@ def test_session_end_records_a_session_with_an_exchange(config: Config, tmp_path
     assert _hook(config, "session-end", stdin=stdin).returncode == 0
     # the hook hands the transcript to a detached capture process, which spools the one
     # session.end (issue 16): wait for it rather than expect it when the hook returns
-    deadline = time.monotonic() + 30
-    while not read_events(config.spool_dir, config.fleet) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.3)  # a second session.end, if one were written, would be there by now
+    wait_until_finished(config.home, session="s-real")  # it has spooled all it will
     (event,) = read_events(config.spool_dir, config.fleet)
     assert event["session"] == "s-real" and event["kind"] == contract.KIND_SESSION_END

@@ -31,6 +31,7 @@ from claims.models import Claim, ClaimEvent
 from ctxlake_site import workers
 from fleet.models import Agent, DeadLetter, FleetModerator, Session
 from fleet.models import Fleet as FleetRow
+from tests.capture_log import wait_until_finished
 from tests.realclients.claude_session import drive
 from tests.realclients.conftest import AGENT, FLEET, Clients, Fleet
 from tests.realclients.messages_standin import Say, Step, ToolUse
@@ -68,7 +69,8 @@ def wait_for_session_end(world: Fleet, session_id: str) -> None:
             f"no session.end for {session_id} within {CAPTURE_WAIT_SECS} s\n"
             f"{what_happened(world)}")
         time.sleep(0.1)
-    time.sleep(0.3)  # nothing is spooled after the session's end; let the writer finish
+    # PreCompact's run, if any, may finish after the end's: wait for every run to say so
+    wait_until_finished(world.ctx_home, session=session_id, context=lambda: what_happened(world))
 
 
 @pytest.fixture

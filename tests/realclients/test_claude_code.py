@@ -13,7 +13,6 @@ import json
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ import pytest
 
 from mcp_bridge.config_files import LAUNCHER_MARK
 from mcp_bridge.toolspec import TOOLS
+from tests.capture_log import wait_until_finished
 from tests.realclients import npm_clients
 from tests.realclients.claude_session import Ran, drive
 from tests.realclients.conftest import (
@@ -75,11 +75,7 @@ def test_session_briefing_memory_search_and_session_end(clients: Clients, fleet:
     assert session.result["permission_denials"] == []
     # SessionEnd: one session.end for this session, by this agent, written by the capture
     # process the hook starts detached (issue 16): wait for it, then for any second one.
-    deadline = time.monotonic() + 30
-    while not [e for e in fleet.events() if e["kind"] == "session.end"]:
-        assert time.monotonic() < deadline, "no session.end was spooled"
-        time.sleep(0.1)
-    time.sleep(0.5)
+    wait_until_finished(fleet.ctx_home, session=session.result["session_id"])
     ends = [e for e in fleet.events() if e["kind"] == "session.end"]
     assert [(e["session"], e["agent"]) for e in ends] == [(session.result["session_id"], AGENT)]
     assert ends[0]["payload"]["summary"] == f"Asked: {PROMPT}\nConcluded: standin: done"
@@ -252,11 +248,7 @@ def test_session_end_captures_an_error_fix_from_the_real_transcript(
     ]
     session = run_session(clients, fleet, script, "Bash", "Write")
     sid = session.result["session_id"]
-    deadline = time.monotonic() + 30
-    while not [e for e in fleet.events() if e["kind"] == "session.end"]:
-        assert time.monotonic() < deadline, "no session.end was spooled"
-        time.sleep(0.1)
-    time.sleep(0.5)
+    wait_until_finished(fleet.ctx_home, session=sid)
     events = fleet.events()
     [end] = [e for e in events if e["kind"] == "session.end"]
     assert end["session"] == sid

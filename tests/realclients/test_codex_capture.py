@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from tests.capture_log import wait_until_finished
 from tests.realclients.conftest import Clients, Fleet
 from tests.realclients.responses_standin import Patch, Say, Shell, Standin, Step, call_id
 from tests.realclients.scenario import CHECK, REMOTE, TEST_FILE
@@ -141,7 +142,8 @@ def wait_for_session_end(world: Fleet, ran: Ran) -> dict[str, Any]:
             f"no session.end for {ran.session_id} within {CAPTURE_WAIT_SECS} s: did Codex "
             f"fire SessionEnd?\n{what_happened(world, ran.done)}")
         time.sleep(0.1)
-    time.sleep(0.3)  # nothing is spooled after the session's end; let the writer finish
+    wait_until_finished(world.ctx_home, session=ran.session_id,
+                        context=lambda: what_happened(world, ran.done))
     [end] = session_ends(world, ran.session_id)
     return dict(end["payload"])
 

@@ -95,7 +95,7 @@ class Up:
 
 
 def _no_orphans(sid: int) -> None:
-    deadline = time.monotonic() + 2  # reaping by init is not instant
+    deadline = time.monotonic() + 60  # reaping by init is not instant (a hang's deadline)
     while processes_in_session(sid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert processes_in_session(sid) == []
@@ -173,7 +173,9 @@ def test_up_serves_refuses_a_second_up_and_ctrl_c_stops_everything(
         children = processes_in_session(up.pid)
         assert any("gunicorn" in cmd for _, cmd in children)
         assert any("qcluster" in cmd for _, cmd in children)
-        time.sleep(3)  # let the cluster start its task workers (they were the orphans)
+        # the cluster's task workers were the orphans: wait until they are all up
+        # (django-q2 says "Q Cluster <name> [<queue>] running." once it has spawned them)
+        assert "Q Cluster" in up.wait_for("] running.")
         os.kill(up.pid, signal.SIGINT)  # what Ctrl-C in its terminal sends
         up.proc.wait(timeout=60)  # a deadline for a hang; `up` prints how long it took
         rest = up.finish()

@@ -135,7 +135,10 @@ def _stop_while_workers_run(home: Path, tmp_path: Path) -> None:
         stop = manage(home, "embedded_db", "stop")
         assert stop.returncode == 0 and stop.stdout.startswith("stopped"), stop.stderr
         stopped_at = time.monotonic()
-        time.sleep(20)  # the cluster retries every few seconds and restarts its pusher
+        # the cluster retries every few seconds and restarts its pusher: once it has said
+        # it found the database stopped on purpose, it has been through that path
+        _wait_for(lambda: "ctxlake: database stopped (" in
+                  (tmp_path / "qcluster.log").read_text(), "the cluster noticing the stop")
         assert not embedded_db.is_running(data_dir), "a worker restarted the stopped database"
         assert cluster.poll() is None, "the cluster died instead of waiting"
         status = manage(home, "embedded_db", "status")

@@ -23,6 +23,19 @@ def _handoff_summaries(fleet: Fleet) -> list[str]:
     return sorted(h["summary"] for h in data["handoffs"])
 
 
+def _until_a_render_waits_for_the_lock(deadline_secs: float = 120) -> None:
+    """Until another session waits on an advisory lock (the newer render, behind ours)."""
+    deadline = time.monotonic() + deadline_secs
+    while True:
+        with connection.cursor() as cur:
+            cur.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                        "AND NOT granted")
+            if cur.fetchone()[0]:
+                return
+        assert time.monotonic() < deadline, "the newer render never queued for the lock"
+        time.sleep(0.01)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_slow_older_render_never_publishes_over_a_newer_one(
     spool_dir: Path, monkeypatch: pytest.MonkeyPatch
@@ -37,7 +50,7 @@ def test_a_slow_older_render_never_publishes_over_a_newer_one(
         body = original(f, **kw)
         if threading.current_thread().name == "older":
             read_done.set()
-            time.sleep(1.5)  # the older render has read; it publishes after this
+            _until_a_render_waits_for_the_lock()  # then the older one publishes
         return body
 
     monkeypatch.setattr(cache_render, "render_handoffs", slow_first)
