@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache, lru_cache
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -107,7 +107,8 @@ def nearest(
         qs = qs.filter(status__in=statuses)
     with hnsw_scan(limit):
         found = list(nearest_query(qs, claim.embedding)[:limit])
-    return [(c, 1.0 - float(c.distance)) for c in found]
+    # ClaimQuerySet iterates as Claim to mypy, without the annotated distance.
+    return [(c, 1.0 - float(cast(Any, c).distance)) for c in found]
 
 
 def nearest_query(base: QuerySet[Claim], vector: Any) -> QuerySet[Claim]:
