@@ -327,7 +327,8 @@ class Lease(Screened):
         return self.released_at is None and self.expires_at > (at or timezone.now())
 
 
-HandoffStatus = contract_choices("HandoffStatus", ev.HANDOFF_STATUSES)
+# Any: its members (Status.IN_PROGRESS) are made at run time, unknown to mypy.
+HandoffStatus: Any = contract_choices("HandoffStatus", ev.HANDOFF_STATUSES)
 
 
 class SourceTrust(models.TextChoices):

@@ -394,7 +394,7 @@ class HandoffViewSet(FleetViewSet):
         body = {
             "picked_up": not gated,
             "needs_confirmation": gated,
-            "message": cast(handoffs.NeedsConfirmation, result).message if gated else "Picked up.",
+            "message": cast(actions.NeedsConfirmation, result).message if gated else "Picked up.",
             "handoff": handoff if gated else result,
             "transferred_leases": [] if gated else cast(Handoff, result).transferred_paths,
         }
