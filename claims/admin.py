@@ -91,7 +91,7 @@ class ClaimChangeList(ChangeList):
         rows = list(self.result_list)  # evaluates (and caches) the page once
         groups = review.groups_of(rows)
         for claim in rows:
-            claim.queue_group = groups.get(review.group_root(claim))  # type: ignore[attr-defined]
+            claim.queue_group = groups.get(review.group_root(claim))
 
 
 class ModeratorOnly:

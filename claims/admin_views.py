@@ -8,7 +8,7 @@ a lost race is reported (AlreadyDecided), and the person is told which.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django import forms
 from django.contrib import messages
@@ -48,7 +48,8 @@ def _refused(admin: ClaimAdmin, request: HttpRequest, exc: Exception) -> None:
 def _invalid(
     admin: ClaimAdmin, request: HttpRequest, claim: Claim, form: forms.Form
 ) -> HttpResponse:
-    problems = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+    # A bound form's errors are message strings (the stub also allows ValidationErrors).
+    problems = "; ".join(f"{k}: {' '.join(cast('list[str]', v))}" for k, v in form.errors.items())
     admin.message_user(request, f"Nothing done to {claim.public_id}: {problems}", messages.ERROR)
     return HttpResponseRedirect(claim_url(claim))
 
@@ -215,7 +216,7 @@ HANDLERS: dict[str, Handler] = {
 
 def bulk(
     admin: ClaimAdmin, request: HttpRequest, queryset: QuerySet[Claim], *, verb: str
-) -> HttpResponse | None:
+) -> TemplateResponse | None:
     """Promote or reject the selected claims after a confirmation page; report refusals."""
     claims = list(queryset.select_related("fleet").order_by("created_at", "pk")[: BULK_LIMIT + 1])
     if len(claims) > BULK_LIMIT:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache, lru_cache
 from types import ModuleType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -24,6 +24,9 @@ from pgvector.django import CosineDistance
 
 from claims.models import EMBEDDING_DIMS, Claim
 from fleet.models import Fleet
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 BATCH = 64
 # The HNSW candidate queue's floor: pgvector's default of 40 missed true neighbours at 1k
@@ -110,7 +113,13 @@ def nearest(
     return [(c, 1.0 - float(c.distance)) for c in found]
 
 
-def nearest_query(base: QuerySet[Claim], vector: Any) -> QuerySet[Claim]:
+class Distance(TypedDict):
+    distance: float  # what nearest_query annotates each claim with
+
+
+def nearest_query(
+    base: QuerySet[Claim], vector: Any
+) -> QuerySet[WithAnnotations[Claim, Distance]]:
     """`base`'s claims embedded by the current model, annotated with their cosine
     `distance` to `vector`, nearest first (run it inside `hnsw_scan`)."""
     return (

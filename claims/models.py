@@ -79,7 +79,8 @@ class NearRelation(models.TextChoices):
 
 #: Where a proposal came from: blank for an agent's own, else the transcript capture's
 #: extractor that produced it (the contract's list, so a new extractor needs no edit here).
-ClaimExtractor = models.TextChoices(
+# mypy understands the functional enum API only for the stdlib's Enum, not TextChoices.
+ClaimExtractor = models.TextChoices(  # type: ignore[call-overload]
     "ClaimExtractor",
     [("AGENT", ("", "agent's own")), *((x.upper(), (x, x)) for x in ev.CAPTURE_EXTRACTORS)],
 )
@@ -338,4 +339,4 @@ class ClaimEvent(models.Model):
     def save(self, *args: object, **kwargs: object) -> None:
         if self.pk is not None:
             raise TypeError("claim events are append-only; record a new event instead")
-        super().save(*args, **kwargs)  # type: ignore[arg-type]
+        super().save(*args, **kwargs)

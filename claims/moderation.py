@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
@@ -234,7 +234,7 @@ def _check(request: ProposalRequest) -> _Checked:
     subject = redact.scrub_text(request.subject).strip()
     if not text or not subject:
         raise InvalidProposal("A claim needs non-empty text and subject.")
-    if len(subject) > Claim._meta.get_field("subject").max_length:
+    if len(subject) > cast(int, Claim._meta.get_field("subject").max_length):
         raise InvalidProposal("subject is longer than 200 characters")
     if request.type not in Claim.Type.values:
         raise InvalidProposal(f"type must be one of {', '.join(Claim.Type.values)}")
@@ -264,7 +264,7 @@ def propose_many(
             checked.append(exc)
     valid = [c for c in checked if isinstance(c, _Checked)]
     if not valid:
-        return list(checked)
+        return list(cast("list[InvalidProposal]", checked))  # every request failed
     with transaction.atomic(savepoint=False):
         planned = _known_hashes(fleet, {c.hash for c in valid})
         pending: list[_Checked] = []  # new texts, inserted set-wise at the next flush

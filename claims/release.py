@@ -10,7 +10,7 @@ whoever may decide what the fleet's memory says may decide what its notes say.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.db import transaction
 from django.db.models import Q, QuerySet
@@ -39,7 +39,8 @@ def release_text(row: Screened, *, by: Any, note: str = "") -> Screened:
     fleet = _fleet(row)
     if not can_moderate(by, fleet):
         raise GateRefused("You may not release flagged text in this fleet.")
-    locked = type(row).objects.select_for_update().get(pk=row.pk)
+    # The abstract Screened declares no manager for mypy; each concrete model has `objects`.
+    locked: Screened = cast(Any, type(row)).objects.select_for_update().get(pk=row.pk)
     rows: list[Screened] = [locked]
     if isinstance(locked, Claim):
         rows += list(locked.evidence.select_for_update())
@@ -48,12 +49,13 @@ def release_text(row: Screened, *, by: Any, note: str = "") -> Screened:
         raise NothingToRelease(f"{_label(locked)} holds no flagged text waiting for release")
     now, user = timezone.now(), None if isinstance(by, ApiToken) else by
     for r in pending:
-        type(r).objects.filter(pk=r.pk).update(screen_released_at=now, screen_released_by=user)
+        cast(Any, type(r)).objects.filter(pk=r.pk).update(
+            screen_released_at=now, screen_released_by=user)
     activity.record(
         fleet, RELEASED, target=locked, user=user, note=note.strip(),
         fields=sorted({f for r in pending for f in r.screen_flags}),
         rules=sorted({s["rule"] for r in pending for v in r.screen_flags.values() for s in v}),
-        **({"token": by.prefix} if isinstance(by, ApiToken) else {}),
+        **cast("dict[str, Any]", {"token": by.prefix} if isinstance(by, ApiToken) else {}),
     )
     rendering.request_render(fleet)
     locked.refresh_from_db()
@@ -66,7 +68,7 @@ def claims_in_state(qs: QuerySet[Claim], state: str) -> QuerySet[Claim]:
     flagged one was released, clean if the screen found nothing in any of them."""
     excerpts, q = Evidence.objects.order_by(), sv.STATE_Q
     if state == sv.FLAGGED:
-        waiting = excerpts.filter(q[sv.FLAGGED]).values("claim_id")
+        waiting: QuerySet[Any, Any] = excerpts.filter(q[sv.FLAGGED]).values("claim_id")
         return qs.filter(q[sv.FLAGGED] | Q(pk__in=waiting))
     flagged_excerpts = excerpts.exclude(q[sv.CLEAN]).values("claim_id")
     if state == sv.CLEAN:

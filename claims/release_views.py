@@ -7,7 +7,7 @@ same function as the admin's action (claims.release.release_text, audited).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import Model, QuerySet
 from drf_spectacular.utils import extend_schema
@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from claims import moderation, release
-from claims.models import Claim
+from claims.models import Claim, ClaimQuerySet
 from fleet.models import ApiToken, Handoff, Lease, Screened, Session
 from fleet.permissions import MODERATE
 from fleet.screen_view import FLAGGED, STATE_Q
@@ -110,7 +110,7 @@ class ScreenViewSet(FleetViewSet):
     def _find(self, kind: str, ident: str) -> Screened:
         qs = self._tables()[kind]
         if kind == "claim":
-            row = qs.by_public_id(ident).first()
+            row = cast(ClaimQuerySet, qs).by_public_id(ident).first()
         elif kind == "session":
             row = qs.filter(session_id=ident).first()
         else:
@@ -119,7 +119,7 @@ class ScreenViewSet(FleetViewSet):
                 else None
         if row is None:
             raise exceptions.NotFound(f"No {kind} {ident} in this fleet.")
-        return row  # type: ignore[no-any-return]
+        return row
 
     def _flagged(self, kind: str, row: Screened) -> dict[str, Any]:
         author = getattr(row, row.SCREEN_AUTHOR)

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import psycopg
 from django.db import connection
@@ -235,7 +235,7 @@ def _filters(everything: ClaimQuerySet, narrow: Q) -> _Filters:
 def _fetch(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cur:
         cur.execute(sql, params)
-        return cur.fetchall()
+        return cast("list[tuple[Any, ...]]", cur.fetchall())
 
 
 def _lexical(
@@ -413,7 +413,8 @@ class _Row:
         self.values = values
 
     number = property(lambda self: self.values[_AT["number"]])
-    public_id = Claim.public_id  # the model's own rule (cc-NN), read off `number`
+    # The model's own rule (cc-NN), read off `number`; to mypy a property of Claim only.
+    public_id = cast(property, Claim.public_id)
     confidence = property(lambda self: self.values[_AT["confidence"]])
     staleness = property(lambda self: self.values[_AT["staleness"]])
     promoted_at = property(lambda self: self.values[_AT["promoted_at"]])

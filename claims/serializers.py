@@ -3,7 +3,7 @@ scrubbing and every rule about evidence live in claims.moderation."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rest_framework import serializers
 
@@ -12,6 +12,11 @@ from claims.models import Claim, ClaimEvent, Evidence
 from fleet import lineage
 from fleet.serializers import AgentIdField, ContractChecked, PlainText, WithholdsFlagged
 from mcp_bridge.contract import events as ev
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from fleet.models import Agent, ApiToken
 
 _LIMIT = ev.CITATION_LIMITS
 
@@ -38,7 +43,8 @@ class ProposeRequest(ContractChecked):
     text = PlainText(max_length=ev.CLAIM_MAX_CHARS)
     type = serializers.ChoiceField(choices=Claim.Type.values)
     subject = PlainText(max_length=ev.SUBJECT_MAX_CHARS)
-    evidence = CitationSerializer(many=True, allow_empty=False, max_length=ev.CITATIONS_MAX)
+    # DRF hands max_length to the ListSerializer many=True makes; the stub's __init__ omits it.
+    evidence = CitationSerializer(many=True, allow_empty=False, max_length=ev.CITATIONS_MAX)  # type: ignore[call-arg]
     confidence = serializers.FloatField(required=False, min_value=0, max_value=1, default=0.5)
     agent_id = AgentIdField(required=False, help_text="The proposing agent, if any.")
 
@@ -97,11 +103,11 @@ class ClaimEventSerializer(serializers.ModelSerializer[ClaimEvent]):
 
     def get_actor(self, event: ClaimEvent) -> str:
         if event.actor_user_id:
-            return f"user:{event.actor_user.get_username()}"
+            return f"user:{cast('User', event.actor_user).get_username()}"
         if event.actor_token_id:
-            return f"token:{event.actor_token.name}"
+            return f"token:{cast('ApiToken', event.actor_token).name}"
         if event.actor_agent_id:
-            return f"agent:{event.actor_agent.agent_id}"
+            return f"agent:{cast('Agent', event.actor_agent).agent_id}"
         return ""
 
 
@@ -110,11 +116,11 @@ class ClaimSerializer(WithholdsFlagged):
     superseded_by = serializers.SerializerMethodField()
 
     def get_superseded_by(self, claim: Claim) -> str | None:
-        return claim.superseded_by.public_id if claim.superseded_by_id else None
+        return cast(Claim, claim.superseded_by).public_id if claim.superseded_by_id else None
 
     class Meta:
         model = Claim
-        fields = (
+        fields: tuple[str, ...] = (
             "id",
             "text",
             "type",
@@ -154,13 +160,14 @@ class ClaimDetailSerializer(ClaimSerializer):
     def get_evidence(self, claim: Claim) -> list[dict[str, Any]]:
         cited = list(claim.evidence.all())
         verified = lineage.verified_sessions(claim.fleet, [e.session_id for e in cited])
-        return EvidenceSerializer(cited, many=True, context={"verified": verified}).data
+        found = EvidenceSerializer(cited, many=True, context={"verified": verified}).data
+        return cast("list[dict[str, Any]]", found)  # many=True: a list; the stub says a dict
 
     def get_near(self, claim: Claim) -> dict[str, Any] | None:
         if not claim.near_relation or claim.near_claim_id is None:
             return None
         return {
-            "claim": claim.near_claim.public_id,
+            "claim": cast(Claim, claim.near_claim).public_id,
             "relation": claim.near_relation,
             "similarity": claim.near_similarity,
         }

@@ -8,7 +8,7 @@ import sqlite3
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -36,7 +36,7 @@ def _claim_row(claim: Claim, paths: list[str]) -> tuple[Any, ...]:
         iso(claim.created_at),
         iso(claim.promoted_at),
         iso(claim.valid_until),
-        claim.superseded_by.public_id if claim.superseded_by_id else None,
+        cast(Claim, claim.superseded_by).public_id if claim.superseded_by_id else None,
         int(claim.staleness > 0),
         claim.staleness,
         json.dumps(paths, ensure_ascii=False),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from django.db import connection, transaction
 from django.db.models import Q
@@ -65,7 +65,7 @@ def cited_under(fleet: Fleet, patterns: Iterable[str]) -> list[tuple[int, str, s
         # index of versioned citations (claims_evidence_versioned).
         sql = _CITED.format(likes=" OR ".join([_LIKE] * len(likes)))
         cur.execute(sql, [fleet.pk, list(LIVE_STATUSES), *likes])
-        return cur.fetchall()
+        return cast("list[tuple[int, str, str, datetime]]", cur.fetchall())
 
 
 def mark_changed_paths(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from django.http import HttpResponseBase
 from django.urls import path
 
 from claims import release_views, views
@@ -9,7 +12,7 @@ from claims import release_views, views
 app_name = "claims-api"
 
 
-def _action(name: str) -> object:
+def _action(name: str) -> Callable[..., HttpResponseBase]:
     return views.ClaimViewSet.as_view({"post": name})
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import exceptions, status
 from rest_framework.request import Request
@@ -18,21 +17,21 @@ from rest_framework.response import Response
 
 from claims import moderation, search
 from claims import serializers as s
-from claims.models import Claim, ClaimEvent
+from claims.models import Claim, ClaimEvent, ClaimQuerySet
 from fleet.idempotency import idempotent
 from fleet.models import ApiToken, Fleet
-from fleet.permissions import MODERATE, PROPOSE, READ
+from fleet.permissions import MODERATE, PROPOSE, READ, FleetRequest
 from fleet.views import FLEET_PARAM, FleetViewSet
 from mcp_bridge import contract
 
 CLAIM_PARAM = OpenApiParameter("claim_id", str, OpenApiParameter.PATH, description="cc-NN")
-NOTES = {
+NOTES: dict[str, str] = {
     Fleet.MemoryMode.OFF: "memory is off for this fleet",
     Fleet.MemoryMode.SHADOW: "shadow mode: claims are collected but not shown to agents yet",
 }
 
 
-def visible_claims(request: Request) -> QuerySet[Claim]:
+def visible_claims(request: FleetRequest) -> ClaimQuerySet:
     qs = Claim.objects.for_fleet(request.fleet)
     if request.role == ApiToken.Role.OPERATOR:
         return qs
@@ -59,7 +58,7 @@ class ClaimViewSet(FleetViewSet):
     serializer_class = s.ClaimSerializer
     lookup_url_kwarg = "claim_id"
 
-    def get_queryset(self) -> QuerySet[Claim]:
+    def get_queryset(self) -> ClaimQuerySet:
         return visible_claims(self.request).defer("embedding", "search_vector")
 
     def get_object(self) -> Claim:
@@ -93,7 +92,7 @@ class ClaimViewSet(FleetViewSet):
         parameters=[s.SearchRequest],
         responses=s.SearchResponse,
     )
-    def search(self, request: Request, fleet: str) -> Response:
+    def search(self, request: FleetRequest, fleet: str) -> Response:
         params = s.SearchRequest(data=request.query_params)
         params.is_valid(raise_exception=True)
         p = params.validated_data
@@ -107,7 +106,7 @@ class ClaimViewSet(FleetViewSet):
                 {"enabled": True, "results": [], "truncated": False, "note": NOTES[mode]}
             )
         if operator:
-            statuses = [p["status"]] if "status" in p else Claim.Status.values
+            statuses: list[str] = [p["status"]] if "status" in p else Claim.Status.values
         else:
             statuses = [Claim.Status.PROMOTED] if p.get("status", "promoted") == "promoted" else []
         found = search.search_claims(
@@ -152,7 +151,7 @@ class ClaimViewSet(FleetViewSet):
         ],
     )
     @idempotent(contract.KIND_CLAIM_PROPOSED)
-    def propose(self, request: Request, fleet: str) -> Response:
+    def propose(self, request: FleetRequest, fleet: str) -> Response:
         params = s.ProposeRequest(data=request.data)
         params.is_valid(raise_exception=True)
         data = dict(params.validated_data)
@@ -300,7 +299,7 @@ class TimelineViewSet(FleetViewSet):
     @extend_schema(
         summary="Timeline for a subject: claim events, newest first", parameters=[s.TimelineRequest]
     )
-    def list(self, request: Request, fleet: str) -> Response:
+    def list(self, request: FleetRequest, fleet: str) -> Response:
         params = s.TimelineRequest(data=request.query_params)
         params.is_valid(raise_exception=True)
         claims = visible_claims(request).filter(subject=params.validated_data["subject"])

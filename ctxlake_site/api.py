@@ -15,7 +15,7 @@ only adds what DRF does not do out of the box:
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 from django.core.exceptions import RequestDataTooBig
 from django.db import connection
@@ -59,6 +59,9 @@ class TokenRateThrottle(SimpleRateThrottle):
     """
 
     scope = "token"
+    # Set by SimpleRateThrottle.__init__ from the rate (parse_rate); the stub leaves them out.
+    num_requests: int
+    duration: int
     #: A request in about this share of requests deletes the counters of past windows.
     SWEEP_EVERY = 200
     _SQL = (
@@ -69,7 +72,8 @@ class TokenRateThrottle(SimpleRateThrottle):
     )
 
     def get_rate(self) -> str | None:
-        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+        # Rates are "N/period" strings (parse_rate splits them); the stub says numbers.
+        return cast("str | None", api_settings.DEFAULT_THROTTLE_RATES.get(self.scope))
 
     def allow_request(self, request: Request, view: Any) -> bool:
         if self.rate is None:
@@ -91,7 +95,7 @@ class TokenRateThrottle(SimpleRateThrottle):
         return getattr(self, "wait_secs", None)
 
     def get_cache_key(self, request: Request, view: Any) -> str | None:
-        token = getattr(request, "auth", None)
+        token: Any = getattr(request, "auth", None)
         ident = f"t{token.pk}" if hasattr(token, "key_hash") else None
         if ident is None and request.user and request.user.is_authenticated:
             ident = f"u{request.user.pk}"

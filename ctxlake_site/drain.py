@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
@@ -495,9 +495,10 @@ class _Resolver:
 
     def forget(self, event: dict[str, Any]) -> None:
         """Drop what `event` may have created in a savepoint that was rolled back."""
-        self.agents.pop(event.get("agent"), None)
-        self.last_seen.pop(event.get("agent"), None)
-        self.sessions.pop(event.get("session"), None)
+        # A missing id is None: pop finds nothing for it, as for any unknown id.
+        self.agents.pop(cast(str, event.get("agent")), None)
+        self.last_seen.pop(cast(str, event.get("agent")), None)
+        self.sessions.pop(cast(str, event.get("session")), None)
 
     def flush(self) -> None:
         """Move each agent's last_seen_at forward (never back), in one statement."""

@@ -86,7 +86,7 @@ class Pipeline:
     checked_at: datetime
 
     def as_dict(self) -> dict[str, Any]:
-        out = jsonable(asdict(self))
+        out: dict[str, Any] = jsonable(asdict(self))
         for row, fleet in zip(out["fleets"], self.fleets, strict=True):
             row["cache_behind"] = fleet.cache_behind
         return out

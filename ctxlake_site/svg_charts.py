@@ -66,7 +66,7 @@ def _ceiling(peak: int) -> int:
     for step in (2, 4, 6, 8, 10, 20, 30, 40, 50, 60, 80, 100):
         if peak <= step:
             return step
-    magnitude = 10 ** (len(str(peak)) - 1)
+    magnitude: int = 10 ** (len(str(peak)) - 1)  # int ** int is Any to mypy
     return -(-peak // magnitude) * magnitude
 
 

@@ -17,9 +17,10 @@ fleet holds), because that is how its owner reads it.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import Count, Min, Q, QuerySet
 from django.db.models.functions import TruncDate
@@ -204,7 +205,7 @@ def _memory(views: dict[int, FleetView], ids: list[int]) -> None:
         )
         .order_by()
     )
-    for row in rows:
+    for row in cast("Iterable[dict[str, Any]]", rows):  # values() rows, the fleet popped off
         fleet_id = row.pop("fleet_id")
         views[fleet_id].memory = Memory(**row)
 

@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from ctxlake_site.health_api import HealthView
@@ -7,7 +7,7 @@ from ctxlake_site.team_views import team
 
 admin.site.site_url = "/"  # the admin's "View site" link: the team page
 
-api_v1 = [
+api_v1: list[URLPattern | URLResolver] = [
     path("health", HealthView.as_view(), name="health"),
     path("fleets/<str:fleet>/", include("fleet.urls")),
     path("fleets/<str:fleet>/", include("claims.urls")),

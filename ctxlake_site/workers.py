@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -178,7 +178,7 @@ def render_fleet(fleet: Fleet, *, max_tokens: int | None = None) -> RenderReport
 def _render_fleet(fleet: Fleet, *, max_tokens: int | None) -> RenderReport:
     started = time.monotonic()
     now = timezone.now()
-    stamp = cache_render.iso(now)
+    stamp = cast(str, cache_render.iso(now))  # iso() is None only for None
     root = paths.cache_dir() / fleet.slug
     root.mkdir(parents=True, exist_ok=True)
     atomic.remove_stale_temps(root)

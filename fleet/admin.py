@@ -10,7 +10,7 @@ exist. Who moderates which fleet is a superuser's business only.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib import admin, messages
@@ -62,7 +62,8 @@ class FleetScopedAdmin(admin.ModelAdmin[Any]):
         return scope.scoped(super().get_queryset(request), request.user, self.fleet_field)
 
     def fleet_of(self, obj: Any) -> int | None:
-        return obj.pk if self.fleet_field == "pk" else getattr(obj, f"{self.fleet_field}_id")
+        fleet_id = obj.pk if self.fleet_field == "pk" else getattr(obj, f"{self.fleet_field}_id")
+        return cast("int | None", fleet_id)
 
     def _theirs(self, request: HttpRequest, obj: Any) -> bool:
         return obj is None or scope.may_act_on_fleet(request.user, self.fleet_of(obj))
@@ -265,10 +266,11 @@ class LeaseAdmin(ScreenedAdmin, FleetScopedAdmin):
             .annotate(items=ArrayAgg(Concat("agent__agent_id", Value("\t"), "path")))
             .values("items")
         )
-        return (
+        return cast(
+            "QuerySet[Any]",  # the django plugin types annotate() on a QuerySet[Any] as Any
             super()
             .get_queryset(request)
-            .annotate(live_others=Subquery(others, output_field=ArrayField(TextField())))
+            .annotate(live_others=Subquery(others, output_field=ArrayField(TextField()))),
         )
 
     @admin.display(description="state")

@@ -88,6 +88,7 @@ def _seen(fleet: Fleet, ids: Iterable[str]) -> tuple[set[str], set[str]]:
 
 def receive(fleet: Fleet, raw_lines: list[bytes], *, agent_id: str | None) -> Outcome:
     """Admit spool lines for the drain; SpoolFull when the server's spool is at its cap."""
+    events: dict[str, dict[str, Any]]
     out, events = Outcome(), {}
     for n, raw in enumerate(raw_lines, start=1):
         if not raw.strip():

@@ -26,7 +26,7 @@ from rest_framework.response import Response
 from fleet import api_spool
 from fleet.api_parsers import NDJSONParser
 from fleet.models import ApiToken
-from fleet.permissions import COORDINATE, READ
+from fleet.permissions import COORDINATE, READ, FleetRequest
 from fleet.views import FLEET_PARAM, FleetViewSet
 from mcp_bridge import contract
 
@@ -92,7 +92,7 @@ class CacheViewSet(FleetViewSet):
         summary="The rendered cache: manifest.json and every file's size and ETag",
         responses={200: CacheIndexSerializer, 304: OpenApiResponse(description="Not modified")},
     )
-    def manifest(self, request: Request, fleet: str) -> HttpResponseBase:
+    def manifest(self, request: FleetRequest, fleet: str) -> HttpResponseBase:
         root = fleet_cache_dir(request.fleet.slug)
         files = []
         for name, ctype in CONTENT_TYPES.items():
@@ -120,7 +120,7 @@ class CacheViewSet(FleetViewSet):
             304: OpenApiResponse(description="Not modified"),
         },
     )
-    def file(self, request: Request, fleet: str, name: str) -> HttpResponseBase:
+    def file(self, request: FleetRequest, fleet: str, name: str) -> HttpResponseBase:
         if name not in CONTENT_TYPES:
             raise exceptions.NotFound(f"Cache files are: {', '.join(CONTENT_TYPES)}.")
         path = fleet_cache_dir(request.fleet.slug) / name
@@ -178,7 +178,7 @@ class SpoolViewSet(FleetViewSet):
             ),
         ],
     )
-    def upload(self, request: Request, fleet: str) -> Response:
+    def upload(self, request: FleetRequest, fleet: str) -> Response:
         lines = request.data if isinstance(request.data, list) else []
         if len(lines) > api_spool.MAX_LINES:
             raise exceptions.ValidationError(

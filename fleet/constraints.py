@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import cast
 
 from django.db import models
 from django.db.models import Q
@@ -25,4 +26,6 @@ def contract_choices(name: str, values: Iterable[str], *,
     values with spaces for underscores; `blank` adds "" with that label first."""
     members = [("UNKNOWN", ("", blank))] if blank is not None else []
     members += [(v.upper(), (v, v.replace("_", " "))) for v in values]
-    return models.TextChoices(name, members)
+    # mypy understands the functional enum API only for the stdlib's Enum, not TextChoices.
+    choices = models.TextChoices(name, members)  # type: ignore[call-overload]
+    return cast("type[models.TextChoices]", choices)

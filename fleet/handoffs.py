@@ -212,7 +212,7 @@ def pick_up_handoff(
     )
     if isinstance(result, Handoff):
         activity.record(handoff.fleet, "handoff.picked_up", target=handoff, agent=by)
-        result.transferred_paths = _transfer_offered(  # type: ignore[attr-defined]
+        result.transferred_paths = _transfer_offered(
             result, to=by, session=session, now=result.picked_up_at or timezone.now()
         )
     return result

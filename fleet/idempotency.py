@@ -18,10 +18,10 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from rest_framework import status
 from rest_framework.renderers import JSONRenderer
-from rest_framework.request import Request
 from rest_framework.response import Response
 
 from fleet.models import AppliedEvent
+from fleet.permissions import FleetRequest
 
 HEADER = "Idempotency-Key"
 View = Callable[..., Response]
@@ -32,7 +32,7 @@ def idempotent(kind: str) -> Callable[[View], View]:
 
     def decorate(view: View) -> View:
         @wraps(view)
-        def wrapper(self: Any, request: Request, *args: Any, **kwargs: Any) -> Response:
+        def wrapper(self: Any, request: FleetRequest, *args: Any, **kwargs: Any) -> Response:
             raw = request.headers.get(HEADER)
             if raw is None:
                 return view(self, request, *args, **kwargs)
@@ -61,7 +61,7 @@ def idempotent(kind: str) -> Callable[[View], View]:
     return decorate
 
 
-def _recorded(request: Request, key: uuid.UUID, kind: str) -> Response | None:
+def _recorded(request: FleetRequest, key: uuid.UUID, kind: str) -> Response | None:
     done = AppliedEvent.objects.filter(event_id=key).first()
     if done is None:
         return None

@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -94,7 +94,7 @@ def contention_among(leases: Sequence[Lease]) -> list[Contention]:
             groups[key] = []
             index.add(lease.prefix, (lease.agent_id, groups[key]))
         groups[key].append(i)
-    pairs = []
+    pairs: list[Contention] = []
     for i, mine in enumerate(leases):
         later = sorted(
             j
@@ -222,7 +222,7 @@ def claim_many(fleet_id: int, requests: Sequence[ClaimRequest]) -> list[ClaimOut
     prepared = [_prepare(request) for request in requests]
     valid = [p for p in prepared if not isinstance(p, ValueError)]
     if not valid:
-        return list(prepared)
+        return list(cast("list[ValueError]", prepared))  # every request failed
     with transaction.atomic(savepoint=False):
         refused = _admit(fleet_id, valid, live_lease_cap())
         admitted = [p for k, p in enumerate(valid) if k not in refused]

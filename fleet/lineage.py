@@ -16,6 +16,7 @@ handoff graph is considered.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from typing import cast
 
 from django.db.models import F, QuerySet
 
@@ -49,7 +50,7 @@ def independent_counts(fleet: Fleet, groups: Sequence[Iterable[str]]) -> list[in
     hundreds of claims at once."""
     groups = [{sid for sid in group if sid} for group in groups]
     verified = verified_sessions(fleet, set().union(*groups)) if groups else set()
-    wanted = [group & verified for group in groups]
+    wanted = [cast("set[str]", group) & verified for group in groups]  # sets, made above
     if all(len(group) <= 1 for group in wanted):
         return [len(group) for group in wanted]
     find = _components(fleet)

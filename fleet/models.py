@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.postgres.indexes import OpClass
@@ -174,7 +174,7 @@ class Screened(models.Model):
         )
         self.screen_released_by = None
         self.screen_released_at = None
-        return self.screen_flags
+        return cast("dict[str, list[dict[str, Any]]]", self.screen_flags)  # a JSONField: Any
 
     @property
     def screen_pending(self) -> bool:
@@ -193,7 +193,7 @@ class Screened(models.Model):
         """The field as other agents may see it: the text, or the withheld marker naming
         its author (looked up only then, so a render of clean rows costs no query)."""
         if not self.withholds(field):
-            return getattr(self, field)
+            return cast(str, getattr(self, field))
         author = getattr(self, self.SCREEN_AUTHOR)
         return screen.withheld(author.agent_id if author is not None else None)
 
@@ -327,7 +327,8 @@ class Lease(Screened):
         return self.released_at is None and self.expires_at > (at or timezone.now())
 
 
-HandoffStatus = contract_choices("HandoffStatus", ev.HANDOFF_STATUSES)
+# Any: its members (Status.IN_PROGRESS) are made at run time, unknown to mypy.
+HandoffStatus: Any = contract_choices("HandoffStatus", ev.HANDOFF_STATUSES)
 
 
 class SourceTrust(models.TextChoices):
@@ -376,6 +377,8 @@ class Handoff(Screened):
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(default=timezone.now)
+    #: Not a column: set only on the handoff pick_up_handoff returns (the leases that moved).
+    transferred_paths: list[str]
 
     class Meta:
         ordering = ("-created_at",)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from django.utils import timezone
 
@@ -135,7 +135,10 @@ def _claim_request(event: Envelope) -> leases.ClaimRequest:
 def apply_lease_claims(events: Sequence[Envelope]) -> list[Outcome]:
     """lease.claim events of one fleet, in order (see leases.claim_many's precondition)."""
     return apply_set(
-        events, _claim_request, partial(actions.claim_leases, events[0].fleet), _claimed
+        events, _claim_request,
+        # mypy cannot split Claimed | LeaseCapReached | ValueError into R | ValueError
+        cast("Callable[..., Sequence[Any]]", partial(actions.claim_leases, events[0].fleet)),
+        _claimed,
     )
 
 

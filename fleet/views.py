@@ -8,7 +8,7 @@ starts from it, so another fleet's row is 404 whatever its id.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -28,7 +28,7 @@ from fleet import serializers as s
 from fleet.globs import BadPath
 from fleet.idempotency import idempotent
 from fleet.models import Agent, ApiToken, Handoff, Lease, Session
-from fleet.permissions import COORDINATE, READ, SESSIONS, FleetScoped
+from fleet.permissions import COORDINATE, READ, SESSIONS, FleetRequest, FleetScoped
 from mcp_bridge import contract
 
 FLEET_PARAM = OpenApiParameter("fleet", str, OpenApiParameter.PATH, description="Fleet slug.")
@@ -38,6 +38,7 @@ class FleetViewSet(viewsets.GenericViewSet[Any]):
     """Base for every fleet-scoped endpoint: FleetScoped sets request.fleet and request.role."""
 
     permission_classes = [FleetScoped]
+    request: FleetRequest  # FleetScoped has run before any handler reads it
     roles: dict[str, frozenset[str]] = {}
     cursor_ordering = "-id"
 
@@ -88,7 +89,7 @@ class StatusViewSet(FleetViewSet):
         summary="Roster: active agents, the leases each holds, and who overlaps whom",
         responses=s.StatusSerializer,
     )
-    def status(self, request: Request, fleet: str) -> Response:
+    def status(self, request: FleetRequest, fleet: str) -> Response:
         return Response(s.StatusSerializer(api_roster.roster(request.fleet)).data)
 
 
@@ -199,7 +200,7 @@ class LeaseViewSet(FleetViewSet):
         )
 
     @extend_schema(summary="Active leases, each with the other agents' overlapping leases")
-    def list(self, request: Request, fleet: str) -> Response:
+    def list(self, request: FleetRequest, fleet: str) -> Response:
         page = self.paginate_queryset(self.get_queryset())
         contention = api_roster.contention_map(request.fleet, page or [])
         context = {**self.get_serializer_context(), "contention": contention}
@@ -230,7 +231,7 @@ class LeaseViewSet(FleetViewSet):
         ],
     )
     @idempotent(contract.KIND_LEASE_CLAIM)
-    def claim(self, request: Request, fleet: str) -> Response:
+    def claim(self, request: FleetRequest, fleet: str) -> Response:
         data = self.valid(s.LeaseClaimRequest)
         agent = self.acting_agent(data.get("agent_id"))
         ttl = timedelta(seconds=data["ttl_secs"]) if "ttl_secs" in data else None
@@ -270,7 +271,7 @@ class LeaseViewSet(FleetViewSet):
         ],
     )
     @idempotent(contract.KIND_LEASE_RELEASE)
-    def release(self, request: Request, fleet: str) -> Response:
+    def release(self, request: FleetRequest, fleet: str) -> Response:
         data = self.valid(s.LeaseReleaseRequest)
         agent = self.acting_agent(data.get("agent_id"))
         wanted = actions.ReleaseRequest(agent, data.get("paths") or None)
@@ -336,7 +337,7 @@ class HandoffViewSet(FleetViewSet):
         ],
     )
     @idempotent(contract.KIND_HANDOFF_CREATE)
-    def create(self, request: Request, fleet: str) -> Response:
+    def create(self, request: FleetRequest, fleet: str) -> Response:
         data = self.valid(s.HandoffCreateRequest)
         agent = self.acting_agent(data.get("agent_id"))
         trust = Handoff.SourceTrust.OPERATOR if request.role == "operator" else "agent"
@@ -393,9 +394,9 @@ class HandoffViewSet(FleetViewSet):
         body = {
             "picked_up": not gated,
             "needs_confirmation": gated,
-            "message": result.message if gated else "Picked up.",
+            "message": cast(actions.NeedsConfirmation, result).message if gated else "Picked up.",
             "handoff": handoff if gated else result,
-            "transferred_leases": [] if gated else result.transferred_paths,
+            "transferred_leases": [] if gated else cast(Handoff, result).transferred_paths,
         }
         return Response(s.PickupResultSerializer(body).data)
 

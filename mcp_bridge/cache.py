@@ -12,7 +12,7 @@ import datetime as dt
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from mcp_bridge import contract
 from mcp_bridge.contract.sanitize import clean_value
@@ -139,7 +139,7 @@ class Cache:
                 data = f.read(1024 * 1024)
         except OSError:
             return None
-        return clean_value(data.decode("utf-8", "replace"), max_chars=64 * 1024)
+        return cast(str, clean_value(data.decode("utf-8", "replace"), max_chars=64 * 1024))
 
 
 

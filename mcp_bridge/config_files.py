@@ -14,7 +14,10 @@ import re
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from ruamel.yaml.comments import CommentedMap
 
 SERVER_NAME = "ctxlake"
 #: A hook command is ours when it runs one of these; uninstall removes exactly these.
@@ -126,6 +129,7 @@ def toml_server(text: str, path: Path, block: str | None) -> str:
         before = tomllib.loads(text).get("mcp_servers", {})
     except tomllib.TOMLDecodeError as e:
         raise InstallError(f"{path} is not valid TOML ({e}); fix or move it, then retry") from e
+    pending: list[str]
     kept, pending, ours, found = [], [], False, False
     for line in text.splitlines(keepends=True):
         header = _HEADER.match(line)
@@ -226,7 +230,7 @@ def yaml_server(text: str, path: Path, entry: dict[str, Any] | None) -> str:
     current = _plain(servers.get(SERVER_NAME)) if servers else None
     if (entry is None and current is None) or (entry is not None and current == entry):
         return text
-    if servers is not None and servers.fa.flow_style():
+    if servers is not None and cast("CommentedMap", servers).fa.flow_style():
         raise InstallError(f"{path}: mcp_servers is written in flow style ({{...}}); add "
                            "ctxlake by hand or rewrite it as a block mapping, then retry")
     lines = text.splitlines(keepends=True)
@@ -241,7 +245,8 @@ def yaml_server(text: str, path: Path, entry: dict[str, Any] | None) -> str:
 
 
 def _yaml_load(text: str, path: Path) -> Any:
-    from ruamel.yaml import YAML, YAMLError
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError  # the same class; its stubs lack the re-export
 
     try:
         data = YAML().load(text) if text.strip() else None

@@ -37,6 +37,7 @@ def read_hook_input(stream: Any = None, wait: float = STDIN_WAIT_SECS) -> dict[s
         fd = stream.fileno()
         if os.isatty(fd):
             return {}
+        chunks: list[bytes]
         chunks, deadline = [], time.monotonic() + wait
         while sum(map(len, chunks)) < MAX_STDIN:
             ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
@@ -215,8 +216,9 @@ def session_end(cfg: Config, hook_input: dict[str, Any], *, outcome: str | None,
     from mcp_bridge.contract import redact
     from mcp_bridge.contract.spool import Spool
 
-    payload = {"outcome": outcome, "summary": (summary or "").strip()[:4000] or None,
-               "reason": reason[:64] if isinstance(reason, str) and reason else None}
+    payload: dict[str, Any] = {
+        "outcome": outcome, "summary": (summary or "").strip()[:4000] or None,
+        "reason": reason[:64] if isinstance(reason, str) and reason else None}
     if paths:  # absent when empty, so older drains read the line unchanged
         payload["changed_paths"] = paths
     spool = Spool(cfg.spool_dir, fleet=cfg.fleet, agent=cfg.agent, session=session,

@@ -192,7 +192,7 @@ def plan(target: Target, *, remove: bool) -> list[Change]:
             event: (matcher, target.hook_command(sub))
             for event, (matcher, sub) in HOOK_EVENTS[target.runtime].items()}
         text = _read(target.hooks)
-        after = json_hooks(text, target.hooks, commands)
+        after: str | None = json_hooks(text, target.hooks, commands)
         if remove and not after and target.runtime == "codex":
             after = None  # Codex reads hooks.json: leave no empty file behind
         changes.append(Change(target.hooks, text, after))

@@ -306,6 +306,7 @@ def main(argv: list[str], *, command: str = "write-rules") -> int:
         if claims is None:  # unreadable: say so and leave every file as it is
             sys.stderr.write(f"ctxlake write-rules: nothing written ({note})\n")
             return 1
+    assert claims is not None  # unreadable returned above
     try:
         changes = plan(repo, cfg.fleet, claims, enable=a.enable, disable=a.disable)
     except (RulesError, OSError) as e:

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 from mcp_bridge import contract
@@ -290,7 +290,7 @@ class Snapshot:
             "evidence_paths": paths,
             "score": round(score, 6),
         }
-        return clean_value(public, self.max_chars)
+        return cast("dict[str, Any]", clean_value(public, self.max_chars))
 
     # -- path-scoped recall -----------------------------------------------------------------
 

@@ -362,7 +362,7 @@ def sync_once(remote: Remote, cache_dir: Path, spool_dir: Path) -> tuple[PushRep
 
 
 def run_loop(remote: Remote, cache_dir: Path, spool_dir: Path, *, interval: float,
-             log: Callable[[str], None], sleep: Callable[[float], None] = time.sleep,
+             log: Callable[[str], object], sleep: Callable[[float], None] = time.sleep,
              cycles: int | None = None) -> int:
     """Sync every `interval` seconds; back off (jittered, ≤ 5 min) while the server is down."""
     failures = 0

@@ -18,7 +18,7 @@ from typing import Any
 from mcp_bridge import contract
 from mcp_bridge.contract import atomic, embed
 
-EMBEDDER = {"name": embed.NAME, "dims": embed.DIMS}  # what the bridge expects
+EMBEDDER: dict[str, Any] = {"name": embed.NAME, "dims": embed.DIMS}  # what the bridge expects
 
 
 def iso(moment: dt.datetime) -> str:
@@ -48,8 +48,8 @@ def write_json(path: Path, value: Any) -> None:
 
 def build_cache(cache_dir: Path, fleet: str, *, memory_mode: str = "live",
                 claims: Sequence[dict[str, Any]] = (), vectors: Any = "model",
-                agents: Sequence[dict[str, Any]] = (), contention: Sequence[dict] = (),
-                sessions: Sequence[dict[str, Any]] = (), handoffs: Sequence[dict] = (),
+                agents: Sequence[dict[str, Any]] = (), contention: Sequence[dict[str, Any]] = (),
+                sessions: Sequence[dict[str, Any]] = (), handoffs: Sequence[dict[str, Any]] = (),
                 timeline: Sequence[dict[str, Any]] = (), briefing: str | None = None,
                 embedder: dict[str, Any] | None = None, snapshot: bool = True) -> Path:
     """Write every cache file of one fleet; returns the fleet directory.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -236,8 +237,8 @@ def fleet_release(b: Bridge, paths: list[str] | None = None) -> dict[str, Any]:
 def fleet_handoff(b: Bridge, summary: str, status: str, next: str | None = None,
                   transfer_leases: bool = False) -> dict[str, Any]:
     """transfer_leases: offer my active leases to whoever picks this up (they move on pickup)."""
-    payload = {"summary": summary.strip(), "status": status,
-               "next": None if next is None else next.strip()}
+    payload: dict[str, Any] = {"summary": summary.strip(), "status": status,
+                               "next": None if next is None else next.strip()}
     if transfer_leases:  # absent means false: older drains read the line unchanged
         payload["transfer_leases"] = True
     return _spool(b, contract.KIND_HANDOFF_CREATE, payload)
@@ -323,7 +324,7 @@ def _after(session: dict[str, Any], after: dt.datetime | None) -> bool:
     return when is not None and when >= after
 
 
-HANDLERS = {
+HANDLERS: dict[str, Callable[..., dict[str, Any]]] = {
     "fleet_status": fleet_status, "fleet_claim": fleet_claim, "fleet_release": fleet_release,
     "fleet_history": fleet_history, "fleet_handoff": fleet_handoff,
     "memory_search": memory_search, "memory_propose": memory_propose,

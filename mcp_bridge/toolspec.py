@@ -117,8 +117,9 @@ TOOLS: dict[str, dict[str, Any]] = {
     },
 }
 
-_JSON_TYPES = {"string": str, "integer": int, "array": list, "object": dict, "boolean": bool,
-               "number": (int, float)}
+_JSON_TYPES: dict[str, type[Any] | tuple[type[Any], ...]] = {
+    "string": str, "integer": int, "array": list, "object": dict, "boolean": bool,
+    "number": (int, float)}
 
 
 class BadArguments(Exception):

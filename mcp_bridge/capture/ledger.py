@@ -22,14 +22,14 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 PRUNE_AFTER_SECS = 7 * 86_400
 _SHA = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
 
 
 def folder(cfg: Any) -> Path:
-    return Path(cfg.home) / "capture" / cfg.fleet
+    return cast(Path, Path(cfg.home) / "capture" / cfg.fleet)  # cfg: a Config, kept untyped
 
 
 def _name(session: str) -> str:

@@ -11,7 +11,7 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from mcp_bridge.capture.transcript import Step, Transcript
 from mcp_bridge.contract import events as ev
@@ -95,7 +95,7 @@ def build(t: Transcript, *, cwd: str = "", start: str | None = None) -> Record:
         changed_paths=list(dict.fromkeys([*edited, *diffed_paths(root, start)]))[
             :ev.CHANGED_PATHS_MAX],
         summary=summary(t.steps),
-        **dict(zip(("outcome", "why"), outcome(t.steps), strict=True)),
+        **cast("dict[str, Any]", dict(zip(("outcome", "why"), outcome(t.steps), strict=True))),
     )
 
 

@@ -125,7 +125,8 @@ def _screened(found: list[extract.Candidate],
     screen flags is never proposed; session.end records it for moderators instead."""
     from mcp_bridge.contract import screen
 
-    keep, held = [], []
+    keep: list[extract.Candidate] = []
+    held: list[extract.Candidate] = []
     for c in found:
         texts = [c.claim, *(excerpt for _, excerpt in c.cites)]
         (held if any(screen.screen_text(t).flagged for t in texts) else keep).append(c)

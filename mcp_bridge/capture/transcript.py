@@ -26,7 +26,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 #: Bytes read at most; past it the rest of the transcript is skipped with a note.
 MAX_TRANSCRIPT_BYTES = 64 << 20
@@ -226,7 +226,7 @@ def _codex(entries: list[tuple[int, dict[str, Any]]]) -> Transcript:
             t.session_id = str(p.get("id") or t.session_id)
             t.cwd = str(p.get("cwd") or t.cwd)
             t.started_at = str(p.get("timestamp") or "")
-            git = p.get("git") if isinstance(p.get("git"), dict) else {}
+            git = cast("dict[str, Any]", p.get("git")) if isinstance(p.get("git"), dict) else {}
             t.branch = str(git.get("branch") or t.branch)
             t.repo_url = str(git.get("repository_url") or "")
         elif kind == "turn_context" and p.get("cwd"):
@@ -292,7 +292,11 @@ def _codex_output(p: dict[str, Any], sid: str, at: str) -> Step:
         except ValueError:
             decoded = None
         if isinstance(decoded, dict):  # {"output": "...", "metadata": {"exit_code": 1}}
-            meta = decoded.get("metadata") if isinstance(decoded.get("metadata"), dict) else {}
+            meta = (
+                cast("dict[str, Any]", decoded.get("metadata"))
+                if isinstance(decoded.get("metadata"), dict)
+                else {}
+            )
             if isinstance(meta.get("exit_code"), int):
                 failed = meta["exit_code"] != 0
             text = str(decoded.get("output") or "")

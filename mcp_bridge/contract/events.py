@@ -8,7 +8,10 @@ answers "queued" is never refused later for a rule the bridge could have checked
 from __future__ import annotations
 
 import json
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 #: Deepest JSON any front door takes (REST bodies, spool lines, tool arguments). Caller-
 #: shaped data 100 levels deep is ordinary; 10,000 levels is an attack on the parser.
@@ -296,7 +299,7 @@ def instant_problem(value: Any, name: str) -> str | None:
     return None if moment.tzinfo else f"{name} must carry a time zone (e.g. a trailing Z)"
 
 
-def parse_instant(value: str) -> Any:
+def parse_instant(value: str) -> datetime:
     """The datetime an instant field names (ValueError if it names none): one parser for
     the check above and for the drain that stores it."""
     from datetime import datetime

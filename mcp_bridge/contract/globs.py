@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Any, Final
+from typing import Any, Final, cast
 
 MAX_PATH_LENGTH: Final = 1024
 WILDCARDS: Final = frozenset("*?[")
@@ -316,4 +316,6 @@ def _segment_meet(p: tuple[Token, ...], q: tuple[Token, ...]) -> bool:
         return _segment_meet(p, q[1:]) or (bool(p) and _segment_meet(p[1:], q))
     if not p or not q:
         return False
-    return _chars_meet(p[0], q[0]) and _segment_meet(p[1:], q[1:])
+    # Neither head is STAR (None) here; mypy does not narrow through the STAR alias.
+    a, b = cast("str | Chars", p[0]), cast("str | Chars", q[0])
+    return _chars_meet(a, b) and _segment_meet(p[1:], q[1:])

@@ -115,12 +115,14 @@ def coverage(
 
 def lexical_weight(cov: float) -> float:
     """A lexical hit's RRF weight given its coverage (1.0 for a conjunctive hit)."""
-    return LEXICAL_WEIGHT * min(1.0, max(0.0, cov)) ** COVERAGE_POWER
+    share: float = min(1.0, max(0.0, cov)) ** COVERAGE_POWER  # float ** float is Any to mypy
+    return LEXICAL_WEIGHT * share
 
 
 def recency(age_days: float) -> float:
     age = max(0.0, age_days)
-    return RECENCY_FLOOR + (1.0 - RECENCY_FLOOR) * 0.5 ** (age / RECENCY_HALF_LIFE_DAYS)
+    decay: float = 0.5 ** (age / RECENCY_HALF_LIFE_DAYS)  # float ** float is Any to mypy
+    return RECENCY_FLOOR + (1.0 - RECENCY_FLOOR) * decay
 
 
 def score(

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,7 +113,7 @@ def withheld(author: str | None) -> str:
     return f"[withheld: instruction-like text from {who}; a moderator can release it]"
 
 
-def reasons(flags: Mapping[str, list[Mapping[str, Any]]]) -> str:
+def reasons(flags: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
     """One line naming the distinct reasons in stored flags (for lists and notes)."""
     seen = dict.fromkeys(str(s.get("reason", "")) for spans in flags.values() for s in spans)
     return "; ".join(r for r in seen if r)

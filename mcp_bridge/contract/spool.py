@@ -64,7 +64,7 @@ class Spool:
 
     def record(self, kind: str, payload: dict[str, Any]) -> tuple[dict[str, Any], Receipt]:
         now = iso(utc_now())
-        event = {"v": contract.SPOOL_VERSION, "id": str(uuid.uuid4()), "kind": kind,
+        event: dict[str, Any] = {"v": contract.SPOOL_VERSION, "id": str(uuid.uuid4()), "kind": kind,
                  "fleet": self.fleet, "agent": self.agent, "session": self.session,
                  "at": now, "payload": payload}
         return event, Receipt(event_id=event["id"], kind=kind, queued_at=now)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from argparse import ArgumentParser
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
@@ -185,7 +185,8 @@ class Command(BaseCommand):
                 else ("likely duplicate of")
             )
             self.stdout.write(
-                f"near: {label} {claim.near_claim.public_id} ({claim.near_similarity:.2f})"
+                f"near: {label} {cast(Claim, claim.near_claim).public_id} "
+                f"({claim.near_similarity:.2f})"
             )
         cited = list(claim.evidence.all())
         verified = lineage.verified_sessions(claim.fleet, [e.session_id for e in cited])
@@ -216,7 +217,7 @@ class Command(BaseCommand):
     def _state(self, claim: Claim) -> str:
         extra = " (contested)" if claim.contested else ""
         if claim.superseded_by_id:
-            extra += f" (superseded by {claim.superseded_by.public_id})"
+            extra += f" (superseded by {cast(Claim, claim.superseded_by).public_id})"
         if claim.valid_until:
             extra += f" (valid until {claim.valid_until.isoformat()})"
         return f"{claim.status}{extra}"
