@@ -37,6 +37,8 @@ commands:
   capture-session  --transcript PATH --session ID: spool a session's record and
              candidate claims from its transcript (what the SessionEnd hook starts)
   capture    --since 30d: capture existing Claude Code / Codex transcripts, once each
+  capture-eval  DIR --labels FILE: the extractors' precision, recall and must-not hits
+             on a labelled set of transcripts
   embedder   the host's shared query embedder (bridges start it on need; exits when idle)
 
 environment:
@@ -44,7 +46,8 @@ environment:
 
 TOOLING = {"install": "install", "uninstall": "install", "hook": "hooks", "sync": "sync",
            "guard": "guard", "write-rules": "rules", "capture-session": "capture.run",
-           "capture": "capture.backfill", "embedder": "embed_service"}
+           "capture": "capture.backfill", "capture-eval": "capture.evaluate",
+           "embedder": "embed_service"}
 COMMANDS = ("serve", "briefing", *TOOLING)
 
 

@@ -1,22 +1,28 @@
 """Candidate claims from a transcript, by three deterministic extractors.
 
 Each candidate is only ever *proposed* (a `claim.proposed` event: a person promotes it)
-and cites the transcript's own message ids. Extractors and their scores (best first;
-the session's cap keeps the top MAX_CANDIDATES):
+and cites the transcript's own message ids, each with a verbatim quote of that entry. What
+is worth a moderator's time is what stays true after the session and the code does not
+show: conventions, environment and configuration gotchas, pitfalls, decisions. A bug the
+session fixed in the source is in the diff already; it is not proposed.
 
-- error_fix (score 3 + 0.5 per edited file, at most 4.5): a command failed, files were
-  edited, and the same command then passed; the claim quotes the first sentence the
-  assistant said between the failure and the pass (else right after the pass); the error
-  line is cited as an excerpt, never put in the text. Type gotcha; subject: the first
-  edited path.
-- lesson (user 2.5, assistant 2.0): a sentence with an explicit marker ("the fix was",
-  "turns out", "we decided", "gotcha", "always run", a sentence starting "Don't"/"Never";
-  not "don't worry/hesitate", not "never mind").
-  Type decision / procedure / gotcha / fact by marker; subject: a path named in the
-  sentence, else a `code` span, else the tool involved.
+- lesson (user 2.5, assistant 2.0): a sentence that states a lesson — a marker ("turns
+  out", "gotcha", "heads up", "FYI", "note for next time", "we decided", "always run",
+  "in this repo we …", a sentence starting "Don't"/"Never") — *and* names something of
+  the project (a path, a `code` span, a SETTING, a call(); "Don't forget to rebase" names
+  nothing and is dropped). Type decision / procedure / gotcha by marker; subject: the path,
+  code span or setting it names.
+- error_fix (3.0): a command failed and then passed after a change that teaches something
+  the code will not show — a configuration, environment or build file edited (`.env`,
+  settings, Makefile, requirements, CI), or another command run first (`make services`).
+  An edit to ordinary source, or to docs (never the cause of a failing command), is not
+  one; nor is a pass the agent itself calls unrelated, flaky or a coincidence. When a
+  lesson sentence of the session names the same file or command, the fix only adds its
+  evidence (the error line, the change, the passing line) to that lesson. Type gotcha.
 - works_here (2.0): a build/test/lint command that passed after a *different* invocation
-  of the same program failed in the session, i.e. the flags or environment had to be
-  discovered (a plain passing run proposes nothing). Type procedure; subject: the program.
+  of the same program failed, i.e. its flags or environment had to be discovered; dropped
+  when the plain invocation passes later in the session (the environment was fixed
+  instead). Type procedure; subject: the program.
 
 - llm (2.5; mcp_bridge.capture.llm, only when the fleet's capture is "candidates+llm"):
   what the model proposed, cited by transcript message ids that exist.
@@ -25,7 +31,8 @@ A candidate whose text copies a tool's output (a sentence of COPY_MIN_CHARS or m
 in any tool result) is dropped: a claim's text is the agent's or the user's words, and tool
 output appears only in excerpts. Near-identical candidates (word-set Jaccard >=
 MERGE_JACCARD) merge: the higher score stays, citations are pooled. Ties keep transcript
-order. The capture (run.py) then holds back any candidate the instruction screen flags.
+order; at most MAX_CANDIDATES a session. The capture (run.py) then holds back any candidate
+the instruction screen flags.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ from mcp_bridge.capture.record import check_kind
 from mcp_bridge.capture.transcript import Step
 from mcp_bridge.contract import events as ev
 
-MAX_CANDIDATES = 5
+MAX_CANDIDATES = 3  # a queue of a few good proposals is read; a long one is not
 MERGE_JACCARD = 0.8
 EXCERPT_CHARS = 240
 LESSON_MAX_CHARS = 400
@@ -55,6 +62,7 @@ class Candidate:
     score: float
     cites: list[tuple[str, str]] = field(default_factory=list)  # (message id, excerpt)
     order: int = 0
+    anchors: list[str] = field(default_factory=list)  # error_fix: the files/command it needed
 
     def payload(self, session_id: str, repo: str = "") -> dict[str, Any]:
         """The claim.proposed payload (unscrubbed: the caller scrubs before spooling)."""
@@ -67,8 +75,15 @@ class Candidate:
             evidence.append(cite)
         assert self.extractor in ev.CAPTURE_EXTRACTORS
         return {"claim": self.claim[:ev.CLAIM_MAX_CHARS], "type": self.type,
-                "subject": self.subject[:ev.SUBJECT_MAX_CHARS] or "session", "scope": "agent",
+                "subject": (self.subject or _repo_name(repo))[:ev.SUBJECT_MAX_CHARS],
+                "scope": "agent",
                 "evidence": evidence, "extractor": self.extractor}
+
+
+def _repo_name(repo: str) -> str:
+    """The subject of a decision that names nothing narrower: the repository itself."""
+    name = repo.rstrip("/").removesuffix(".git").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
+    return name or "repository"
 
 
 def candidates(steps: list[Step], *, cap: int = MAX_CANDIDATES,
@@ -80,7 +95,8 @@ def candidates(steps: list[Step], *, cap: int = MAX_CANDIDATES,
     `more` are candidates found another way (the optional LLM step), ranked, merged and
     capped with these by the same rule.
     """
-    found = error_fix(steps, relative) + lessons(steps) + works_here(steps) + (more or [])
+    said = lessons(steps)
+    found = said + _fold(error_fix(steps, relative), said) + works_here(steps) + (more or [])
     copied = _tool_output(steps)
     found = [c for c in found if not copies_tool_output(c.claim, copied)]
     for i, c in enumerate(found):
@@ -136,23 +152,35 @@ def _similar(a: str, b: str) -> bool:
 
 
 def _excerpt(text: str) -> str:
-    return " ".join(text.split())[:EXCERPT_CHARS]
+    """A verbatim, bounded quote (evidence is what the entry says, not a retelling)."""
+    return text.strip()[:EXCERPT_CHARS]
 
 
 def _key(command: str) -> str:
     return " ".join(command.split())
 
 
-def _first_error_line(text: str) -> str:
-    """The line that names the error, most specific first: an ...Error/...Exception line, a
-    file:line: diagnostic, a line saying "error", a line saying it failed; else the last."""
+def error_line(text: str) -> str:
+    """The line of a failure's output that names the error, verbatim: pytest's `E   …`
+    exception line, else a traceback's last `XxxError: message`, else a file:line:
+    diagnostic, a line saying error, a line saying it failed; never a source line pytest
+    echoes (`>   raise …`) or a location header (`test_x.py:5: AssertionError`)."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    for pattern in (r"\b\w*(?:Error|Exception)\b", r"^\S+:\d+(?::\d+)?:", r"(?i)\berror\b",
+    lines = [ln for ln in lines if not ln.startswith(("Exit code", ">", "raise "))]
+    for pattern in (r"^E\s+\S*(?:Error|Exception|Exit|Interrupt)\b.*", r"^E\s+\S.*",
+                    r"^[\w.]*(?:Error|Exception)(?::\s.*)?$",
+                    r"^(?!\S+:\d+: \w+$)\S+:\d+(?::\d+)?:\s.*", r"(?i)\berror\b",
                     r"(?i)fail|not found|cannot"):
         for ln in lines:
-            if re.search(pattern, ln) and not ln.startswith("Exit code"):
-                return ln[:160]
-    return (lines[-1] if lines else "")[:160]
+            if re.search(pattern, ln):
+                return ln[:EXCERPT_CHARS]
+    return (lines[-1] if lines else "")[:EXCERPT_CHARS]
+
+
+def last_line(text: str) -> str:
+    """A passing command's last line of output, verbatim ("2 passed in 0.10s")."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return (lines[-1] if lines else "")[:EXCERPT_CHARS]
 
 
 def _program(command: str) -> str:
@@ -166,7 +194,30 @@ def _program(command: str) -> str:
     return words[0].rsplit("/", 1)[-1] if words else ""
 
 
+#: Files whose change teaches what the code will not show: configuration, environment,
+#: dependencies, build and CI. (Ordinary source is in the diff; docs never make a failing
+#: command pass.)
+_SETUP = re.compile(
+    r"(?i)(?:^|/)(?:\.env[\w.-]*|[\w.-]*\.(?:env|toml|cfg|ini|ya?ml|conf|lock)|settings[\w.-]*"
+    r"|conftest\.py|Makefile|Dockerfile|Procfile|requirements[\w.-]*\.txt|package\.json"
+    r"|\.?[\w-]*rc(?:\.\w+)?|\.github/.*|\.gitlab-ci.*|noxfile\.py|tox\.ini|justfile)$")
+_DOCS = re.compile(r"(?i)(?:^|/)(?:docs?/.*|[\w.-]+\.(?:md|rst|txt|adoc))$")
+#: Commands that look and change nothing: not "another command run first".
+_READ_ONLY = re.compile(r"^(?:ls|cat|head|tail|less|more|grep|rg|find|fd|tree|pwd|which|echo|"
+                        r"wc|stat|file|env|printenv|true|sed -n|git (?:status|log|diff|show|"
+                        r"branch|remote)|cd)\b")
+#: The agent's own verdict that a pass was not caused by what it changed.
+_NOT_THE_CAUSE = re.compile(r"(?i)\b(?:unrelated|flak(?:y|e)|not the cause|coincidence|"
+                            r"transient|intermittent|on a retry|rerun passed|re-run passed)\b")
+
+
+def is_setup_path(path: str) -> bool:
+    return bool(_SETUP.search(path)) and not _DOCS.search(path)
+
+
 def error_fix(steps: list[Step], relative: Callable[[str], str] = str) -> list[Candidate]:
+    """Fixes that teach (see the module docstring): each names what it needed in `anchors`
+    (the setup files changed, or the command run first) for `_fold`."""
     out: list[Candidate] = []
     failing: dict[str, int] = {}  # command key → index of its first unresolved failure
     for i, s in enumerate(steps):
@@ -177,38 +228,96 @@ def error_fix(steps: list[Step], relative: Callable[[str], str] = str) -> list[C
             failing.setdefault(key, i)
             continue
         start = failing.pop(key, None)
-        if start is None:
+        if start is None or _NOT_THE_CAUSE.search(_said_after(steps, i)):
             continue
-        edits = [e for e in steps[start:i] if e.kind == "call" and e.paths]
-        if not edits:
-            continue  # passed on a retry with no edit: flaky, not a fix
-        paths = list(dict.fromkeys(relative(p) for e in edits for p in e.paths))
-        fail = steps[start]
-        why = next((x.text for x in reversed(steps[start:i]) if x.kind == "assistant"), "") \
-            or _said_next(steps, i)
-        # The failure's output is quoted in the excerpt, never in the text: tool output is
-        # anyone's words (a fixture, a log), and the claim's text is the lesson.
-        claim = (f"`{key[:200]}` failed and passed after changing "
-                 f"{', '.join(_short(p) for p in paths[:5])}")
-        if why:
-            claim += f": {_sentence(why)}"
-        cites = [(fail.id, _first_error_line(fail.text) or key[:EXCERPT_CHARS])]
-        cites += [(e.id, f"{e.tool} {', '.join(relative(p) for p in e.paths)}")
-                  for e in edits[:10]]
-        cites.append((s.id, f"passed: {key[:200]}"))
-        out.append(Candidate("error_fix", claim, "gotcha", _short(paths[0]),
-                             min(4.5, 3.0 + 0.5 * len(paths)), cites))
+        fix = _fix_between(steps, start, i, key, relative)
+        if fix is not None:
+            out.append(fix)
     return out
 
 
-def _said_next(steps: list[Step], i: int) -> str:
-    """The assistant's first words after step i, if it speaks before its next tool call."""
-    for x in steps[i + 1:]:
+def _fix_between(steps: list[Step], start: int, end: int, key: str,
+                 relative: Callable[[str], str]) -> Candidate | None:
+    between = steps[start + 1:end]
+    edits = [e for e in between if e.kind == "call" and e.paths]
+    setup = [e for e in edits if any(is_setup_path(relative(p)) for p in e.paths)]
+    fail, passed = steps[start], steps[end]
+    cites = [(fail.id, error_line(fail.text) or key[:EXCERPT_CHARS])]
+    if setup:
+        paths = list(dict.fromkeys(relative(p) for e in setup for p in e.paths
+                                   if is_setup_path(relative(p))))
+        cites += [(e.id, _quote(e.text)) for e in setup[:5] if _quote(e.text)]
+        anchors, needs = paths, ", ".join(_short(p) for p in paths[:3])
+        subject = _short(paths[0])
+    elif not edits and (first := _command_run_first(between, key)) is not None:
+        cites.append((first.id, last_line(first.text) or _key(first.command)[:EXCERPT_CHARS]))
+        anchors, needs = [_key(first.command)], f"`{_key(first.command)[:120]}` run first"
+        subject = _program(first.command)
+    else:
+        return None  # a source fix (the diff shows it), a docs edit, or a bare retry
+    cites.append((passed.id, last_line(passed.text) or key[:EXCERPT_CHARS]))
+    why = _naming(steps[end + 1:], anchors) or _naming(between, anchors)
+    why = re.sub(r"(?i)^(?:fixed|done)\b[:.,]?\s*", "", why)
+    claim = f"`{key[:200]}` needs {needs}" + (f": {why}" if why else "")
+    return Candidate("error_fix", claim, "gotcha", subject, 3.0, cites, anchors=anchors)
+
+
+def _command_run_first(between: list[Step], key: str) -> Step | None:
+    """The last state-changing command that succeeded between a failure and its pass
+    (not a variant of the failing program: that is works_here's)."""
+    program = _program(key)
+    for x in reversed(between):
+        if x.kind == "result" and x.command and x.failed is False \
+                and not _READ_ONLY.match(_key(x.command)) and _program(x.command) != program:
+            return x
+    return None
+
+
+def _naming(steps: list[Step], anchors: list[str]) -> str:
+    """The first sentence the agent said (in `steps`) naming one of `anchors`."""
+    for x in steps:
         if x.kind == "assistant":
-            return x.text
-        if x.kind in ("call", "user"):
-            return ""
+            for sentence in _sentences(x.text):
+                if any(_names(sentence, a) for a in anchors):
+                    return sentence[:300]
+        if x.kind == "user":
+            break
     return ""
+
+
+def _names(sentence: str, anchor: str) -> bool:
+    anchor = anchor.strip()
+    return bool(anchor) and (anchor in sentence or _short(anchor).rsplit("/", 1)[-1] in sentence)
+
+
+def _said_after(steps: list[Step], i: int) -> str:
+    """What the assistant said after step i, before the user speaks again."""
+    said = []
+    for x in steps[i + 1:]:
+        if x.kind == "user":
+            break
+        if x.kind == "assistant":
+            said.append(x.text)
+    return " ".join(said)
+
+
+def _quote(text: str) -> str:
+    """A bounded verbatim piece of what an edit wrote: its first non-blank line."""
+    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")[:EXCERPT_CHARS]
+
+
+def _fold(fixes: list[Candidate], said: list[Candidate]) -> list[Candidate]:
+    """Fixes a lesson of the session already states (it names the fix's file or command)
+    add their evidence to that lesson instead of standing as a second claim."""
+    standing = []
+    for fix in fixes:
+        home = next((c for c in said
+                     if any(_names(c.claim, a) for a in fix.anchors)), None)
+        if home is None:
+            standing.append(fix)
+        else:
+            home.cites.extend(x for x in fix.cites if x not in home.cites)
+    return standing
 
 
 def _short(path: str) -> str:
@@ -224,42 +333,54 @@ def _sentence(text: str) -> str:
 
 _LESSONS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("decision", re.compile(r"(?i)\b(we decided|decided to|we(?:'ll| will) go with|"
-                            r"the decision is)\b")),
+                            r"the decision is|our convention|the convention (?:here )?is)\b")),
     ("procedure", re.compile(r"(?i)\b(always run|remember to run|you (?:must|need to) run|"
-                             r"make sure to run)\b")),
-    ("gotcha", re.compile(r"(?i)\b(turns out|gotcha|the catch is|watch out|beware)\b"
-                          r"|^(?:don'?t|do not|never)\b")),
-    ("fact", re.compile(r"(?i)\b(the fix was|the (?:root )?cause was|the problem was|"
-                        r"the issue was)\b")),
+                             r"make sure to run|in this repo(?:sitory)?,? we|here we always|"
+                             r"we (?:always|never) )")),
+    ("gotcha", re.compile(r"(?i)\b(turns out|gotcha|the catch is|watch out|beware|heads[- ]up|"
+                          r"fyi|note for (?:next time|later|whoever)|for whoever|note to self|"
+                          r"lesson learned|pitfall)\b|^(?:don'?t|do not|never)\b")),
 )
 #: Politeness and dismissals that start like a warning but teach nothing.
 _NOT_A_LESSON = re.compile(r"(?i)^(?:don'?t|do not|never)\s+(?:worry|hesitate|mind)\b"
-                           r"|\bnever ?mind\b")
+                           r"|\bnever ?mind\b|\?$")
 _PATHISH = re.compile(r"(?<![\w/])((?:[\w.-]+/)+[\w.-]+\.\w+|[\w-]+\.(?:py|js|ts|tsx|rs|go|toml|"
-                      r"json|ya?ml|md|cfg|ini|sh|sql|html|css))\b")
+                      r"json|ya?ml|md|cfg|ini|conf|env|lock|sh|sql|html|css)|\.env[\w.-]*)\b")
 _CODE = re.compile(r"`([^`\n]{2,60})`")
+#: A setting or environment variable (BILLING_API_URL), or a call (`str()`, Decimal(…)).
+_SETTING = re.compile(r"\b([A-Z][A-Z0-9]*_[A-Z0-9_]+)\b")
+_CALL = re.compile(r"\b([A-Za-z_][\w.]*)\(")
+#: A project command written without backticks ("always run make migrate first").
+_COMMAND = re.compile(r"\b((?:make|just|tox -e|npm run|yarn|pnpm|poetry run|uv run|python -m|"
+                      r"cargo|go|docker compose|bundle exec|rake) [\w:.-]+)")
 
 
 def lessons(steps: list[Step]) -> list[Candidate]:
+    """Sentences that state a lesson about this project (see the module docstring)."""
     out: list[Candidate] = []
-    tool = ""
     for s in steps:
-        if s.kind == "call":
-            tool = s.tool
         if s.kind not in ("user", "assistant"):
             continue
         for sentence in _sentences(s.text):
             if _NOT_A_LESSON.search(sentence):
                 continue
-            for claim_type, pattern in _LESSONS:
-                if pattern.search(sentence):
-                    subject = (_first(_PATHISH, sentence) or _first(_CODE, sentence)
-                               or tool or "session")
-                    out.append(Candidate("lesson", sentence[:LESSON_MAX_CHARS], claim_type,
-                                         subject, 2.5 if s.kind == "user" else 2.0,
-                                         [(s.id, _excerpt(sentence))]))
-                    break
+            claim_type = next((t for t, pattern in _LESSONS if pattern.search(sentence)), None)
+            subject = anchor(sentence)
+            if claim_type is None or not (subject or claim_type == "decision"):
+                continue  # not a lesson, or advice that names nothing of this project
+            out.append(Candidate("lesson", sentence[:LESSON_MAX_CHARS], claim_type, subject,
+                                 2.5 if s.kind == "user" else 2.0,
+                                 [(s.id, _excerpt(sentence))]))
     return out
+
+
+def anchor(sentence: str) -> str:
+    """What of the project a sentence names (a path, a `code` span, a SETTING, a call, a
+    command) as a claim's subject; "" when it names nothing: then it is no lesson about
+    this project ("Don't forget to rebase before you merge")."""
+    return (_first(_PATHISH, sentence) or _first(_CODE, sentence)
+            or _first(_SETTING, sentence) or _first(_CALL, sentence)
+            or _first(_COMMAND, sentence))
 
 
 def _first(pattern: re.Pattern[str], text: str) -> str:
@@ -281,7 +402,9 @@ def _sentences(text: str) -> list[str]:
 
 
 def works_here(steps: list[Step]) -> list[Candidate]:
-    out: dict[str, Candidate] = {}
+    """Invocations that had to be discovered (see the module docstring): the last variant
+    that passed of each program, unless a failed plain invocation passed later."""
+    out: dict[str, Candidate] = {}  # program → its latest passing variant
     failed: dict[str, set[str]] = {}  # program → the command lines of it that failed
     for s in steps:
         if s.kind != "result" or not s.command or s.failed is None:
@@ -289,18 +412,21 @@ def works_here(steps: list[Step]) -> list[Candidate]:
         kind = check_kind(s.command)
         if not kind:
             continue
-        program = _program(s.command)
-        key = _key(s.command)
+        program, key = _program(s.command), _key(s.command)
         if s.failed:
             failed.setdefault(program, set()).add(key)
             continue
-        if key in out or "\n" in s.command or len(key) > 300:
+        if key in failed.get(program, set()):  # what failed now passes as it is: the
+            failed[program].discard(key)          # environment was fixed, not the command
+            out.pop(program, None)
+            continue
+        if "\n" in s.command or len(key) > 300:
             continue
         tried = sorted(failed.get(program, set()) - {key})  # other variants that failed
         if not tried:
             continue  # nothing was discovered: a plain `pytest` teaches the fleet nothing
         claim = (f"`{key}` runs the {kind} here; `{tried[0][:200]}` failed earlier in the same "
                  "session (the flags/environment matter)")
-        cites = [(s.id, f"passed: {key[:200]}")]
-        out[key] = Candidate("works_here", claim, "procedure", program or kind, 2.0, cites)
+        cites = [(s.id, last_line(s.text) or key[:EXCERPT_CHARS])]
+        out[program] = Candidate("works_here", claim, "procedure", program or kind, 2.0, cites)
     return list(out.values())

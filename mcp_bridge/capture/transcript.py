@@ -44,7 +44,7 @@ class Step:
     kind: str  # "user" | "assistant" | "call" | "result"
     id: str  # what a citation names (see the module docstring)
     at: str = ""  # ISO 8601 timestamp, as the transcript wrote it
-    text: str = ""  # message text, or a tool result's output
+    text: str = ""  # message text, a tool result's output, or what an edit call writes
     tool: str = ""  # call: the tool's name ("Bash", "Edit", "shell", "apply_patch")
     command: str = ""  # call: the shell command line, when the tool runs one
     paths: list[str] = field(default_factory=list)  # call: files it writes, as given
@@ -192,9 +192,27 @@ def _claude_call(b: dict[str, Any], uid: str, at: str) -> Step:
     step = Step("call", uid, at, tool=name, call_id=str(b.get("id") or ""))
     if name in EDIT_TOOLS and isinstance(args.get(EDIT_TOOLS[name]), str):
         step.paths = [args[EDIT_TOOLS[name]]]
+        step.text = bounded(_written(args))
     elif isinstance(args.get("command"), str):
         step.command = args["command"][:2000]
     return step
+
+
+def _written(args: dict[str, Any]) -> str:
+    """What an edit call writes, so evidence can quote the change itself: the lines of
+    each new string that its old string did not have (a Write: its content)."""
+    many = args.get("edits")
+    edits: list[Any] = many if isinstance(many, list) else [args]
+    lines: list[str] = []
+    for e in edits:
+        if not isinstance(e, dict):
+            continue
+        new: str = next((e[k] for k in ("new_string", "content", "new_source")
+                         if isinstance(e.get(k), str)), "")
+        old: str = e["old_string"] if isinstance(e.get("old_string"), str) else ""
+        had = set(old.splitlines())
+        lines += [ln for ln in new.splitlines() if ln not in had]
+    return "\n".join(lines)
 
 
 def _pair(steps: list[Step]) -> None:
@@ -253,7 +271,7 @@ def _codex_item(p: dict[str, Any], n: int, at: str) -> Step | None:
         if kind == "custom_tool_call":
             raw = p.get("input")
             if name == "apply_patch" and isinstance(raw, str):
-                step.paths = patch_paths(raw)
+                step.paths, step.text = patch_paths(raw), bounded(raw)
             return step
         args: Any = p.get("action") if kind == "local_shell_call" else p.get("arguments")
         if isinstance(args, str):
@@ -266,12 +284,13 @@ def _codex_item(p: dict[str, Any], n: int, at: str) -> Step | None:
         argv = cmd if isinstance(cmd, list) else None
         if argv and argv[:1] == ["apply_patch"] and len(argv) > 1:
             step.tool, step.paths = "apply_patch", patch_paths(str(argv[1]))
+            step.text = bounded(str(argv[1]))
         elif argv:
             words = [str(w) for w in argv]
             line = words[2] if words[:2] in (["bash", "-lc"], ["bash", "-c"], ["sh", "-c"]) \
                 and len(words) > 2 else " ".join(words)
             if line.startswith("apply_patch") and "*** Begin Patch" in line:
-                step.tool, step.paths = "apply_patch", patch_paths(line)
+                step.tool, step.paths, step.text = "apply_patch", patch_paths(line), bounded(line)
             else:
                 step.command = line[:2000]
         elif isinstance(cmd, str):

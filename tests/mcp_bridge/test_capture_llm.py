@@ -226,7 +226,7 @@ def test_llm_candidates_cite_real_messages_and_are_scrubbed(
     # excerpts come from the transcript, not from what the model said
     assert [e["message_id"] for e in fix["evidence"]] == [ids["result"], ids["said"]]
     assert "AssertionError: 'a-b' != 'a--b'" in fix["evidence"][0]["excerpt"]
-    assert fix["evidence"][1]["excerpt"].startswith("Turns out slugify collapses")
+    assert fix["evidence"][1]["excerpt"].startswith("Turns out `slugify` collapses")
     dropped = [n for n in done["notes"] if n.startswith("LLM candidate")]
     assert len(dropped) == 3 and any("not in the transcript" in n for n in dropped)
     assert done["candidates"] <= extract.MAX_CANDIDATES
@@ -506,4 +506,4 @@ def test_racing_precompact_and_end_captures_propose_each_candidate_once(
         assert [p.wait(60) for p in procs] == [0, 0]
     claims = [e["payload"]["claim"] for e in read_events(config.spool_dir, config.fleet)
               if e["kind"] == "claim.proposed"]
-    assert len(claims) == len(set(claims)) == 4
+    assert len(claims) == len(set(claims)) == extract.MAX_CANDIDATES  # 4 found, cap held

@@ -69,8 +69,8 @@ class Claude:
         return self.tool("Bash", {"command": command, "description": "run"}, text,
                          error=code != 0)
 
-    def edit(self, path: str) -> tuple[str, str]:
-        return self.tool("Edit", {"file_path": path, "old_string": "a", "new_string": "b"},
+    def edit(self, path: str, old: str = "a", new: str = "b") -> tuple[str, str]:
+        return self.tool("Edit", {"file_path": path, "old_string": old, "new_string": new},
                          f"The file {path} has been updated.")
 
     def write(self, path: Path) -> Path:
@@ -139,12 +139,13 @@ class Codex:
 
 
 def error_fix_claude(repo: Path) -> Claude:
-    """A session that hits a failing test, edits, and passes: the canonical error→fix."""
+    """A session that hits a failing test, edits the source, and passes, stating a lesson
+    on the way (the source fix itself is in the diff: only the lesson is proposed)."""
     c = Claude(cwd=str(repo), branch="fix-slugs")
     c.user("The slug tests fail on main, please fix them")
     c.bash("pytest -q tests/test_slug.py", "E   AssertionError: 'a-b' != 'a--b'\n1 failed",
            code=1)
-    c.assistant("Turns out slugify collapses repeated dashes only after lowercasing, so "
+    c.assistant("Turns out `slugify` collapses repeated dashes only after lowercasing, so "
                 "mixed-case input keeps the double dash.")
     c.edit(str(repo / "src" / "slug.py"))
     c.bash("pytest -q tests/test_slug.py", "3 passed in 0.12s")
@@ -154,19 +155,37 @@ def error_fix_claude(repo: Path) -> Claude:
     return c
 
 
+def config_fix_claude(repo: Path) -> Claude:
+    """A failing test fixed in the configuration, not the code: an error→fix that teaches
+    what the code will not show, stated as a lesson the fix's evidence then backs."""
+    c = Claude(cwd=str(repo), branch="fix-imports")
+    c.user("The slug tests cannot even import, please fix them")
+    c.bash("pytest -q tests/test_slug.py",
+           ">   import slug\nE   ModuleNotFoundError: No module named 'slug'\n"
+           "tests/test_slug.py:1: ModuleNotFoundError\n1 error", code=1)
+    c.bash("cat setup.cfg", "[tool:pytest]\naddopts = -q")
+    c.edit(str(repo / "setup.cfg"), old="[tool:pytest]\n", new="[tool:pytest]\npythonpath = src\n")
+    c.bash("pytest -q tests/test_slug.py", "...\n3 passed in 0.12s")
+    c.assistant("Turns out pytest does not put src/ on the import path in this repo: "
+                "setup.cfg needs `pythonpath = src` under [tool:pytest].")
+    c.user("thanks, works")
+    return c
+
+
 def rich_claude(repo: Path) -> Claude:
-    """One candidate of each extractor: an error→fix, a discovered invocation, a lesson."""
+    """One candidate of each extractor: a configuration fix, a discovered invocation, a
+    lesson."""
     c = Claude(cwd=str(repo), branch="fix-slugs")
     c.user("The slug tests fail on main, please fix them. Always run make migrate before the "
            "tests, the test database is not created otherwise.")
-    c.bash("pytest -q tests/test_slug.py", "E   AssertionError: 'a-b' != 'a--b'\n1 failed",
-           code=1)
-    c.edit(str(repo / "src" / "slug.py"))
+    c.bash("pytest -q tests/test_slug.py",
+           "E   ModuleNotFoundError: No module named 'slug'\n1 error", code=1)
+    c.edit(str(repo / "setup.cfg"), old="[tool:pytest]\n", new="[tool:pytest]\npythonpath = src\n")
     c.bash("pytest -q tests/test_slug.py", "3 passed in 0.12s")
-    c.assistant("Lowercasing before collapsing dashes fixed it.")
+    c.assistant("With pythonpath set in setup.cfg the slug tests import src/slug.py.")
     c.bash("pytest -q", "E   ImproperlyConfigured: settings are not configured", code=1)
     c.bash("DJANGO_SETTINGS_MODULE=app.settings pytest -q", "58 passed in 3.1s")
-    c.assistant("Fixed: src/slug.py lowercases first; the whole suite passes.")
+    c.assistant("Fixed: the slug tests import again and the whole suite passes.")
     c.user("thanks, works")
     return c
 

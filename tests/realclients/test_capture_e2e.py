@@ -138,7 +138,7 @@ def test_real_session_to_review_queue_to_promotion_to_next_session(
                   .order_by("number"))
     by_extractor = {e.data.get("extractor"): e.claim for e in ClaimEvent.objects.filter(
         claim__in=claims, kind=ClaimEvent.Kind.PROPOSED).select_related("claim")}
-    assert {"error_fix", "lesson"} <= set(by_extractor), (
+    assert set(by_extractor) == {"lesson"}, (  # the fix backs the lesson naming its file
         f"extractors: {sorted(map(str, by_extractor))}; claims: {[c.text for c in claims]}\n"
         f"{what_happened(world)}")
     assert {c.status for c in claims} == {Claim.Status.PROPOSED}
@@ -150,12 +150,12 @@ def test_real_session_to_review_queue_to_promotion_to_next_session(
         assert {e.session_id for e in cited} == {sid}
         assert {e.repo for e in cited} == {REMOTE}
         assert claim.independent_sessions == 1  # the session is the fleet's own, verified
-    fix, lesson = by_extractor["error_fix"], by_extractor["lesson"]
-    assert fix.text.startswith(f"`{CHECK}` failed and passed after changing fixtures.env"), (
-        fix.text)  # the error is the tool's output: quoted in an excerpt, not the text
-    assert any("FileNotFoundError" in e.excerpt for e in fix.evidence.all())
-    assert (fix.type, fix.subject) == ("gotcha", "fixtures.env")
+    lesson = by_extractor["lesson"]
     assert lesson.text == LESSON, lesson.text
+    assert (lesson.type, lesson.subject) == ("gotcha", "fixtures.env")
+    # the error→fix that backs it: the error is the tool's output, quoted in an excerpt
+    assert any("FileNotFoundError" in e.excerpt for e in lesson.evidence.all())
+    assert not any("FileNotFoundError" in c.text for c in claims)
 
     session = Session.objects.get(fleet=fleet, session_id=sid)
     assert (session.agent, session.repo, session.outcome) == (agent, REMOTE, "success"), (
@@ -171,15 +171,13 @@ def test_real_session_to_review_queue_to_promotion_to_next_session(
     for claim in claims:
         assert claim.public_id in page and escape(claim.text[:100]) in page, (
             f"{claim.public_id} is not in the review queue")
-    review = browser.get(reverse("admin:claims_claim_change", args=(fix.pk,)))
-    assert review.status_code == 200 and escape(fix.text) in review.content.decode()
+    review = browser.get(reverse("admin:claims_claim_change", args=(lesson.pk,)))
+    assert review.status_code == 200 and escape(lesson.text) in review.content.decode()
 
-    # -- a person promotes the error→fix; the worker renders the fleet's cache -----------------
-    promoted = moderation.promote_claim(fix, by=moderator, note="checked: the file is needed")
+    # -- a person promotes the lesson; the worker renders the fleet's cache --------------------
+    promoted = moderation.promote_claim(lesson, by=moderator, note="checked: the file is needed")
     assert (promoted.status, promoted.scope, promoted.promoted_by) == (
         Claim.Status.PROMOTED, Claim.Scope.FLEET, moderator)
-    lesson.refresh_from_db()
-    assert lesson.status == Claim.Status.PROPOSED  # nothing else moved
     assert workers.render_fleet(fleet).claims >= 1
 
     # -- session 2: the next session finds it ---------------------------------------------
@@ -197,8 +195,8 @@ def test_real_session_to_review_queue_to_promotion_to_next_session(
     assert not is_error, text
     found = json.loads(text)
     assert found["mode"] == "hybrid", found  # the snapshot carries the worker's vectors
-    assert [(r["id"], r["text"]) for r in found["results"]] == [(fix.public_id, fix.text)], (
-        found)  # the proposed lesson is not searchable: only what a person promoted is
+    assert [(r["id"], r["text"]) for r in found["results"]] == [
+        (lesson.public_id, lesson.text)], found  # what a person promoted
 
     text, is_error = second.step_result(3)
     assert not is_error, text

@@ -233,16 +233,17 @@ def test_mcp_list_leaves_no_session(clients: Clients, fleet: Fleet) -> None:
 def test_session_end_captures_an_error_fix_from_the_real_transcript(
     clients: Clients, fleet: Fleet,
 ) -> None:
-    """Issue 16 through the real CLI: a check fails, a file is written, the same check
-    passes; the SessionEnd hook's capture proposes the error→fix, citing message uuids
-    that exist in the transcript Claude Code wrote, and records the changed path."""
+    """Issues 16 and 23 through the real CLI: a check fails, an environment file is
+    written, the same check passes; the SessionEnd hook's capture proposes the error→fix,
+    citing message uuids that exist in the transcript Claude Code wrote, and records the
+    changed path."""
     fleet.install("claude-code")
     subprocess.run(["git", "init", "-q", str(fleet.project)], check=True, timeout=30)
     # not `test -f`: Claude Code reads exit 1 of test/grep/diff as "false", not as an error
-    check = "python3 -c \"open('fixed.txt')\""
+    check = "python3 -c \"open('local.env')\""
     script: list[Step] = [
         ToolUse("Bash", {"command": check, "description": "check"}),
-        ToolUse("Write", {"file_path": str(fleet.project / "fixed.txt"), "content": "ok\n"}),
+        ToolUse("Write", {"file_path": str(fleet.project / "local.env"), "content": "ok\n"}),
         ToolUse("Bash", {"command": check, "description": "check again"}),
         Say(DONE),
     ]
@@ -252,12 +253,12 @@ def test_session_end_captures_an_error_fix_from_the_real_transcript(
     events = fleet.events()
     [end] = [e for e in events if e["kind"] == "session.end"]
     assert end["session"] == sid
-    assert (end["payload"]["changed_paths"], end["payload"]["repo"]) == (["fixed.txt"],
+    assert (end["payload"]["changed_paths"], end["payload"]["repo"]) == (["local.env"],
                                                                          "project")
     proposed = [e["payload"] for e in events if e["kind"] == "claim.proposed"]
     [fix] = [p for p in proposed if p.get("extractor") == "error_fix"]
-    assert fix["claim"].startswith(f"`{check}` failed and passed after changing fixed.txt"), (
-        fix["claim"])
+    # an environment file the check needs: what the code alone would not show
+    assert fix["claim"].startswith(f"`{check}` needs local.env"), fix["claim"]
     assert any("FileNotFoundError" in c["excerpt"] for c in fix["evidence"])  # quoted there
     [transcript] = (fleet.home / ".claude" / "projects").glob(f"*/{sid}.jsonl")
     uuids = {json.loads(line).get("uuid") for line in transcript.read_text().splitlines()}

@@ -56,7 +56,9 @@ def test_captured_candidates_arrive_as_proposals_citing_real_messages(
     assert {c.status for c in claims} == {Claim.Status.PROPOSED}
     assert {c.scope for c in claims} == {Claim.Scope.AGENT}
     fix = next(c for c in claims if c.type == "gotcha")
-    assert fix.subject == "src/slug.py" and "passed after changing src/slug.py" in fix.text
+    assert fix.subject == "setup.cfg" and fix.text == (
+        "`pytest -q tests/test_slug.py` needs setup.cfg: With pythonpath set in setup.cfg the "
+        "slug tests import src/slug.py.")
     cited = {(e.session_id, e.message_id) for c in claims for e in c.evidence.all()}
     ids = _uuids(transcript)
     assert {m for _, m in cited} <= ids and {s for s, _ in cited} == {"cc-s1"}
