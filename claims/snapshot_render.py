@@ -17,12 +17,12 @@ from claims.models import Claim, ClaimEvent, Evidence
 from fleet.cache_render import iso
 from fleet.models import Fleet
 from mcp_bridge import contract
-from mcp_bridge.contract import embed, ranking
+from mcp_bridge.contract import embed, ranking, render
 
 BRIEFING_CLAIMS = 5
 
 
-def _claim_row(claim: Claim, paths: list[str]) -> tuple[Any, ...]:
+def _claim_row(claim: Claim, paths: list[str], repos: list[str]) -> tuple[Any, ...]:
     return (
         claim.public_id,
         claim.for_agents("text"),  # promotion needs a release; a later redact may flag
@@ -40,6 +40,7 @@ def _claim_row(claim: Claim, paths: list[str]) -> tuple[Any, ...]:
         int(claim.staleness > 0),
         claim.staleness,
         json.dumps(paths, ensure_ascii=False),
+        json.dumps(repos, ensure_ascii=False),
     )
 
 
@@ -60,6 +61,7 @@ CLAIM_COLUMNS = (
     "stale",
     "staleness",
     "evidence_paths",
+    "repos",
 )
 
 
@@ -100,22 +102,33 @@ def _write_claims(db: sqlite3.Connection, fleet: Fleet) -> int:
     claims = (
         Claim.objects.for_fleet(fleet).promoted().select_related("superseded_by").order_by("number")
     )
-    paths: dict[int, list[str]] = {}
-    for claim_id, path in (
-        Evidence.objects.filter(claim__in=claims).exclude(path="").values_list("claim_id", "path")
-    ):
-        paths.setdefault(claim_id, []).append(path)
+    paths, repos = _cited(Evidence.objects.filter(claim__in=claims))
     placeholders = ", ".join("?" * (len(CLAIM_COLUMNS) + 1))
     sql = f"INSERT INTO claims (rowid, {', '.join(CLAIM_COLUMNS)}) VALUES ({placeholders})"
     count = 0
     for rowid, claim in enumerate(claims.iterator(chunk_size=2000), start=1):
-        db.execute(sql, (rowid, *_claim_row(claim, sorted(set(paths.get(claim.pk, []))))))
+        db.execute(sql, (rowid, *_claim_row(claim, paths.get(claim.pk, []),
+                                            repos.get(claim.pk, []))))
         if claim.embedding is not None and claim.embedding_model == embed.NAME:
             vector = np.asarray(claim.embedding, dtype="<f4")
             if vector.shape == (embed.DIMS,):
                 db.execute("INSERT INTO embeddings VALUES (?, ?)", (rowid, vector.tobytes()))
         count = rowid
     return count
+
+
+def _cited(evidence: Any) -> tuple[dict[int, list[str]], dict[int, list[str]]]:
+    """claim pk → the paths its evidence cites (sorted), and → the repositories its
+    evidence comes from, by name ("acme/shop"; in citation order)."""
+    paths: dict[int, set[str]] = {}
+    repos: dict[int, list[str]] = {}
+    for claim_id, path, repo in evidence.values_list("claim_id", "path", "repo").order_by("pk"):
+        if path:
+            paths.setdefault(claim_id, set()).add(path)
+        name = render.repo_name(repo) if repo else ""
+        if name and name not in repos.setdefault(claim_id, []):
+            repos[claim_id].append(name)
+    return {k: sorted(v) for k, v in paths.items()}, repos
 
 
 def _write_timeline(db: sqlite3.Connection, fleet: Fleet) -> None:
@@ -162,7 +175,9 @@ def briefing_claims(
         .exclude(number__in=[int(i.split("-")[1]) for i in exclude])
         .order_by("-independent_sessions", "-confidence", "-promoted_at")[:BRIEFING_CLAIMS]
     )
-    return [_briefing_row(c) for c in claims]
+    chosen = list(claims)
+    _, repos = _cited(Evidence.objects.filter(claim__in=chosen))
+    return [_briefing_row(c, repos.get(c.pk, [])) for c in chosen]
 
 
 def path_claims(
@@ -174,17 +189,14 @@ def path_claims(
     if not patterns:
         return []
     claims = {c.pk: c for c in _live(fleet, now)}
-    cited: dict[int, list[str]] = {}
-    rows = Evidence.objects.filter(claim_id__in=claims).exclude(path="")
-    for claim_id, path in rows.values_list("claim_id", "path"):
-        cited.setdefault(claim_id, []).append(path)
+    cited, repos = _cited(Evidence.objects.filter(claim_id__in=claims))
     scored = []
     for pk, claim in claims.items():
         weight = ranking.path_match(patterns, claim.subject, cited.get(pk, []))
         if weight:
             scored.append((ranking.path_score(weight, search.factors(claim, now)), claim))
     scored.sort(key=lambda pair: (-pair[0], pair[1].public_id))
-    return [_briefing_row(c) for _, c in scored[:k]]
+    return [_briefing_row(c, repos.get(c.pk, [])) for _, c in scored[:k]]
 
 
 def _live(fleet: Fleet, now: datetime) -> Any:
@@ -198,9 +210,10 @@ def _live(fleet: Fleet, now: datetime) -> Any:
     )
 
 
-def _briefing_row(c: Claim) -> dict[str, Any]:
+def _briefing_row(c: Claim, repos: list[str]) -> dict[str, Any]:
     return {
         "id": c.public_id,
+        "repos": repos,
         "date": iso(c.promoted_at)[:10],  # type: ignore[index]
         "text": c.for_agents("text"),
         "independent_sessions": c.independent_sessions,

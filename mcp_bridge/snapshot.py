@@ -25,6 +25,8 @@ from mcp_bridge.contract.sanitize import clean_value
 _CLAIM_COLUMNS = ("rowid, id, text, type, subject, scope, confidence, contested, "
                   "independent_sessions, created_at, promoted_at, stale, staleness, "
                   "evidence_paths")
+#: A snapshot rendered before claims carried their repositories reads as naming none.
+_REPOS = {True: ", repos", False: ", '[]' AS repos"}
 
 
 class SnapshotError(Exception):
@@ -89,6 +91,8 @@ class Snapshot:
         if self.meta.get("fleet") != fleet:
             self.db.close()
             raise SnapshotError(f"{contract.SNAPSHOT} is for another fleet; not reading it")
+        columns = {row[1] for row in self.db.execute("PRAGMA table_info(claims)")}
+        self._columns = _CLAIM_COLUMNS + _REPOS["repos" in columns]
         self._vectors: _Vectors | None = None
         self._paths_index: tuple[dict[str, list[int]], list[int]] | None = None
         self._lock = threading.Lock()
@@ -273,7 +277,7 @@ class Snapshot:
         if not unique:
             return {}
         marks = ",".join("?" * len(unique))
-        cur = self.db.execute(f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE rowid IN ({marks})",
+        cur = self.db.execute(f"SELECT {self._columns} FROM claims WHERE rowid IN ({marks})",
                               unique)
         names = [d[0] for d in cur.description]
         return {row[0]: dict(zip(names, row, strict=True)) for row in cur}
@@ -287,7 +291,7 @@ class Snapshot:
             "independent_sessions": int(row["independent_sessions"] or 0),
             "confidence": round(float(row["confidence"] or 0.0), 2),
             "contested": bool(row["contested"]), "stale": bool(row["stale"]),
-            "evidence_paths": paths,
+            "evidence_paths": paths, "repos": _json_list(row.get("repos")),
             "score": round(score, 6),
         }
         return cast("dict[str, Any]", clean_value(public, self.max_chars))
@@ -310,7 +314,7 @@ class Snapshot:
             return []
         where, args = self._filters(now, None, None, None)
         marks = ",".join("?" * len(candidates))
-        sql = f"SELECT {_CLAIM_COLUMNS} FROM claims c WHERE c.rowid IN ({marks}){where}"
+        sql = f"SELECT {self._columns} FROM claims c WHERE c.rowid IN ({marks}){where}"
         try:
             cur = self.db.execute(sql, [*candidates, *args])
         except sqlite3.Error:
@@ -332,7 +336,7 @@ class Snapshot:
         runtime reads at start, where there is no query to rank against."""
         now = now or dt.datetime.now(dt.UTC)
         where, args = self._filters(now, None, None, None)
-        sql = f"SELECT {_CLAIM_COLUMNS} FROM claims c WHERE c.status = 'promoted'{where}"
+        sql = f"SELECT {self._columns} FROM claims c WHERE c.status = 'promoted'{where}"
         try:
             cur = self.db.execute(sql, args)
         except sqlite3.Error:
@@ -417,11 +421,16 @@ class Snapshot:
 
 
 def _paths(row: dict[str, Any]) -> list[str]:
+    return _json_list(row["evidence_paths"])
+
+
+def _json_list(raw: Any) -> list[str]:
+    """A JSON list of strings from a snapshot column; [] for anything else."""
     try:
-        paths = json.loads(row["evidence_paths"] or "[]")
-    except ValueError:
+        items = json.loads(raw or "[]")
+    except (TypeError, ValueError):
         return []
-    return [p for p in paths if isinstance(p, str)] if isinstance(paths, list) else []
+    return [x for x in items if isinstance(x, str)] if isinstance(items, list) else []
 
 
 PATH_CANDIDATES = 400  # rows path-scoped recall examines at most, most confident first

@@ -37,6 +37,7 @@ the instruction screen flags.
 
 from __future__ import annotations
 
+import itertools
 import re
 import shlex
 from collections.abc import Callable
@@ -63,6 +64,7 @@ class Candidate:
     cites: list[tuple[str, str]] = field(default_factory=list)  # (message id, excerpt)
     order: int = 0
     anchors: list[str] = field(default_factory=list)  # error_fix: the files/command it needed
+    reason: str = ""  # error_fix: the agent's sentence saying why
 
     def payload(self, session_id: str, repo: str = "") -> dict[str, Any]:
         """The claim.proposed payload (unscrubbed: the caller scrubs before spooling)."""
@@ -200,8 +202,10 @@ def _program(command: str) -> str:
 _SETUP = re.compile(
     r"(?i)(?:^|/)(?:\.env[\w.-]*|[\w.-]*\.(?:env|toml|cfg|ini|ya?ml|conf|lock)|settings[\w.-]*"
     r"|conftest\.py|Makefile|Dockerfile|Procfile|requirements[\w.-]*\.txt|package\.json"
+    r"|[\w.-]*(?:config|settings|logging|schema)[\w.-]*\.json"
     r"|\.?[\w-]*rc(?:\.\w+)?|\.github/.*|\.gitlab-ci.*|noxfile\.py|tox\.ini|justfile)$")
-_DOCS = re.compile(r"(?i)(?:^|/)(?:docs?/.*|[\w.-]+\.(?:md|rst|txt|adoc))$")
+_DOCS = re.compile(r"(?i)(?:^|/)(?:docs?/.*|[\w.-]+\.(?:md|rst|adoc)"
+                   r"|(?!requirements)[\w.-]+\.txt)$")
 #: Commands that look and change nothing: not "another command run first".
 _READ_ONLY = re.compile(r"^(?:ls|cat|head|tail|less|more|grep|rg|find|fd|tree|pwd|which|echo|"
                         r"wc|stat|file|env|printenv|true|sed -n|git (?:status|log|diff|show|"
@@ -227,6 +231,8 @@ def error_fix(steps: list[Step], relative: Callable[[str], str] = str) -> list[C
         if s.failed:
             failing.setdefault(key, i)
             continue
+        if key not in failing:  # another check of the same kind passing after a setup
+            key = _same_kind_failing(steps, failing, s, relative) or key  # change counts
         start = failing.pop(key, None)
         if start is None or _NOT_THE_CAUSE.search(_said_after(steps, i)):
             continue
@@ -234,6 +240,23 @@ def error_fix(steps: list[Step], relative: Callable[[str], str] = str) -> list[C
         if fix is not None:
             out.append(fix)
     return out
+
+
+def _same_kind_failing(steps: list[Step], failing: dict[str, int], passed: Step,
+                       relative: Callable[[str], str]) -> str | None:
+    """The failing check (same kind: test, build or lint) that `passed` resolves when a
+    configuration file changed between them (`make test` after ci.env gained a setting
+    the failing `python -m unittest` lacked)."""
+    kind = check_kind(passed.command)
+    if not kind:
+        return None
+    end = steps.index(passed)
+    for key, start in sorted(failing.items(), key=lambda kv: -kv[1]):
+        if check_kind(key) == kind and any(
+                e.kind == "call" and any(is_setup_path(relative(p)) for p in e.paths)
+                for e in steps[start + 1:end]):
+            return key
+    return None
 
 
 def _fix_between(steps: list[Step], start: int, end: int, key: str,
@@ -249,17 +272,21 @@ def _fix_between(steps: list[Step], start: int, end: int, key: str,
         cites += [(e.id, _quote(e.text)) for e in setup[:5] if _quote(e.text)]
         anchors, needs = paths, ", ".join(_short(p) for p in paths[:3])
         subject = _short(paths[0])
-    elif not edits and (first := _command_run_first(between, key)) is not None:
+    elif not any(_DOCS.search(relative(p)) for e in edits for p in e.paths) and (
+            first := _command_run_first(between, key)) is not None:
         cites.append((first.id, last_line(first.text) or _key(first.command)[:EXCERPT_CHARS]))
         anchors, needs = [_key(first.command)], f"`{_key(first.command)[:120]}` run first"
         subject = _program(first.command)
     else:
-        return None  # a source fix (the diff shows it), a docs edit, or a bare retry
+        return None  # a source fix alone (the diff shows it), a docs edit, or a bare retry
     cites.append((passed.id, last_line(passed.text) or key[:EXCERPT_CHARS]))
-    why = _naming(steps[end + 1:], anchors) or _naming(between, anchors)
-    why = re.sub(r"(?i)^(?:fixed|done)\b[:.,]?\s*", "", why)
+    after = list(itertools.takewhile(lambda x: x.kind not in ("user", "call"), steps[end + 1:]))
+    why = _naming(after, anchors) or _naming(between, anchors)
+    if setup and not why:
+        return None  # "needs .env", and no word why: nothing when unsure
     claim = f"`{key[:200]}` needs {needs}" + (f": {why}" if why else "")
-    return Candidate("error_fix", claim, "gotcha", subject, 3.0, cites, anchors=anchors)
+    return Candidate("error_fix", claim, "gotcha", subject, 3.0, cites, anchors=anchors,
+                     reason=why)
 
 
 def _command_run_first(between: list[Step], key: str) -> Step | None:
@@ -273,16 +300,26 @@ def _command_run_first(between: list[Step], key: str) -> Step | None:
     return None
 
 
+#: A sentence that retells what the session changed ("Fixed app.ini: the password is now
+#: …", "Pinned slugkit …"): the diff's news, not the reason a later agent needs.
+_RETELLS = re.compile(r"(?i)^(?:fixed|done|added|changed|updated|removed|pinned|replaced|"
+                      r"renamed|moved|bumped|reverted|i(?:'ve| have)? \w+ed)\b|\bis now\b")
+
+
 def _naming(steps: list[Step], anchors: list[str]) -> str:
-    """The first sentence the agent said (in `steps`) naming one of `anchors`."""
-    for x in steps:
-        if x.kind == "assistant":
-            for sentence in _sentences(x.text):
-                if any(_names(sentence, a) for a in anchors):
-                    return sentence[:300]
-        if x.kind == "user":
-            break
-    return ""
+    """The agent's reason in `steps` (right after the pass, or between failure and pass;
+    up to the user's next word): its first sentence naming one of `anchors`, else its first
+    that names anything of the project; never one that only retells the change."""
+    said = [sentence for x in _until_user(steps) if x.kind == "assistant"
+            for sentence in _sentences(x.text) if not _RETELLS.search(sentence)]
+    for sentence in said:
+        if any(_names(sentence, a) for a in anchors):
+            return sentence[:300]
+    return next((sentence[:300] for sentence in said if anchor(sentence)), "")
+
+
+def _until_user(steps: list[Step]) -> list[Step]:
+    return list(itertools.takewhile(lambda x: x.kind != "user", steps))
 
 
 def _names(sentence: str, anchor: str) -> bool:
@@ -307,12 +344,13 @@ def _quote(text: str) -> str:
 
 
 def _fold(fixes: list[Candidate], said: list[Candidate]) -> list[Candidate]:
-    """Fixes a lesson of the session already states (it names the fix's file or command)
-    add their evidence to that lesson instead of standing as a second claim."""
+    """Fixes a lesson of the session already states (it names the fix's file or command,
+    or quotes its reason) add their evidence to that lesson instead of standing twice."""
     standing = []
     for fix in fixes:
         home = next((c for c in said
-                     if any(_names(c.claim, a) for a in fix.anchors)), None)
+                     if any(_names(c.claim, a) for a in fix.anchors)
+                     or (fix.reason and fix.reason in c.claim)), None)
         if home is None:
             standing.append(fix)
         else:
@@ -333,13 +371,16 @@ def _sentence(text: str) -> str:
 
 _LESSONS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("decision", re.compile(r"(?i)\b(we decided|decided to|we(?:'ll| will) go with|"
-                            r"the decision is|our convention|the convention (?:here )?is)\b")),
+                            r"the decision is|our convention|the convention (?:here )?is|"
+                            r"we agreed|let'?s settle|from now on)\b")),
     ("procedure", re.compile(r"(?i)\b(always run|remember to run|you (?:must|need to) run|"
                              r"make sure to run|in this repo(?:sitory)?,? we|here we always|"
                              r"we (?:always|never) )")),
     ("gotcha", re.compile(r"(?i)\b(turns out|gotcha|the catch is|watch out|beware|heads[- ]up|"
                           r"fyi|note for (?:next time|later|whoever)|for whoever|note to self|"
-                          r"lesson learned|pitfall)\b|^(?:don'?t|do not|never)\b")),
+                          r"lesson learned|pitfall|worth knowing|keep (?:that|this|it) in mind|"
+                          r"for future reference|keep (?:it|that|this) \w+ (?:whenever|until))\b"
+                          r"|^(?:don'?t|do not|never)\b")),
 )
 #: Politeness and dismissals that start like a warning but teach nothing.
 _NOT_A_LESSON = re.compile(r"(?i)^(?:don'?t|do not|never)\s+(?:worry|hesitate|mind)\b"
@@ -352,7 +393,7 @@ _SETTING = re.compile(r"\b([A-Z][A-Z0-9]*_[A-Z0-9_]+)\b")
 _CALL = re.compile(r"\b([A-Za-z_][\w.]*)\(")
 #: A project command written without backticks ("always run make migrate first").
 _COMMAND = re.compile(r"\b((?:make|just|tox -e|npm run|yarn|pnpm|poetry run|uv run|python -m|"
-                      r"cargo|go|docker compose|bundle exec|rake) [\w:.-]+)")
+                      r"cargo|go|docker compose|bundle exec|rake) [\w:.-]+)|(?<![\w/])(\./[\w.-]+)")
 
 
 def lessons(steps: list[Step]) -> list[Candidate]:
@@ -361,17 +402,27 @@ def lessons(steps: list[Step]) -> list[Candidate]:
     for s in steps:
         if s.kind not in ("user", "assistant"):
             continue
-        for sentence in _sentences(s.text):
+        said = _sentences(s.text)
+        for n, sentence in enumerate(said):
             if _NOT_A_LESSON.search(sentence):
                 continue
             claim_type = next((t for t, pattern in _LESSONS if pattern.search(sentence)), None)
-            subject = anchor(sentence)
-            if claim_type is None or not (subject or claim_type == "decision"):
-                continue  # not a lesson, or advice that names nothing of this project
-            out.append(Candidate("lesson", sentence[:LESSON_MAX_CHARS], claim_type, subject,
+            if claim_type is None:
+                continue
+            # "Keep that in mind for …": the lesson is the sentence before, with this one
+            quoted = said[n - 1:n + 1] if n and _POINTS_BACK.match(sentence) else [sentence]
+            text = " ".join(quoted)
+            subject = anchor(text)
+            if not (subject or claim_type == "decision") or len(text) > LESSON_MAX_CHARS:
+                continue  # advice that names nothing of this project, or a speech
+            out.append(Candidate("lesson", text, claim_type, subject,
                                  2.5 if s.kind == "user" else 2.0,
-                                 [(s.id, _excerpt(sentence))]))
+                                 [(s.id, _excerpt(q)) for q in quoted]))
     return out
+
+
+#: A sentence that points back at the one before it ("Keep that in mind …", "This is why").
+_POINTS_BACK = re.compile(r"(?i)^(?:keep (?:that|this|it)|that|this|these|those|it|so)\b")
 
 
 def anchor(sentence: str) -> str:
@@ -385,7 +436,15 @@ def anchor(sentence: str) -> str:
 
 def _first(pattern: re.Pattern[str], text: str) -> str:
     m = pattern.search(text)
-    return m.group(1) if m else ""
+    return next((g for g in m.groups() if g), "") if m else ""
+
+
+#: Where a sentence ends: after . ! ? and space, before a capital, a backtick, a quote — or
+#: before a lower-case word (agents start sentences with `app.ini`, `slugkit 2.0`), unless
+#: the period closes an abbreviation ("e.g. this").
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'])"
+                           r"|(?<![\s(]e\.g\.)(?<![\s(]i\.e\.)(?<!\betc\.)(?<!\bvs\.)"
+                           r"(?<!\bcf\.)(?<=[\w`)\"'][.!?])\s+(?=[a-z])")
 
 
 def _sentences(text: str) -> list[str]:
@@ -394,7 +453,7 @@ def _sentences(text: str) -> list[str]:
     out = []
     for line in text.splitlines():
         line = re.sub(r"^\s*(?:[-*>]|\d+[.)])\s+", "", line).strip()
-        for part in re.split(r"(?<=[.!?])\s+(?=[A-Z`\"'])", line):
+        for part in _SENTENCE_END.split(line):
             part = part.strip()
             if 20 <= len(part) <= LESSON_MAX_CHARS:
                 out.append(part)

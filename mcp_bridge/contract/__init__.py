@@ -116,7 +116,8 @@ SNAPSHOT_DDL: Final = (
         superseded_by TEXT,
         stale INTEGER NOT NULL DEFAULT 0,
         staleness REAL NOT NULL DEFAULT 0,
-        evidence_paths TEXT NOT NULL DEFAULT '[]'
+        evidence_paths TEXT NOT NULL DEFAULT '[]',
+        repos TEXT NOT NULL DEFAULT '[]'
     )""",
     "CREATE INDEX claims_subject ON claims (subject)",
     """CREATE VIRTUAL TABLE claims_fts USING fts5(

@@ -1,12 +1,15 @@
 """The attribution line: the only shape in which a claim ever reaches an agent.
 
 A peer's claim never arrives as bare fact. It carries who-knows-how-sure markers the
-model can weigh — the independent session count (never a raw evidence tally), the
-confidence, CONTESTED / POSSIBLY STALE inline — under a heading saying to verify it.
+model can weigh — the repository its evidence comes from ("in acme/shop": in a fleet that
+works on several, "this repo" means that one), the independent session count (never a raw
+evidence tally), the confidence, CONTESTED / POSSIBLY STALE inline — under a heading
+saying to verify it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -21,11 +24,39 @@ def sessions_phrase(n: int) -> str:
     return f"{n} independent session" + ("" if n == 1 else "s")
 
 
+REPOS_SHOWN = 2
+
+
+def repo_name(repo: str) -> str:
+    """A repository as people name it: "acme/shop" for git@github.com:acme/shop.git or
+    https://github.com/acme/shop, the last part of anything else ("proj"); "" for none."""
+    text = repo.strip().rstrip("/").removesuffix(".git")
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", text):  # already "owner/name"
+        return text
+    match = re.search(r"[:/]([\w.-]+/[\w.-]+)$", text) if re.match(r"\w+://|[\w.-]+@", text) \
+        else None
+    return match.group(1) if match else text.rsplit("/", 1)[-1]
+
+
+def repos_phrase(repos: Iterable[str]) -> str:
+    """"in acme/shop", "in acme/shop and acme/api", "in acme/shop, acme/api and 3 more"."""
+    names = list(dict.fromkeys(n for n in (repo_name(r) for r in repos) if n))
+    if not names:
+        return ""
+    shown, more = names[:REPOS_SHOWN], len(names) - REPOS_SHOWN
+    if more > 0:
+        return f"in {', '.join(shown)} and {more} more"
+    return "in " + " and ".join(shown)
+
+
 def attribution(claim: Mapping[str, Any]) -> str:
-    """`[cc-03, 2026-09-09, 2 independent sessions, conf 0.81, CONTESTED]`."""
+    """`[cc-03, 2026-09-09, in acme/shop, 2 independent sessions, conf 0.81, CONTESTED]`
+    (no repository part when the evidence names none)."""
+    where = repos_phrase(claim.get("repos") or [])
     parts = [
         str(claim["id"]),
         str(claim.get("date") or "undated"),
+        *([where] if where else []),
         sessions_phrase(int(claim.get("independent_sessions") or 0)),
         f"conf {float(claim.get('confidence') or 0.0):.2f}",
     ]

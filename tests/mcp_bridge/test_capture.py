@@ -115,16 +115,18 @@ def test_a_fix_no_lesson_states_stands_as_its_own_claim(repo: Path, tmp_path: Pa
     c.bash("pytest -q", "E   KeyError: 'CACHE_URL'", code=1)
     c.edit("tests/.env.test", old="", new="CACHE_URL=redis://localhost:6390")
     c.bash("pytest -q", "9 passed in 0.4s")
+    c.assistant("Fixed. The suite reads CACHE_URL from tests/.env.test, not from the shell.")
     found = extract.candidates(transcript.read(c.write(tmp_path / "t.jsonl")).steps)
     assert [(f.extractor, f.claim, f.subject) for f in found] == [
         ("error_fix", "`pytest -q tests/test_cache.py` needs `make services` run first", "make"),
-        ("error_fix", "`pytest -q` needs tests/.env.test", "tests/.env.test"),
+        ("error_fix", "`pytest -q` needs tests/.env.test: The suite reads CACHE_URL from "
+                      "tests/.env.test, not from the shell.", "tests/.env.test"),
     ]
     assert [x for _, x in found[0].cites] == [
         "E   ConnectionRefusedError: [Errno 111]", "starting redis on 6390", "4 passed in 0.2s"]
 
 
-@pytest.mark.parametrize("story", ["docs", "source", "retry", "unrelated"])
+@pytest.mark.parametrize("story", ["docs", "source", "retry", "unrelated", "no reason"])
 def test_a_fix_that_teaches_nothing_is_not_proposed(story: str, repo: Path,
                                                      tmp_path: Path) -> None:
     c = Claude(cwd=str(repo))
@@ -134,9 +136,11 @@ def test_a_fix_that_teaches_nothing_is_not_proposed(story: str, repo: Path,
         c.edit(str(repo / "README.md"), old="recieve", new="receive")
     elif story == "source":
         c.edit(str(repo / "src" / "server.py"), old="PORT = 8765", new="PORT = 0")
-    elif story == "unrelated":
+    elif story in ("unrelated", "no reason"):
         c.edit(str(repo / "setup.cfg"), old="a", new="b")
     c.bash("pytest -q", "3 passed in 0.1s")
+    if story == "no reason":  # "needs setup.cfg", and not a word why: unsure, so nothing
+        c.assistant("Fixed: changed setup.cfg. All tests pass.")
     if story == "unrelated":
         c.assistant("The first failure was a port clash from another process, unrelated to "
                     "setup.cfg; the rerun passed.")
