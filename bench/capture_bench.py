@@ -5,10 +5,11 @@
 1. Hook: `python -m mcp_bridge hook session-end` with a real transcript on stdin, timed
    from spawn to exit (what the runtime waits for; the capture it starts runs detached),
    against a baseline measured in the same run: `python -c pass` spawned the same way.
-   Target (issue 16): p95 <= 100 ms.
-2. Extraction: `python -m mcp_bridge capture-session` on a 1 MB and a 5 MB Claude Code
-   transcript, in a child process each, wall time and peak RSS (ru_maxrss of the child),
-   against the same baseline spawn. Targets: <= 1 s and <= 3 s.
+   Target (issue 23): p50 and p95 at most 4x the baseline's.
+2. Extraction: `python -m mcp_bridge capture-session` on a 1 MB, a 5 MB and a 20 MB Claude
+   Code transcript (20 MB: an ordinary afternoon, as this CLI version repeats each request
+   in the transcript), in a child process each, wall time and peak RSS (ru_maxrss of the
+   child), against the same baseline spawn. Targets: <= 1 s, <= 3 s and <= 3 s.
 
 Prints os.getloadavg() first: the machine is shared, so read figures against it.
 """
@@ -86,11 +87,15 @@ def main() -> None:
                            ("base", "baseline: python -c pass")):
             print(f"{label:46} p50 {ms(statistics.median(rows[key]))}   "
                   f"p95 {ms(p95(rows[key]))}")
-        print(f"({args.runs} runs each; target: capture-on p95 <= 100 ms)")
+        for stat, f in (("p50", statistics.median), ("p95", p95)):
+            ratio = f(rows["on"]) / f(rows["base"])
+            print(f"capture-on {stat} / baseline {stat}: {ratio:.1f}x  (target <= 4x: "
+                  f"{'met' if ratio <= 4 else 'MISSED'})")
+        print(f"({args.runs} runs each, interleaved)")
         time.sleep(2)  # let the detached captures the hook started finish before timing more
 
         print("\nextraction (capture-session, one child each; 3 runs, median)")
-        for mb, target in ((1, 1.0), (5, 3.0)):
+        for mb, target in ((1, 1.0), (5, 3.0), (20, 3.0)):
             path = big_transcript(repo, work / f"t{mb}.jsonl", mb)
             runs = [timed([sys.executable, "-m", "mcp_bridge", "capture-session",
                            "--transcript", str(path), "--session", f"x{mb}-{n}",
@@ -98,7 +103,8 @@ def main() -> None:
             secs = statistics.median(r[0] for r in runs)
             rss = max(r[1] for r in runs)
             print(f"  {path.stat().st_size / (1 << 20):4.1f} MB transcript   {secs:6.3f} s   "
-                  f"peak RSS of a child so far {rss / 1024:6.1f} MiB   target <= {target} s")
+                  f"peak RSS of a child so far {rss / 1024:6.1f} MiB   target <= {target} s: "
+                  f"{'met' if secs <= target else 'MISSED'}")
         print(f"  baseline python -c pass          {statistics.median(rows['base']):6.3f} s")
     finally:
         shutil.rmtree(work, ignore_errors=True)
