@@ -223,6 +223,7 @@ def _render_fleet(fleet: Fleet, *, max_tokens: int | None) -> RenderReport:
             **head,
             "memory_mode": fleet.memory_mode,
             "capture": fleet.capture_mode,
+            "capture_max": fleet.capture_max_candidates,
             "embedder": {"name": embed.NAME, "dims": embed.DIMS},
         },
     )

@@ -54,6 +54,12 @@ class Fleet(models.Model):
         help_text="What agents' session-end capture proposes from their transcripts. Every "
         "candidate is only proposed: a moderator promotes it.",
     )
+    capture_max_candidates = models.PositiveSmallIntegerField(
+        default=contract.CAPTURE_MAX_DEFAULT,
+        validators=[MaxValueValidator(contract.CAPTURE_MAX_LIMIT)],
+        help_text="At most this many candidates a session's capture proposes (best first; "
+        f"0 to {contract.CAPTURE_MAX_LIMIT}). A short queue of good proposals gets read.",
+    )
     default_lease_ttl_secs = models.PositiveIntegerField(
         default=3600,
         validators=[MinValueValidator(ev.TTL_MIN_SECS), MaxValueValidator(ev.TTL_MAX_SECS)],

@@ -44,11 +44,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcp_bridge import contract
 from mcp_bridge.capture.record import check_kind
 from mcp_bridge.capture.transcript import Step
 from mcp_bridge.contract import events as ev
 
-MAX_CANDIDATES = 3  # a queue of a few good proposals is read; a long one is not
+MAX_CANDIDATES = contract.CAPTURE_MAX_DEFAULT  # the fleet may set another (capture.mode)
 MERGE_JACCARD = 0.8
 EXCERPT_CHARS = 240
 LESSON_MAX_CHARS = 400

@@ -56,6 +56,15 @@ def resolve(cfg: Any, env: Mapping[str, str]) -> Mode:
     return Mode(value, "the fleet's setting")
 
 
+def max_candidates(cfg: Any) -> int:
+    """The fleet's cap on a session's candidates (`capture_max` in the manifest), within
+    0..CAPTURE_MAX_LIMIT; the default when there is no manifest, no key or a bad value."""
+    value = (_manifest(cfg) or {}).get("capture_max")
+    if type(value) is int and 0 <= value <= contract.CAPTURE_MAX_LIMIT:
+        return value
+    return contract.CAPTURE_MAX_DEFAULT
+
+
 def _manifest(cfg: Any) -> dict[str, Any] | None:
     """The fleet's manifest if it is one this bridge reads, else None.
 

@@ -34,7 +34,7 @@ PHASES = ("end", "compact")
 def capture(cfg: Any, *, path: str, session: str, reason: str | None = None,
             outcome: str | None = None, summary: str | None = None,
             changed_paths: list[str] | None = None, cwd: str = "",
-            max_candidates: int = extract.MAX_CANDIDATES,
+            max_candidates: int | None = None,
             parsed: transcript.Transcript | None = None, mode: Mode | None = None,
             phase: str = "end", env: dict[str, str] | None = None) -> dict[str, Any]:
     """Spool the candidates and (phase "end") the session.end; returns what was done.
@@ -49,6 +49,8 @@ def capture(cfg: Any, *, path: str, session: str, reason: str | None = None,
     t0 = time.monotonic()
     env = dict(os.environ) if env is None else env
     mode = mode or modes.resolve(cfg, env)
+    if max_candidates is None:
+        max_candidates = modes.max_candidates(cfg)  # the fleet's setting, from its manifest
     done: dict[str, Any] = {"session": session, "candidates": 0, "notes": [],
                             "mode": mode.value, "end": None, "outcome": None, "why": ""}
     with ledger.session_lock(cfg, session):  # a PreCompact capture and the end's, in turn
@@ -83,7 +85,7 @@ def _capture(cfg: Any, done: dict[str, Any], *, path: str, session: str, reason:
     if readable and mode.wants_llm:
         more, notes = llm.distill(cfg, t.steps, env)
         done["notes"] += notes
-    found = (extract.candidates(t.steps, cap=extract.MAX_CANDIDATES * 2, relative=rec.relative,
+    found = (extract.candidates(t.steps, cap=2 * max(max_candidates, 1), relative=rec.relative,
                                 more=more) if readable else [])
     proposed = ledger.proposed(cfg, session)
     room = max(0, max_candidates - len(proposed))
@@ -172,7 +174,8 @@ def _main(argv: list[str]) -> int:
     p.add_argument("--outcome", choices=contract.SESSION_OUTCOMES, default=None)
     p.add_argument("--summary", default=None)
     p.add_argument("--changed-path", action="append", dest="changed_paths", default=None)
-    p.add_argument("--max-candidates", type=int, default=extract.MAX_CANDIDATES)
+    p.add_argument("--max-candidates", type=int, default=None,
+                   help="at most this many candidates (default: the fleet's setting)")
     p.add_argument("--phase", choices=PHASES, default="end",
                    help="end (SessionEnd: candidates and the session.end) or compact "
                         "(PreCompact: candidates only)")
@@ -183,7 +186,8 @@ def _main(argv: list[str]) -> int:
         return 0
     done = capture(cfg, path=a.transcript, session=a.session, reason=a.reason,
                    outcome=a.outcome, summary=a.summary, changed_paths=a.changed_paths,
-                   cwd=a.cwd, max_candidates=max(0, a.max_candidates), phase=a.phase)
+                   cwd=a.cwd, phase=a.phase,
+                   max_candidates=None if a.max_candidates is None else max(0, a.max_candidates))
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     ended = (f"session.end {done['end']} outcome={done['outcome']} [{done['why']}]"
              if a.phase == "end" else "before compaction")

@@ -69,6 +69,10 @@ CAPTURE_OFF: Final = "off"
 CAPTURE_CANDIDATES: Final = "candidates"
 CAPTURE_LLM: Final = "candidates+llm"
 CAPTURE_MODES: Final = (CAPTURE_OFF, CAPTURE_CANDIDATES, CAPTURE_LLM)
+#: Candidates a session's capture proposes at most: the fleet's setting (`capture_max` in
+#: the manifest), within these bounds; a queue of a few good proposals is read.
+CAPTURE_MAX_DEFAULT: Final = 3
+CAPTURE_MAX_LIMIT: Final = 10
 CLAIM_SCOPES: Final = ("agent", "fleet")
 SOURCE_TRUST: Final = ("operator", "agent", "ingested")
 TIMELINE_KINDS: Final = (

@@ -507,3 +507,30 @@ def test_racing_precompact_and_end_captures_propose_each_candidate_once(
     claims = [e["payload"]["claim"] for e in read_events(config.spool_dir, config.fleet)
               if e["kind"] == "claim.proposed"]
     assert len(claims) == len(set(claims)) == extract.MAX_CANDIDATES  # 4 found, cap held
+
+
+@pytest.mark.parametrize(("value", "cap"), [
+    (None, contract.CAPTURE_MAX_DEFAULT), (1, 1), (0, 0), (contract.CAPTURE_MAX_LIMIT, 10),
+    (contract.CAPTURE_MAX_LIMIT + 1, contract.CAPTURE_MAX_DEFAULT),
+    (-1, contract.CAPTURE_MAX_DEFAULT), ("2", contract.CAPTURE_MAX_DEFAULT),
+    (True, contract.CAPTURE_MAX_DEFAULT), (10**30, contract.CAPTURE_MAX_DEFAULT),
+    (1.5, contract.CAPTURE_MAX_DEFAULT), ({"a": [[[1]]]}, contract.CAPTURE_MAX_DEFAULT),
+])
+def test_the_fleets_cap_comes_from_the_manifest_and_a_bad_one_is_the_default(
+    config: Config, value: Any, cap: int) -> None:
+    _manifest(config, contract.CAPTURE_CANDIDATES,
+              **({} if value is None else {"capture_max": value}))
+    assert mode.max_candidates(config) == cap
+
+
+def test_a_fleet_capped_at_one_gets_its_best_candidate_only(config: Config, repo: Path,
+                                                           tmp_path: Path) -> None:
+    _manifest(config, contract.CAPTURE_CANDIDATES, capture_max=1)
+    c = Claude(cwd=str(repo))
+    c.user("Tidy the build. Always run make migrate before the tests.")
+    for n in range(3):
+        c.assistant(f"Gotcha: module{n}.py must be imported before settings{n}.")
+    done = run.capture(config, path=str(c.write(tmp_path / "t.jsonl")), session="s-cap1")
+    proposed = [e["payload"]["claim"] for e in read_events(config.spool_dir, config.fleet)
+                if e["kind"] == "claim.proposed"]
+    assert done["candidates"] == 1 and proposed == ["Always run make migrate before the tests."]

@@ -44,6 +44,18 @@ def test_the_render_carries_the_setting_to_the_agents_capture(
     assert mode.resolve(_bridge_config(tmp_path, "fleet-a"), {}).value == value
 
 
+def test_the_render_carries_the_fleets_cap_on_candidates(
+    fleet_a: Fleet, spool_dir: Path, tmp_path: Path,
+) -> None:
+    assert fleet_a.capture_max_candidates == contract.CAPTURE_MAX_DEFAULT == 3
+    fleet_a.capture_max_candidates = 1
+    fleet_a.save(update_fields=["capture_max_candidates"])
+    workers.render_fleet(fleet_a)
+    manifest = json.loads((tmp_path / "cache" / "fleet-a" / contract.MANIFEST).read_text())
+    assert manifest["capture_max"] == 1
+    assert mode.max_candidates(_bridge_config(tmp_path, "fleet-a")) == 1
+
+
 def test_new_fleets_capture_candidates_and_the_choices_are_the_contracts(db: None) -> None:
     assert Fleet.objects.create(slug="f-new", name="n").capture_mode == contract.CAPTURE_CANDIDATES
     assert tuple(Fleet.CaptureMode.values) == contract.CAPTURE_MODES
@@ -65,12 +77,19 @@ def test_the_admin_shows_and_changes_the_setting(fleet_a: Fleet, settings: Any) 
         assert f'value="{value}"' in page
     form = {"slug": fleet_a.slug, "name": fleet_a.name, "memory_mode": fleet_a.memory_mode,
             "capture_mode": contract.CAPTURE_LLM, "default_lease_ttl_secs": 3600,
+            "capture_max_candidates": 2,
             "min_independent_sessions": 1, "repo_url_template": "",
             "moderators-TOTAL_FORMS": 0, "moderators-INITIAL_FORMS": 0}
     response = client.post(f"/admin/fleet/fleet/{fleet_a.pk}/change/", form)
     assert response.status_code == 302, response.content.decode()[:2000]
     fleet_a.refresh_from_db()
-    assert fleet_a.capture_mode == contract.CAPTURE_LLM
+    assert (fleet_a.capture_mode, fleet_a.capture_max_candidates) == (contract.CAPTURE_LLM, 2)
+    for cap in ("11", "-1", "99999999999999999999", "2\x00"):
+        refused = client.post(f"/admin/fleet/fleet/{fleet_a.pk}/change/",
+                              {**form, "capture_max_candidates": cap})
+        assert refused.status_code == 200 and "errorlist" in refused.content.decode(), cap
+    fleet_a.refresh_from_db()
+    assert fleet_a.capture_max_candidates == 2
     bad = client.post(f"/admin/fleet/fleet/{fleet_a.pk}/change/",
                       {**form, "capture_mode": "candidates\x00"})
     assert bad.status_code == 200 and "Select a valid choice" in bad.content.decode()
