@@ -146,9 +146,15 @@ SNAPSHOT_DDL: Final = (
 SNAPSHOT_FTS_REBUILD: Final = "INSERT INTO claims_fts(claims_fts) VALUES ('rebuild')"
 
 
+#: What parse_time reads: ISO 8601 in ASCII and nothing else. Python's fromisoformat alone
+#: takes any character as the date/time separator and ignores a trailing NUL.
+_ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?"
+                       r"(?:Z|[+-]\d{2}:?\d{2})?)?", re.ASCII)
+
+
 def parse_time(value: Any) -> dt.datetime | None:
     """A cache timestamp: ISO 8601 date or datetime, "Z" or an offset; naive means UTC."""
-    if not isinstance(value, str) or not value:
+    if not isinstance(value, str) or not _ISO_TIME.fullmatch(value):
         return None
     try:
         moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))

@@ -76,6 +76,8 @@ def hostile(fleet: str) -> list[tuple[str, bytes]]:
         ("not an object", b"[1, 2, 3]"),
         ("a wrong fleet", _line("some-other-fleet")),
         ("an agent with a NUL", _line(fleet, agent="ad\u0000a")),
+        ("a NUL ending the time", _line(fleet, at="2026-01-01T00:00:00Z\u0000")),
+        ("a NUL as the time's separator", _line(fleet, at="2026-01-01\u000000:00:00")),
         ("11 MB of one string", _line(fleet, "handoff.create",
                                       {**handoff, "summary": "x" * (11 << 20)})),
     ]
@@ -96,7 +98,7 @@ def test_every_hostile_line_is_one_dead_letter_and_the_rest_are_applied(
     fleet_a: Fleet, fleet_b: Fleet, spool_dir: Path, spool_for: Callable[..., Spool]
 ) -> None:
     lines = hostile(fleet_a.slug)
-    assert len(lines) == 30
+    assert len(lines) == 32
     for n, (_, raw) in enumerate(lines):
         _good(spool_for, fleet_a.slug, n)
         _write_raw(spool_dir, fleet_a.slug, raw)
@@ -106,22 +108,22 @@ def test_every_hostile_line_is_one_dead_letter_and_the_rest_are_applied(
     report = workers.drain_spool()
 
     assert report.failed_fleets == {}
-    assert (report.applied, report.dead) == (32, 30)
+    assert (report.applied, report.dead) == (34, 32)
     assert AppliedEvent.objects.filter(fleet=fleet_b).count() == 1
     letters = list(DeadLetter.objects.filter(fleet=fleet_a).order_by("offset"))
-    assert len(letters) == 30 and len({d.offset for d in letters}) == 30
+    assert len(letters) == 32 and len({d.offset for d in letters}) == 32
     assert all(d.reason for d in letters)
     reasons = " | ".join(d.reason for d in letters)
     for expected in ("NUL", "lone surrogate", "nested deeper than 100", "ttl_secs must be from",
                      "unknown kind", "unknown field", "not JSON", "does not match"):
         assert expected in reasons
     dead_file = spool_dir / "dead" / f"{fleet_a.slug}.ndjson"
-    assert len(dead_file.read_text().splitlines()) == 30
+    assert len(dead_file.read_text().splitlines()) == 32
 
     again = workers.drain_spool()  # recorded once: a second pass adds nothing
     assert (again.applied, again.dead) == (0, 0)
-    assert DeadLetter.objects.count() == 30
-    assert len(dead_file.read_text().splitlines()) == 30
+    assert DeadLetter.objects.count() == 32
+    assert len(dead_file.read_text().splitlines()) == 32
 
 
 @pytest.mark.parametrize("name", [name for name, _ in hostile("fleet-a")])
