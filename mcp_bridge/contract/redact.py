@@ -260,10 +260,15 @@ def _value_ok(rule: Rule, value: str) -> bool:
         return False
     if rule.context == "assignment":
         v = value.strip("\"'")
-        return not is_placeholder(v, quoted=value[:1] in "\"'") and (
-            rule.id in ("url-password", "netrc-password", "cli-password", "curl-user")
-            and len(v) >= 1 or looks_secret(v))
+        # In a URL's user:password@ or a login command's password slot a value is a
+        # password whatever it looks like: `pa.ss.word` there is no attribute reference.
+        in_slot = rule.id in _PASSWORD_SLOTS
+        return not is_placeholder(v, quoted=in_slot or value[:1] in "\"'") and (
+            in_slot and len(v) >= 1 or looks_secret(v))
     return True
+
+
+_PASSWORD_SLOTS = frozenset(("url-password", "netrc-password", "cli-password", "curl-user"))
 
 
 # --- the clean-text guard ----------------------------------------------------------------
