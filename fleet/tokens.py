@@ -18,8 +18,9 @@ from django.utils import timezone
 
 from fleet import activity
 from fleet.models import Agent, ApiToken, Fleet
+from mcp_bridge.contract.redact_rules import API_TOKEN_PREFIX
 
-SECRET_PREFIX = "ctx_"
+SECRET_PREFIX = API_TOKEN_PREFIX  # the redactor knows the shape (mcp_bridge.contract)
 PREFIX_LEN = 12
 #: last_used_at is refreshed at most this often: a write per request would cost more than
 #: the request itself, and "used in the last minute" is all an operator needs to know.

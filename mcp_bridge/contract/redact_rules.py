@@ -30,6 +30,9 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
+#: ctxlake's API tokens: this prefix and secrets.token_urlsafe(32) (fleet.tokens makes them).
+API_TOKEN_PREFIX = "ctx_"
+
 # What may stand around a bare token: not a token character (gitleaks' trailing
 # `(?:[\x60'"\s;]|\\[nr]|$)`, loosened to any non-token character for prose).
 _END = r"(?![A-Za-z0-9_-])"
@@ -377,6 +380,8 @@ RULES: tuple[Rule, ...] = (
     _token("mapbox-token", "Mapbox secret token", r"sk\.eyJ[A-Za-z0-9_-]{50,}\.[A-Za-z0-9_-]{20,}",
            "sk.eyj"),
     _token("facebook-token", "Facebook / Meta access token", r"EAA[BC][A-Za-z0-9]{80,}", "eaa"),
+    _token("ctxlake-token", "ctxlake's own API token (fleet.tokens issues them)",
+           re.escape(API_TOKEN_PREFIX) + r"[A-Za-z0-9_-]{43}", API_TOKEN_PREFIX),
     _token("django-secret-key", "Django generated secret key",
            r"django-insecure-[^\s'\"`]{20,}", "django-insecure-"),
     # --- credentials in URLs, headers and commands ----------------------------------------

@@ -334,6 +334,8 @@ tp("secret-assignment", "salt = {0}", tok(32, B64))
 tp("secret-assignment", "JWT_SECRET={0}", tok(64, HEX))
 tp("secret-assignment", "SECRET_KEY = '{0}'",
    "k#9)w@^x+2!b$" + tok(20, _LOWER + _DIGITS) + "(-_=+)")
+tp("ctxlake-token", "curl 'https://ctx.example/api/v1/fleets/acme/claims?q={0}'",
+   "ctx_" + tok(43, _LOWER + _DIGITS + "_-"))
 tp("django-secret-key", "SECRET_KEY = 'django-insecure-{0}'",
    "".join(_rng.choice(_LOWER + _DIGITS + "!@#$%^&*(-_=+)") for _ in range(50)))
 tp("secret-assignment", "SECRET_KEY={0}",
