@@ -47,6 +47,8 @@ pytestmark = pytest.mark.slow
 
 PROMPT = "What does this fleet know about Stripe webhooks?"
 DONE = "standin: done"
+#: The agent's reason after an environment fix: without one, capture proposes nothing.
+REASON = "The check reads local.env, which a fresh checkout does not have."
 SEARCH = "mcp__ctxlake__memory_search"
 #: The model a real session would be: load the deferred MCP tool's schema, then call it.
 MEMORY_SCRIPT: list[Step] = [
@@ -245,7 +247,7 @@ def test_session_end_captures_an_error_fix_from_the_real_transcript(
         ToolUse("Bash", {"command": check, "description": "check"}),
         ToolUse("Write", {"file_path": str(fleet.project / "local.env"), "content": "ok\n"}),
         ToolUse("Bash", {"command": check, "description": "check again"}),
-        Say(DONE),
+        Say(REASON),
     ]
     session = run_session(clients, fleet, script, "Bash", "Write")
     sid = session.result["session_id"]
@@ -257,8 +259,8 @@ def test_session_end_captures_an_error_fix_from_the_real_transcript(
                                                                          "project")
     proposed = [e["payload"] for e in events if e["kind"] == "claim.proposed"]
     [fix] = [p for p in proposed if p.get("extractor") == "error_fix"]
-    # an environment file the check needs: what the code alone would not show
-    assert fix["claim"].startswith(f"`{check}` needs local.env"), fix["claim"]
+    # an environment file the check needs (what the code alone would not show), and why
+    assert fix["claim"] == f"`{check}` needs local.env: {REASON}", fix["claim"]
     assert any("FileNotFoundError" in c["excerpt"] for c in fix["evidence"])  # quoted there
     [transcript] = (fleet.home / ".claude" / "projects").glob(f"*/{sid}.jsonl")
     uuids = {json.loads(line).get("uuid") for line in transcript.read_text().splitlines()}
