@@ -14,7 +14,7 @@ import pytest
 from django.core.management import call_command
 
 from claims.models import Claim, ClaimEvent, Evidence
-from fleet.models import Activity, Handoff, Lease, Session, SpoolCursor
+from fleet.models import Activity, DeadLetter, Handoff, Lease, Session, SpoolCursor
 from mcp_bridge import contract
 from tests.fleet.conftest import World, world  # noqa: F401  (fixture)
 
@@ -59,6 +59,9 @@ def _plant(world: World, tmp_path: Path) -> dict[str, Path]:  # noqa: F811
                          reason=f"rotate {SECRET}", expires_at="2099-01-01T00:00:00Z")
     Activity.objects.create(fleet=world.fleet, verb="note.added",
                             data={"nested": [{"excerpt": f"key {SECRET}"}]})
+    DeadLetter.objects.create(fleet=world.fleet, file="x.ndjson", cursor_key=1, offset=0,
+                              reason=f"bad line with {SECRET}",
+                              line=f'{{"summary": "{SECRET}"}}')
     spool, cache = tmp_path / "spool", tmp_path / "cache"
     dead = spool / "dead" / f"{world.fleet.slug}.ndjson"
     dead.parent.mkdir(parents=True)
@@ -80,8 +83,8 @@ def _plant(world: World, tmp_path: Path) -> dict[str, Path]:  # noqa: F811
     return {"active": active, "ghost": ghost, "dead": dead}
 
 
-PLACES = ("claims", "evidence", "handoffs", "sessions", "leases", "activity", "dead letters",
-          "spool", "cache")
+PLACES = ("claims", "evidence", "handoffs", "sessions", "leases", "activity",
+          "dead-letter rows", "dead letters", "spool", "cache")
 
 
 def test_it_finds_a_secret_in_every_place_and_redact_removes_it(
@@ -113,6 +116,7 @@ def test_it_finds_a_secret_in_every_place_and_redact_removes_it(
     assert handoff.version == world.handoff.version + 1
     assert SECRET not in Session.objects.get(pk=world.session.pk).summary
     assert SECRET not in json.dumps(list(Activity.objects.values_list("data", flat=True)))
+    assert SECRET not in json.dumps(list(DeadLetter.objects.values("line", "reason")))
 
     for path in [files["dead"], files["active"], *files["ghost"].iterdir(),
                  *(tmp_path / "cache" / world.fleet.slug).iterdir()]:

@@ -8,7 +8,8 @@ secret and of which kinds; with --redact it rewrites them:
 - claims and their evidence through claims.moderation.redact_claim (one audit event each,
   naming the kinds removed, never the text);
 - handoffs (summary, next steps; the version is bumped so a stale writer gets a 409),
-  sessions (summary, repo, branch), lease reasons and activity data in place;
+  sessions (summary, repo, branch), lease reasons, activity data and the dead-letter
+  table's lines and reasons in place;
 - dead-letter and cache files rewritten atomically; the caches of fleets in the database
   are re-rendered from the cleaned rows first, a snapshot is rebuilt into a new file and
   renamed over (never changed in place);
@@ -38,7 +39,7 @@ from django.db.models import F
 from claims import moderation
 from claims.models import Claim, ClaimEvent, Evidence
 from ctxlake_site import paths, workers
-from fleet.models import Activity, Fleet, Handoff, Lease, Session, SpoolCursor
+from fleet.models import Activity, DeadLetter, Fleet, Handoff, Lease, Session, SpoolCursor
 from mcp_bridge import contract
 from mcp_bridge.contract import atomic, redact
 from mcp_bridge.contract.spool import Flock
@@ -86,6 +87,7 @@ class Command(BaseCommand):
             self._rows("sessions", Session.objects.all(), ("summary", "repo", "branch")),
             self._rows("leases", Lease.objects.all(), ("reason",)),
             self._activity(),
+            self._rows("dead-letter rows", DeadLetter.objects.all(), ("line", "reason")),
             self._dead_letters(),
             self._spool(),
             self._cache(),
