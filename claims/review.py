@@ -18,6 +18,7 @@ from claims import conflicts, embeddings, moderation
 from claims.models import Claim, ClaimEvent, ClaimQuerySet, Evidence
 from fleet import lineage
 from fleet.models import Fleet, Session
+from mcp_bridge.contract import render
 
 NEIGHBOURS = 5
 DUPLICATE_SIMILARITY = conflicts.DUPLICATE_SIMILARITY
@@ -113,7 +114,7 @@ def file_url(fleet: Fleet, evidence: Evidence) -> str | None:
     template = fleet.repo_url_template
     if not template or not evidence.path or not evidence.commit:
         return None
-    repo = evidence.repo.rstrip("/").removesuffix(".git").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
+    repo = render.repo_name(evidence.repo).rsplit("/", 1)[-1]  # a template names the last part
     try:
         url = template.format(
             repo=quote(repo, safe=""),

@@ -37,6 +37,7 @@ the instruction screen flags.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 import shlex
@@ -48,6 +49,7 @@ from mcp_bridge import contract
 from mcp_bridge.capture.record import check_kind
 from mcp_bridge.capture.transcript import Step
 from mcp_bridge.contract import events as ev
+from mcp_bridge.contract import render
 
 MAX_CANDIDATES = contract.CAPTURE_MAX_DEFAULT  # the fleet may set another (capture.mode)
 MERGE_JACCARD = 0.8
@@ -84,9 +86,9 @@ class Candidate:
 
 
 def _repo_name(repo: str) -> str:
-    """The subject of a decision that names nothing narrower: the repository itself."""
-    name = repo.rstrip("/").removesuffix(".git").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
-    return name or "repository"
+    """The subject of a decision that names nothing narrower: the repository itself, by
+    its name (the contract's rule, last part: "shop" for acme/shop)."""
+    return render.repo_name(repo).rsplit("/", 1)[-1] or "repository"
 
 
 def candidates(steps: list[Step], *, cap: int = MAX_CANDIDATES,
@@ -225,6 +227,8 @@ def error_fix(steps: list[Step], relative: Callable[[str], str] = str) -> list[C
     (the setup files changed, or the command run first) for `_fold`."""
     out: list[Candidate] = []
     failing: dict[str, int] = {}  # command key → index of its first unresolved failure
+    setup_at = [i for i, e in enumerate(steps)  # where configuration files were edited
+                if e.kind == "call" and any(is_setup_path(relative(p)) for p in e.paths)]
     for i, s in enumerate(steps):
         if s.kind != "result" or not s.command or s.failed is None:
             continue
@@ -233,7 +237,7 @@ def error_fix(steps: list[Step], relative: Callable[[str], str] = str) -> list[C
             failing.setdefault(key, i)
             continue
         if key not in failing:  # another check of the same kind passing after a setup
-            key = _same_kind_failing(steps, failing, s, relative) or key  # change counts
+            key = _same_kind_failing(failing, s.command, i, setup_at) or key  # change counts
         start = failing.pop(key, None)
         if start is None or _NOT_THE_CAUSE.search(_said_after(steps, i)):
             continue
@@ -243,19 +247,18 @@ def error_fix(steps: list[Step], relative: Callable[[str], str] = str) -> list[C
     return out
 
 
-def _same_kind_failing(steps: list[Step], failing: dict[str, int], passed: Step,
-                       relative: Callable[[str], str]) -> str | None:
-    """The failing check (same kind: test, build or lint) that `passed` resolves when a
-    configuration file changed between them (`make test` after ci.env gained a setting
-    the failing `python -m unittest` lacked)."""
-    kind = check_kind(passed.command)
+def _same_kind_failing(failing: dict[str, int], command: str, end: int,
+                       setup_at: list[int]) -> str | None:
+    """The failing check (same kind: test, build or lint) that `command`, passing at step
+    `end`, resolves when a configuration file changed between them (`make test` after
+    ci.env gained a setting the failing `python -m unittest` lacked). `setup_at`: the
+    sorted steps where configuration files were edited."""
+    kind = check_kind(command)
     if not kind:
         return None
-    end = steps.index(passed)
     for key, start in sorted(failing.items(), key=lambda kv: -kv[1]):
-        if check_kind(key) == kind and any(
-                e.kind == "call" and any(is_setup_path(relative(p)) for p in e.paths)
-                for e in steps[start + 1:end]):
+        edited = bisect.bisect_right(setup_at, start)
+        if check_kind(key) == kind and edited < len(setup_at) and setup_at[edited] < end:
             return key
     return None
 
@@ -270,7 +273,7 @@ def _fix_between(steps: list[Step], start: int, end: int, key: str,
     if setup:
         paths = list(dict.fromkeys(relative(p) for e in setup for p in e.paths
                                    if is_setup_path(relative(p))))
-        cites += [(e.id, _quote(e.text)) for e in setup[:5] if _quote(e.text)]
+        cites += [(e.id, quoted) for e in setup[:5] if (quoted := _quote(e.text))]
         anchors, needs = paths, ", ".join(_short(p) for p in paths[:3])
         subject = _short(paths[0])
     elif not any(_DOCS.search(relative(p)) for e in edits for p in e.paths) and (
@@ -330,13 +333,7 @@ def _names(sentence: str, anchor: str) -> bool:
 
 def _said_after(steps: list[Step], i: int) -> str:
     """What the assistant said after step i, before the user speaks again."""
-    said = []
-    for x in steps[i + 1:]:
-        if x.kind == "user":
-            break
-        if x.kind == "assistant":
-            said.append(x.text)
-    return " ".join(said)
+    return " ".join(x.text for x in _until_user(steps[i + 1:]) if x.kind == "assistant")
 
 
 def _quote(text: str) -> str:

@@ -35,7 +35,7 @@ def repo_name(repo: str) -> str:
         return text
     match = re.search(r"[:/]([\w.-]+/[\w.-]+)$", text) if re.match(r"\w+://|[\w.-]+@", text) \
         else None
-    return match.group(1) if match else text.rsplit("/", 1)[-1]
+    return match.group(1) if match else text.rsplit("/", 1)[-1].rsplit(":", 1)[-1]
 
 
 def repos_phrase(repos: Iterable[str]) -> str:
