@@ -24,7 +24,7 @@ from django.utils import timezone
 from pgvector.django import HnswIndex, VectorField
 
 from fleet.constraints import contract_choices, in_choices
-from fleet.models import Agent, ApiToken, Fleet, Screened, take_claim_numbers
+from fleet.models import Agent, ApiToken, Fleet, Screened, Session, take_claim_numbers
 from mcp_bridge.contract import events as ev
 
 EMBEDDING_DIMS = 384
@@ -156,6 +156,25 @@ class Claim(Screened):
         max_length=10, blank=True, default="", choices=NearRelation.choices, editable=False
     )
 
+    # The usefulness loop (claims.usefulness keeps these; mcp_bridge.contract.usefulness
+    # turns them into `confidence`, unless a moderator has set `confidence_set`).
+    served_sessions = models.PositiveIntegerField(default=0, editable=False)
+    used_sessions = models.PositiveIntegerField(default=0, editable=False)
+    used_succeeded = models.PositiveIntegerField(default=0, editable=False)
+    used_partial = models.PositiveIntegerField(default=0, editable=False)
+    used_failed = models.PositiveIntegerField(default=0, editable=False)
+    open_flags = models.PositiveIntegerField(
+        default=0, editable=False, help_text="Agents with an open wrong/outdated feedback."
+    )
+    confidence_set = models.FloatField(
+        null=True, blank=True, editable=False,
+        help_text="Set by a moderator (audited); stands in for the derived confidence.",
+    )
+    stale_since = models.CharField(
+        max_length=300, blank=True, default="", editable=False,
+        help_text="What marked it possibly stale: \"bo changed src/x.py\".",
+    )
+
     extractor = models.CharField(
         max_length=max(map(len, ev.CAPTURE_EXTRACTORS)),
         blank=True,
@@ -186,6 +205,11 @@ class Claim(Screened):
             models.CheckConstraint(
                 condition=Q(staleness__gte=0) & Q(staleness__lte=1),
                 name="claims_claim_staleness_0_1",
+            ),
+            models.CheckConstraint(
+                condition=Q(confidence_set__isnull=True)
+                | (Q(confidence_set__gte=0) & Q(confidence_set__lte=1)),
+                name="claims_claim_confidence_set_0_1",
             ),
             # Promotion and fleet scope go together; neither exists without the other.
             models.CheckConstraint(
@@ -304,6 +328,7 @@ class EventKind(models.TextChoices):
     EDITED = "edited", "edited"
     SUPERSEDED = "superseded", "superseded"
     VALID_UNTIL = "valid_until", "valid until set"
+    CONFIDENCE = "confidence", "confidence set"
 
 
 class ClaimEvent(models.Model):
@@ -340,3 +365,115 @@ class ClaimEvent(models.Model):
         if self.pk is not None:
             raise TypeError("claim events are append-only; record a new event instead")
         super().save(*args, **kwargs)
+
+
+class ClaimUse(models.Model):
+    """One session's dealings with one claim: shown (by which doors, how often) and used
+    (cited or acted on, as the session's capture found). The session's outcome, joined at
+    tally time, closes the record (claims.usefulness)."""
+
+    claim = models.ForeignKey(Claim, on_delete=models.CASCADE, related_name="uses")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="claim_uses")
+    served_count = models.PositiveIntegerField(default=0)
+    via = models.JSONField(default=list, blank=True, help_text="The doors that showed it.")
+    first_served_at = models.DateTimeField(null=True, blank=True)
+    used = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=("claim", "session"), name="claims_use_one_per_session"),
+        ]
+        indexes = [models.Index(fields=("session",), name="claims_use_by_session")]
+
+    def __str__(self) -> str:
+        return f"{self.claim.public_id} in {self.session.session_id}"
+
+
+FeedbackVerdict = contract_choices("FeedbackVerdict", ev.FEEDBACK_VERDICTS)
+
+
+class FeedbackResolution(models.TextChoices):
+    OPEN = "", "open"
+    DISMISSED = "dismissed", "dismissed"
+    ACTED = "acted", "acted on"
+
+
+class ClaimFeedback(Screened):
+    """An agent's word on a claim (memory_feedback): a task for a moderator, never a change
+    to the claim. Open wrong/outdated feedback lowers the claim's confidence, bounded
+    (mcp_bridge.contract.usefulness); resolving it restores it."""
+
+    SCREENED_FIELDS = ("note",)
+
+    Verdict = FeedbackVerdict
+    Resolution = FeedbackResolution
+    #: The verdicts that count against a claim while open.
+    AGAINST = ("wrong", "outdated")
+
+    claim = models.ForeignKey(Claim, on_delete=models.CASCADE, related_name="feedback")
+    agent = models.ForeignKey(Agent, on_delete=models.SET_NULL, null=True, blank=True)
+    session = models.ForeignKey(Session, on_delete=models.SET_NULL, null=True, blank=True)
+    verdict = models.CharField(max_length=16, choices=FeedbackVerdict.choices)
+    note = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    resolution = models.CharField(
+        max_length=10, blank=True, default="", choices=FeedbackResolution.choices
+    )
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+        related_name="+",
+    )
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-created_at",)
+        verbose_name_plural = "claim feedback"
+        constraints = [
+            in_choices("verdict", FeedbackVerdict, "claims_feedback_verdict_valid"),
+            in_choices("resolution", FeedbackResolution, "claims_feedback_resolution_valid"),
+            models.CheckConstraint(
+                condition=Q(resolution="") | Q(resolved_at__isnull=False),
+                name="claims_feedback_resolved_has_time",
+            ),
+            models.CheckConstraint(
+                condition=LessThanOrEqual(Length("note"), ev.FEEDBACK_NOTE_MAX_CHARS),
+                name="claims_feedback_note_short",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=("claim", "resolution"), name="claims_feedback_open"),
+        ]
+
+    def __str__(self) -> str:
+        who = self.agent.agent_id if self.agent else "an agent"
+        return f"{who} says {self.claim.public_id} is {self.verdict}"
+
+
+class Contradiction(models.Model):
+    """Two promoted claims the conflict rules (claims.conflicts) read as saying opposite
+    things: marked to agents ("CONFLICTS WITH cc-14") until a person resolves the pair
+    (contests, retracts or supersedes one, or says they do not conflict)."""
+
+    claim = models.ForeignKey(Claim, on_delete=models.CASCADE, related_name="+")
+    other = models.ForeignKey(Claim, on_delete=models.CASCADE, related_name="+")
+    similarity = models.FloatField()
+    reasons = models.JSONField(default=list, blank=True)
+    found_at = models.DateTimeField(default=timezone.now)
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+        related_name="+",
+    )
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    note = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=("claim", "other"), name="claims_contradiction_pair"),
+            # one row per pair: the lower id first
+            models.CheckConstraint(
+                condition=Q(claim__lt=models.F("other")), name="claims_contradiction_ordered"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.claim.public_id} conflicts with {self.other.public_id}"

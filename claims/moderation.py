@@ -16,19 +16,21 @@ from typing import Any, cast
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from claims import tasks
+from claims import contradictions, tallies, tasks
 from claims.models import (
-    MODERATE_PERMISSION,
     Claim,
     ClaimEvent,
     ClaimStatus,
     Evidence,
     text_hash,
 )
-from fleet import lineage, rendering, scope
+from claims.moderators import GateRefused as GateRefused
+from claims.moderators import can_moderate as can_moderate
+from fleet import lineage, rendering
 from fleet.models import Agent, ApiToken, Fleet, FleetModerator, Screened, take_claim_numbers  # noqa: F401 - re-exported for tests
 from mcp_bridge.contract import events as ev
 from mcp_bridge.contract import redact, screen
+from mcp_bridge.contract import usefulness as usefulness_rule
 from mcp_bridge.contract.globs import canonical
 
 MAX_CITATIONS = ev.CITATIONS_MAX
@@ -38,10 +40,6 @@ FIELD_LIMITS = ev.CITATION_LIMITS
 
 class InvalidProposal(ValueError):
     """A proposal the caller can fix (no evidence, a blank citation, too many citations…)."""
-
-
-class GateRefused(Exception):
-    """The promotion gate said no; the message says which rule."""
 
 
 class AlreadyDecided(Exception):
@@ -139,6 +137,7 @@ def recount_claims(
 def _recount_sessions(claim: Claim) -> None:
     claim.independent_sessions = session_count(claim)
     Claim.objects.filter(pk=claim.pk).update(independent_sessions=claim.independent_sessions)
+    tallies.refresh([claim.pk])
 
 
 def _event(
@@ -193,7 +192,6 @@ class ProposalRequest:
     subject: str
     evidence: Iterable[Mapping[str, Any]]
     by_agent: Agent | None = None
-    confidence: float = 0.5
     #: the transcript capture's extractor that produced it (events.CAPTURE_EXTRACTORS), or ""
     extractor: str = ""
 
@@ -206,14 +204,13 @@ def propose_claim(
     subject: str,
     evidence: Iterable[Mapping[str, Any]],
     by_agent: Agent | None = None,
-    confidence: float = 0.5,
 ) -> Proposal:
     """File a claim for moderation, scrubbed (see `propose_many` for repeats of a claim).
 
     The scope is always `agent` and the status always `proposed`: no argument can widen
     either. Everything the caller can get wrong is checked before the first write.
     """
-    request = ProposalRequest(text, type, subject, evidence, by_agent, confidence)
+    request = ProposalRequest(text, type, subject, evidence, by_agent)
     (result,) = propose_many(fleet, [request])
     if isinstance(result, InvalidProposal):
         raise result
@@ -355,7 +352,8 @@ def _create_claims(
             type=c.request.type,
             subject=c.subject,
             proposed_by=c.request.by_agent,
-            confidence=min(max(float(c.request.confidence), 0.0), 1.0),
+            # derived (claims.tallies) from the evidence: a proposer does not set it
+            confidence=usefulness_rule.confidence(usefulness_rule.Record(evidence_sessions=count)),
             scope=Claim.Scope.AGENT,
             status=Claim.Status.PROPOSED,
             independent_sessions=count,
@@ -434,17 +432,6 @@ def corroborate_claim(
     return added
 
 
-def can_moderate(actor: Any, fleet: Fleet) -> bool:
-    """May `actor` decide this fleet's claims? The fleet must be theirs (fleet.scope: a
-    superuser, a FleetModerator grant, or an unrevoked operator token of the fleet) and a
-    person must also hold claims.promote_claim."""
-    if not scope.may_act_on_fleet(actor, fleet):
-        return False
-    if isinstance(actor, ApiToken) or getattr(actor, "is_superuser", False):
-        return True
-    return bool(actor.has_perm(MODERATE_PERMISSION))
-
-
 def _actor(by: Any) -> dict[str, Any]:
     """How a moderation event names its actor: the person, or the token and its agent."""
     if isinstance(by, ApiToken):
@@ -519,6 +506,7 @@ def promote_claim(claim: Claim, *, by: Any, note: str = "") -> Claim:
         promoted_by=None if isinstance(by, ApiToken) else by,
     )
     _event(claim, ClaimEvent.Kind.PROMOTED, note=note, **_actor(by))
+    contradictions.find_for(claim)  # marked to agents at once, not at the next scan
     rendering.request_render(claim.fleet)
     return claim
 
@@ -538,6 +526,7 @@ def contest_claim(claim: Claim, *, by: Any, note: str) -> Claim:
     if not can_moderate(by, claim.fleet):
         raise GateRefused("You may not moderate claims in this fleet.")
     Claim.objects.filter(pk=claim.pk).update(contested=True)
+    tallies.refresh([claim.pk])
     claim.refresh_from_db()
     _event(claim, ClaimEvent.Kind.CONTESTED, note=note, **_actor(by))
     rendering.request_render(claim.fleet)

@@ -45,7 +45,6 @@ class ProposeRequest(ContractChecked):
     subject = PlainText(max_length=ev.SUBJECT_MAX_CHARS)
     # DRF hands max_length to the ListSerializer many=True makes; the stub's __init__ omits it.
     evidence = CitationSerializer(many=True, allow_empty=False, max_length=ev.CITATIONS_MAX)  # type: ignore[call-arg]
-    confidence = serializers.FloatField(required=False, min_value=0, max_value=1, default=0.5)
     agent_id = AgentIdField(required=False, help_text="The proposing agent, if any.")
 
 

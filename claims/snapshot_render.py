@@ -12,17 +12,18 @@ from typing import Any, cast
 
 import numpy as np
 
-from claims import search
+from claims import contradictions, search, tallies
 from claims.models import Claim, ClaimEvent, Evidence
 from fleet.cache_render import iso
-from fleet.models import Fleet
+from fleet.models import Fleet, Session
 from mcp_bridge import contract
 from mcp_bridge.contract import embed, ranking, render
 
 BRIEFING_CLAIMS = 5
 
 
-def _claim_row(claim: Claim, paths: list[str], repos: list[str]) -> tuple[Any, ...]:
+def _claim_row(claim: Claim, paths: list[str], repos: list[str], conflicts: list[str],
+               ) -> tuple[Any, ...]:
     return (
         claim.public_id,
         claim.for_agents("text"),  # promotion needs a release; a later redact may flag
@@ -41,6 +42,9 @@ def _claim_row(claim: Claim, paths: list[str], repos: list[str]) -> tuple[Any, .
         claim.staleness,
         json.dumps(paths, ensure_ascii=False),
         json.dumps(repos, ensure_ascii=False),
+        tallies.why(claim, brief=True),
+        claim.stale_since if claim.staleness > 0 else "",
+        json.dumps(conflicts),
     )
 
 
@@ -62,6 +66,9 @@ CLAIM_COLUMNS = (
     "staleness",
     "evidence_paths",
     "repos",
+    "why",
+    "stale_since",
+    "conflicts",
 )
 
 
@@ -103,12 +110,14 @@ def _write_claims(db: sqlite3.Connection, fleet: Fleet) -> int:
         Claim.objects.for_fleet(fleet).promoted().select_related("superseded_by").order_by("number")
     )
     paths, repos = _cited(Evidence.objects.filter(claim__in=claims))
+    conflicts = contradictions.open_by_claim(fleet)
     placeholders = ", ".join("?" * (len(CLAIM_COLUMNS) + 1))
     sql = f"INSERT INTO claims (rowid, {', '.join(CLAIM_COLUMNS)}) VALUES ({placeholders})"
     count = 0
     for rowid, claim in enumerate(claims.iterator(chunk_size=2000), start=1):
         db.execute(sql, (rowid, *_claim_row(claim, paths.get(claim.pk, []),
-                                            repos.get(claim.pk, []))))
+                                            repos.get(claim.pk, []),
+                                            conflicts.get(claim.pk, []))))
         if claim.embedding is not None and claim.embedding_model == embed.NAME:
             vector = np.asarray(claim.embedding, dtype="<f4")
             if vector.shape == (embed.DIMS,):
@@ -132,38 +141,65 @@ def _cited(evidence: Any) -> tuple[dict[int, list[str]], dict[int, list[str]]]:
 
 
 def _write_timeline(db: sqlite3.Connection, fleet: Fleet) -> None:
-    """Events of promoted claims only: an unmoderated claim's text never reaches agents."""
+    """Events of promoted claims only: an unmoderated claim's text never reaches agents.
+    Each entry names the session it came from (the event's, else the first evidence's for
+    a proposal or corroboration) and how that session ended."""
     events = (
         ClaimEvent.objects.filter(claim__fleet=fleet, claim__status=Claim.Status.PROMOTED)
         .select_related("claim", "actor_user", "actor_agent")
         .order_by("at")
     )
+    first_cited = _first_sessions(fleet)
+    outcomes = dict(Session.objects.filter(fleet=fleet).exclude(outcome="")
+                    .values_list("session_id", "outcome"))
     rows = []
     for event in events.iterator(chunk_size=2000):
-        actor = (
-            event.actor_agent.agent_id
-            if event.actor_agent
-            else event.actor_user.get_username()
-            if event.actor_user
-            else None
-        )
+        session = _event_session(event, first_cited)
         rows.append(
             (
                 event.claim.subject,
                 iso(event.at),
                 event.kind,
                 event.claim.public_id,
-                None,
-                actor,
+                session,
+                _actor_name(event),
                 event.claim.for_agents("text") if event.kind != "edited"
                 else "claim text edited",
+                outcomes.get(session) if session else None,
             )
         )
     db.executemany(
         "INSERT INTO timeline (subject, at, kind, claim_id, session_id, actor, "
-        "summary) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "summary, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
+
+
+def _actor_name(event: ClaimEvent) -> str | None:
+    if event.actor_agent:
+        return event.actor_agent.agent_id
+    return event.actor_user.get_username() if event.actor_user else None
+
+
+def _event_session(event: ClaimEvent, first_cited: dict[int, str]) -> str | None:
+    """The session an event came from: the one it names, else for an agent's proposal or
+    corroboration the session its claim was first cited from; a person's decision has none."""
+    named = (event.data or {}).get("session") if isinstance(event.data, dict) else None
+    if isinstance(named, str) and named:
+        return named
+    if event.kind in (ClaimEvent.Kind.PROPOSED, ClaimEvent.Kind.CORROBORATED):
+        return first_cited.get(event.claim_id)
+    return None
+
+
+def _first_sessions(fleet: Fleet) -> dict[int, str]:
+    """claim pk → the session id of its earliest evidence (promoted claims of the fleet)."""
+    rows = (Evidence.objects.filter(claim__fleet=fleet, claim__status=Claim.Status.PROMOTED)
+            .order_by("claim_id", "created_at", "pk").values_list("claim_id", "session_id"))
+    first: dict[int, str] = {}
+    for claim_id, session_id in rows:
+        first.setdefault(claim_id, session_id)
+    return first
 
 
 def briefing_claims(
@@ -177,7 +213,8 @@ def briefing_claims(
     )
     chosen = list(claims)
     _, repos = _cited(Evidence.objects.filter(claim__in=chosen))
-    return [_briefing_row(c, repos.get(c.pk, [])) for c in chosen]
+    conflicts = contradictions.open_by_claim(fleet)
+    return [_briefing_row(c, repos.get(c.pk, []), conflicts.get(c.pk, [])) for c in chosen]
 
 
 def path_claims(
@@ -196,7 +233,9 @@ def path_claims(
         if weight:
             scored.append((ranking.path_score(weight, search.factors(claim, now)), claim))
     scored.sort(key=lambda pair: (-pair[0], pair[1].public_id))
-    return [_briefing_row(c, repos.get(c.pk, [])) for _, c in scored[:k]]
+    conflicts = contradictions.open_by_claim(fleet)
+    return [_briefing_row(c, repos.get(c.pk, []), conflicts.get(c.pk, []))
+            for _, c in scored[:k]]
 
 
 def _live(fleet: Fleet, now: datetime) -> Any:
@@ -210,7 +249,7 @@ def _live(fleet: Fleet, now: datetime) -> Any:
     )
 
 
-def _briefing_row(c: Claim, repos: list[str]) -> dict[str, Any]:
+def _briefing_row(c: Claim, repos: list[str], conflicts: list[str]) -> dict[str, Any]:
     return {
         "id": c.public_id,
         "repos": repos,
@@ -220,4 +259,7 @@ def _briefing_row(c: Claim, repos: list[str]) -> dict[str, Any]:
         "confidence": c.confidence,
         "contested": c.contested,
         "stale": c.staleness > 0,
+        "stale_since": c.stale_since if c.staleness > 0 else "",
+        "why": tallies.why(c, brief=True),
+        "conflicts": conflicts,
     }

@@ -116,6 +116,7 @@ def mark_reported_changes(fleet: Fleet, reports: Sequence[PathReport]) -> list[l
         mine = [fresh.pop(pk) for pk in sorted(found) if pk in fresh]
         for claim in mine:
             claim.staleness = POSSIBLY_STALE
+            claim.stale_since = since_phrase(report, sorted(found[claim.pk]))
             activity.record(
                 fleet,
                 "claim.possibly_stale",
@@ -127,7 +128,17 @@ def mark_reported_changes(fleet: Fleet, reports: Sequence[PathReport]) -> list[l
                 session=report.session.session_id if report.session else None,
             )
         marked.append(mine)
+    Claim.objects.bulk_update([c for claims in marked for c in claims], ["stale_since"])
     return marked
+
+
+def since_phrase(report: PathReport, paths: list[str]) -> str:
+    """What marked a claim possibly stale, for agents and moderators: "bo changed
+    src/x.py" or "bo leased src/x/**" (the first path, and how many more)."""
+    who = report.agent.agent_id if report.agent else "an agent"
+    did = "leased" if report.source == "lease.claim" else "changed"
+    more = f" and {len(paths) - 1} more" if len(paths) > 1 else ""
+    return f"{who} {did} {paths[0]}{more}"[:300]
 
 
 def on_paths_reported(

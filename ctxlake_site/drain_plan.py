@@ -23,7 +23,9 @@ APPLY_ORDER, so a segment is cut where such a move would change something:
 Everything else is safe: claim_many and propose_many walk their requests in order (each
 claim's contention includes earlier claims of the run), a release applied after claims
 that preceded it sees them as the sequence would, and handoffs without lease offers,
-session ends and claim proposals touch nothing the others read. An event whose footprint
+session ends and claim proposals touch nothing the others read. What sessions were shown
+and used, and agents' feedback, are recounted from their rows whatever the order they
+land in (claims.tallies), and come after the proposals of their segment. An event whose footprint
 cannot be read (a malformed path list, say) gets a segment of its own; its applier then
 dead-letters it as usual.
 """
@@ -44,6 +46,8 @@ APPLY_ORDER = (
     contract.KIND_HANDOFF_CREATE,
     contract.KIND_SESSION_END,
     contract.KIND_CLAIM_PROPOSED,
+    contract.KIND_CLAIM_SERVED,
+    contract.KIND_CLAIM_FEEDBACK,
 )
 
 

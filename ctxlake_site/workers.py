@@ -36,10 +36,13 @@ BATCH_APPLIERS: dict[str, spool_apply.BatchApplier] = {
     contract.KIND_LEASE_RELEASE: spool_apply.apply_lease_releases,
     contract.KIND_HANDOFF_CREATE: spool_apply.apply_handoff_creates,
     contract.KIND_CLAIM_PROPOSED: claims_apply.apply_claims_proposed,
+    contract.KIND_CLAIM_SERVED: claims_apply.apply_claims_served,
 }
 APPLIERS: dict[str, Applier] = {
     **{kind: partial(spool_apply.one, batch) for kind, batch in BATCH_APPLIERS.items()},
-    contract.KIND_SESSION_END: spool_apply.apply_session_end,
+    contract.KIND_SESSION_END: spool_apply.both(spool_apply.apply_session_end,
+                                                claims_apply.apply_session_uses),
+    contract.KIND_CLAIM_FEEDBACK: claims_apply.apply_claim_feedback,
 }
 
 # A drain task keeps polling for this long, then ends; the every-minute schedule starts the
@@ -225,6 +228,8 @@ def _render_fleet(fleet: Fleet, *, max_tokens: int | None) -> RenderReport:
             "capture": fleet.capture_mode,
             "capture_max": fleet.capture_max_candidates,
             "embedder": {"name": embed.NAME, "dims": embed.DIMS},
+            # the claims the briefing shows (what SessionStart serves), as they fit in it
+            "briefing_claims": [c["id"] for c in [*about_leases, *visible] if c["id"] in text],
         },
     )
     return RenderReport(fleet.slug, claims, time.monotonic() - started)

@@ -220,6 +220,15 @@ def filled(outcomes: list[Outcome | None]) -> list[Outcome]:
     return outcomes  # type: ignore[return-value]
 
 
+def both(first: Callable[[Envelope], dict[str, Any]],
+         then: Callable[[Envelope], dict[str, Any]]) -> Callable[[Envelope], dict[str, Any]]:
+    """One event applied by two apps in order (in the drain's one transaction), their
+    results merged: the composition root joins fleet's and claims' parts of session.end."""
+    def applier(event: Envelope) -> dict[str, Any]:
+        return {**first(event), **then(event)}
+    return applier
+
+
 def apply_session_end(event: Envelope) -> dict[str, Any]:
     """Close the event's session (the drain created it if this is the first we hear of it)."""
     outcome = event.payload.get("outcome") or ""

@@ -178,7 +178,7 @@ def spool_backlog(spool_dir: Path, fleet: str, rendered_at: dt.datetime | None, 
     count, oldest, capped = 0, None, False
     for path in [active, *rotated]:
         for line in _lines_backwards(path):
-            if not line.strip():
+            if not line.strip() or _SERVED in line:  # telemetry, not the agent's writes
                 continue
             at = _event_time(line)
             if not synced and rendered_at is not None and at is not None and at <= rendered_at:
@@ -205,6 +205,10 @@ def _with_rejections(spool_dir: Path, fleet: str, count: int, oldest: dt.datetim
         rejected += 1
     return Backlog(count, None if oldest is None else (now - oldest).total_seconds(), capped,
                    rejected, last)
+
+
+#: How a claim.served line (what a session was shown) reads in the spool's compact JSON.
+_SERVED = f'"kind":"{contract.KIND_CLAIM_SERVED}"'.encode()
 
 
 def _event_time(line: bytes) -> dt.datetime | None:

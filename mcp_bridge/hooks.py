@@ -62,12 +62,36 @@ def session_start(cfg: Config, hook_input: dict[str, Any], *, fmt: str) -> str:
         text = "ctxlake: no briefing (" + "; ".join(cfg.problems) + ")"
     else:
         note_start(cfg, hook_input)
-        text = Cache(cfg.fleet_cache, fleet=cfg.fleet).briefing() or (
+        cache = Cache(cfg.fleet_cache, fleet=cfg.fleet)
+        text = cache.briefing() or (
             f"ctxlake: no briefing rendered yet for fleet {cfg.fleet!r}.")
+        note_briefing_served(cfg, hook_input, cache)
     if fmt == "plain":
         return text if text.endswith("\n") else text + "\n"
     out = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
     return json.dumps(out, ensure_ascii=False) + "\n"
+
+
+def note_briefing_served(cfg: Config, hook_input: dict[str, Any], cache: Any) -> None:
+    """Spool which claims the briefing showed this session (claim.served, via briefing).
+    Not after a compaction: the session was shown them when it started."""
+    from mcp_bridge.config import clean_session
+    from mcp_bridge.contract import events as ev
+    from mcp_bridge.contract.spool import Spool
+
+    session = clean_session(hook_input.get("session_id"))
+    ids = (cache.manifest().value or {}).get("briefing_claims")
+    if not session or not isinstance(ids, list) or hook_input.get("source") == "compact":
+        return
+    valid = [i for i in ids if isinstance(i, str) and ev.CLAIM_ID_RE.fullmatch(i)]
+    if valid:
+        spool = Spool(cfg.spool_dir, fleet=cfg.fleet, agent=cfg.agent, session=session,
+                      max_bytes=cfg.spool_max_bytes, file_max_bytes=cfg.spool_file_max_bytes)
+        try:
+            spool.append(ev.KIND_CLAIM_SERVED,
+                         {"claims": valid[:ev.CLAIM_IDS_MAX], "via": "briefing"})
+        except (OSError, ValueError) as e:  # the briefing still goes out
+            sys.stderr.write(f"ctxlake hook: briefing not recorded as served: {e}\n")
 
 
 def note_start(cfg: Config, hook_input: dict[str, Any]) -> None:

@@ -25,8 +25,9 @@ from mcp_bridge.contract.sanitize import clean_value
 _CLAIM_COLUMNS = ("rowid, id, text, type, subject, scope, confidence, contested, "
                   "independent_sessions, created_at, promoted_at, stale, staleness, "
                   "evidence_paths")
-#: A snapshot rendered before claims carried their repositories reads as naming none.
-_REPOS = {True: ", repos", False: ", '[]' AS repos"}
+#: Columns later renders added, and what an older snapshot without them reads as: no
+#: repositories named, no usefulness reason, no contradiction.
+_LATER_COLUMNS = {"repos": "'[]'", "why": "''", "stale_since": "''", "conflicts": "'[]'"}
 
 
 class SnapshotError(Exception):
@@ -92,13 +93,26 @@ class Snapshot:
             self.db.close()
             raise SnapshotError(f"{contract.SNAPSHOT} is for another fleet; not reading it")
         columns = {row[1] for row in self.db.execute("PRAGMA table_info(claims)")}
-        self._columns = _CLAIM_COLUMNS + _REPOS["repos" in columns]
+        self._columns = _CLAIM_COLUMNS + "".join(
+            f", {name}" if name in columns else f", {old} AS {name}"
+            for name, old in _LATER_COLUMNS.items())
+        timeline = {row[1] for row in self.db.execute("PRAGMA table_info(timeline)")}
+        self._outcome = "outcome" if "outcome" in timeline else "NULL AS outcome"
         self._vectors: _Vectors | None = None
         self._paths_index: tuple[dict[str, list[int]], list[int]] | None = None
         self._lock = threading.Lock()
 
     def close(self) -> None:
         self.db.close()
+
+    def known(self) -> dict[str, tuple[str, list[str]]]:
+        """Every claim's id → its text and cited paths (what capture's `used` matches)."""
+        return {row[0]: (row[1], _json_list(row[2])) for row in
+                self.db.execute("SELECT id, text, evidence_paths FROM claims")}
+
+    def has_claim(self, claim_id: str) -> bool:
+        return self.db.execute("SELECT 1 FROM claims WHERE id = ?", (claim_id,)).fetchone() \
+            is not None
 
     def embedder(self) -> tuple[str, int]:
         return self.meta.get("embedder_name", ""), int(self.meta.get("embedder_dims") or 0)
@@ -292,6 +306,8 @@ class Snapshot:
             "confidence": round(float(row["confidence"] or 0.0), 2),
             "contested": bool(row["contested"]), "stale": bool(row["stale"]),
             "evidence_paths": paths, "repos": _json_list(row.get("repos")),
+            "why": row.get("why") or "", "stale_since": row.get("stale_since") or "",
+            "conflicts": _json_list(row.get("conflicts")),
             "score": round(score, 6),
         }
         return cast("dict[str, Any]", clean_value(public, self.max_chars))
@@ -407,8 +423,8 @@ class Snapshot:
 
     def timeline(self, subject: str, *, since: dt.datetime | None, limit: int,
                  ) -> tuple[list[dict[str, Any]], bool]:
-        sql = ("SELECT at, kind, subject, claim_id, session_id, actor, summary FROM timeline "
-               "WHERE lower(subject) = lower(?)")
+        sql = (f"SELECT at, kind, subject, claim_id, session_id, {self._outcome}, actor, "
+               "summary FROM timeline WHERE lower(subject) = lower(?)")
         args: list[Any] = [subject]
         if since is not None:
             sql += " AND julianday(at) >= julianday(?)"

@@ -1,4 +1,4 @@
-"""The eight tools as plain functions over Cache and Spool (no mcp import).
+"""The nine tools as plain functions over Cache and Spool (no mcp import).
 
 Read tools never fail: an absent or unusable cache is an empty answer with a `note`.
 Write tools validate, scrub, spool, and answer "queued for sync" — never "done", because
@@ -19,6 +19,7 @@ from mcp_bridge.cache import Cache
 from mcp_bridge.config import Config
 from mcp_bridge.contract import events, parse_time, redact, render, screen
 from mcp_bridge.contract.spool import Refused, Spool, SpoolFull
+from mcp_bridge.served import Served
 from mcp_bridge.toolspec import MAX_ROWS
 
 QUEUED = ("Queued for sync: the ctxlake drain applies it to the fleet later. This is not a "
@@ -34,13 +35,14 @@ class Bridge:
     config: Config
     cache: Cache
     spool: Spool
+    served: Served
 
     @classmethod
     def from_config(cls, cfg: Config) -> Bridge:
         cache = Cache(cfg.fleet_cache, fleet=cfg.fleet, max_chars=cfg.max_field_chars)
         spool = Spool(cfg.spool_dir, fleet=cfg.fleet, agent=cfg.agent, session=cfg.session,
                       max_bytes=cfg.spool_max_bytes, file_max_bytes=cfg.spool_file_max_bytes)
-        return cls(config=cfg, cache=cache, spool=spool)
+        return cls(config=cfg, cache=cache, spool=spool, served=Served(spool))
 
     def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         if self.config.problems:
@@ -141,6 +143,7 @@ def memory_search(b: Bridge, query: str, scope: str | None = None, subject: str 
     hits = snap.search(query, k=k, scope=scope, subject=subject, claim_type=claim_type,
                        query_vector=vector)
     results = [{"attribution": render.attribution(r), **r} for r in hits.results]
+    b.served.note(results, "search")
     out = {"enabled": True, "mode": hits.mode, "heading": render.HEADING, "results": results,
            "truncated": hits.truncated}
     if results:
@@ -155,6 +158,7 @@ def memory_timeline(b: Bridge, subject: str, since: str | None = None,
     if gate is not None:
         return {**gate, "entries": [], "truncated": False}
     entries, truncated = b.cache.snapshot().value.timeline(subject, since=after, limit=limit)
+    b.served.note((e.get("claim_id") for e in entries), "timeline")
     return _with_note({"enabled": True, "subject": subject, "entries": entries,
                        "truncated": truncated},
                       None if entries else f"nothing recorded about {subject!r}")
@@ -225,6 +229,7 @@ def _path_recall(b: Bridge, paths: list[str]) -> dict[str, Any]:
         return {}
     if not found:
         return {}
+    b.served.note(found, "recall")
     return {"related_claims": [{"attribution": render.attribution(r), **r} for r in found],
             "related_rendered": render.render_claims(found, b.config.max_field_chars)}
 
@@ -249,6 +254,26 @@ def memory_propose(b: Bridge, claim: str, type: str, subject: str,
     payload = {"claim": claim.strip(), "type": type, "subject": subject.strip(),
                "scope": "agent", "evidence": [_stripped(c) for c in evidence]}
     return _spool(b, contract.KIND_CLAIM_PROPOSED, payload)
+
+
+def memory_feedback(b: Bridge, claim: str, verdict: str, note: str | None = None,
+                    ) -> dict[str, Any]:
+    """Tell the fleet's moderators what you found about a claim. It changes nothing by
+    itself: a person decides; meanwhile wrong/outdated feedback weighs it down a little."""
+    claim = claim.strip().lower()
+    if not events.CLAIM_ID_RE.fullmatch(claim):
+        raise Rejected(f"claim must be a claim id such as cc-07; got {claim!r}")
+    snap = b.cache.snapshot().value if b.cache.snapshot().value is not None else None
+    if snap is not None and not snap.has_claim(claim):
+        raise Rejected(f"{claim} is not among this fleet's promoted claims (as of the last "
+                       "render); check the id in memory_search's results")
+    payload: dict[str, Any] = {"claim": claim, "verdict": verdict}
+    if note is not None and note.strip():
+        payload["note"] = note.strip()
+    out = _spool(b, contract.KIND_CLAIM_FEEDBACK, payload)
+    out["message"] += (" A moderator will see it as a task; the claim is unchanged until "
+                       "a person acts.")
+    return out
 
 
 def _spool(b: Bridge, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -282,7 +307,7 @@ def _spool(b: Bridge, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
 def _screened(payload: dict[str, Any]) -> dict[str, str]:
     """{field: reason} for the free text the server's screen will withhold (the same check,
     mcp_bridge.contract.screen, that the server runs at ingest and stores)."""
-    texts = {k: payload.get(k) for k in ("summary", "next", "reason", "claim")}
+    texts = {k: payload.get(k) for k in ("summary", "next", "reason", "claim", "note")}
     for i, citation in enumerate(payload.get("evidence") or []):
         if isinstance(citation, dict):
             texts[f"evidence[{i}].excerpt"] = citation.get("excerpt")
@@ -328,5 +353,5 @@ HANDLERS: dict[str, Callable[..., dict[str, Any]]] = {
     "fleet_status": fleet_status, "fleet_claim": fleet_claim, "fleet_release": fleet_release,
     "fleet_history": fleet_history, "fleet_handoff": fleet_handoff,
     "memory_search": memory_search, "memory_propose": memory_propose,
-    "memory_timeline": memory_timeline,
+    "memory_timeline": memory_timeline, "memory_feedback": memory_feedback,
 }

@@ -1,4 +1,4 @@
-"""The eight tools as data: names, one-line descriptions, JSON input schemas, annotations.
+"""The tools as data: names, one-line descriptions, JSON input schemas, annotations.
 
 Stdlib only. server.py advertises exactly these; check_arguments() enforces the part of
 each schema that is the protocol's business — required arguments present, JSON types
@@ -114,6 +114,18 @@ TOOLS: dict[str, dict[str, Any]] = {
         "inputSchema": _schema({"subject": {"type": "string", "minLength": 1},
                                 "since": _SINCE, "limit": _LIMIT}, ("subject",)),
         "annotations": {"title": "Subject timeline", **READ},
+    },
+    "memory_feedback": {
+        "description": "Tell the moderators a claim helped, or is wrong, outdated or "
+                       "unclear; a person decides, the claim is unchanged until then.",
+        "inputSchema": _schema({
+            "claim": {"type": "string", "minLength": 1, "maxLength": 16,
+                      "description": "The claim's id, e.g. cc-07"},
+            "verdict": {"type": "string", "enum": list(ev.FEEDBACK_VERDICTS)},
+            "note": {"type": "string", "maxLength": ev.FEEDBACK_NOTE_MAX_CHARS,
+                     "description": "What you found (required unless helpful)"},
+        }, ("claim", "verdict")),
+        "annotations": {"title": "Feedback on a claim", **WRITE},
     },
 }
 

@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from mcp_bridge import contract
-from mcp_bridge.capture import extract, ledger, llm, record, transcript
+from mcp_bridge.capture import extract, ledger, llm, record, transcript, used
 from mcp_bridge.capture.mode import Mode
 from mcp_bridge.contract import redact
 
@@ -106,6 +106,10 @@ def _capture(cfg: Any, done: dict[str, Any], *, path: str, session: str, reason:
     if phase == "end":
         payload = _end_payload(rec, reason=reason, outcome=outcome, summary=summary,
                                changed_paths=changed_paths)
+        used_ids = _used(cfg, t.steps, payload.get("changed_paths") or [], done) \
+            if readable else []
+        if used_ids:  # absent when none, as older drains expect
+            payload["used"] = used_ids
         if withheld:  # recorded for moderators (never proposed); absent when none
             payload["withheld"] = [
                 {"extractor": c.extractor, "text": c.claim[:contract.events.CLAIM_MAX_CHARS]}
@@ -119,6 +123,26 @@ def _capture(cfg: Any, done: dict[str, Any], *, path: str, session: str, reason:
             note_captured(cfg, session)
         except OSError as e:
             done["notes"].append(f"capture ledger not updated: {e}")
+
+
+def _used(cfg: Any, steps: list[transcript.Step], changed: list[str],
+          done: dict[str, Any]) -> list[str]:
+    """The promoted claims (as of this host's snapshot) the session cited or acted on;
+    [] when there is no snapshot. Never raises: a broken snapshot costs the record."""
+    from mcp_bridge.cache import Cache
+
+    try:
+        cache = Cache(cfg.fleet_cache, fleet=cfg.fleet)
+        snap = cache.snapshot().value
+        if snap is None:
+            return []
+        start = (cache.manifest().value or {}).get("briefing_claims") or []
+        known = {i: used.Known(text, paths) for i, (text, paths) in snap.known().items()}
+        return used.used_claims(steps, known, changed=changed,
+                                shown_at_start=[i for i in start if isinstance(i, str)])
+    except Exception as e:
+        done["notes"].append(f"used claims not recorded: {type(e).__name__}: {e}")
+        return []
 
 
 def _screened(found: list[extract.Candidate],

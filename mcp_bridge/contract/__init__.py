@@ -20,6 +20,7 @@ from mcp_bridge.contract.events import (
     CITATION_LIMITS,
     CITATIONS_MAX,
     ID_MAX_CHARS,
+    PAYLOAD_KEYS,
 )
 from mcp_bridge.contract.events import (
     CLAIM_TYPES as CLAIM_TYPES,
@@ -28,7 +29,13 @@ from mcp_bridge.contract.events import (
     HANDOFF_STATUSES as HANDOFF_STATUSES,
 )
 from mcp_bridge.contract.events import (
+    KIND_CLAIM_FEEDBACK as KIND_CLAIM_FEEDBACK,
+)
+from mcp_bridge.contract.events import (
     KIND_CLAIM_PROPOSED as KIND_CLAIM_PROPOSED,
+)
+from mcp_bridge.contract.events import (
+    KIND_CLAIM_SERVED as KIND_CLAIM_SERVED,
 )
 from mcp_bridge.contract.events import (
     KIND_HANDOFF_CREATE as KIND_HANDOFF_CREATE,
@@ -81,10 +88,7 @@ TIMELINE_KINDS: Final = (
 )
 
 #: Spool event kinds (each payload's contract is in `events`).
-SPOOL_KINDS: Final = (
-    KIND_LEASE_CLAIM, KIND_LEASE_RELEASE, KIND_HANDOFF_CREATE, KIND_CLAIM_PROPOSED,
-    KIND_SESSION_END,
-)
+SPOOL_KINDS: Final = tuple(PAYLOAD_KEYS)
 
 #: Spool layout: <spool>/mcp/<fleet>.ndjson is appended to; rotated files are renamed to
 #: <fleet>.<YYYYMMDDTHHMMSS.ffffffZ>[-n].ndjson, which sort by name in write order.
@@ -121,7 +125,10 @@ SNAPSHOT_DDL: Final = (
         stale INTEGER NOT NULL DEFAULT 0,
         staleness REAL NOT NULL DEFAULT 0,
         evidence_paths TEXT NOT NULL DEFAULT '[]',
-        repos TEXT NOT NULL DEFAULT '[]'
+        repos TEXT NOT NULL DEFAULT '[]',
+        why TEXT NOT NULL DEFAULT '',
+        stale_since TEXT NOT NULL DEFAULT '',
+        conflicts TEXT NOT NULL DEFAULT '[]'
     )""",
     "CREATE INDEX claims_subject ON claims (subject)",
     """CREATE VIRTUAL TABLE claims_fts USING fts5(
@@ -138,7 +145,8 @@ SNAPSHOT_DDL: Final = (
         claim_id TEXT,
         session_id TEXT,
         actor TEXT,
-        summary TEXT NOT NULL
+        summary TEXT NOT NULL,
+        outcome TEXT
     )""",
     "CREATE INDEX timeline_subject_at ON timeline (subject, at)",
 )

@@ -8,6 +8,7 @@ answers "queued" is never refused later for a rule the bridge could have checked
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -206,6 +207,18 @@ CLAIM_TYPES: Final = ("fact", "gotcha", "procedure", "decision", "preference")
 #: The transcript capture's extractors (mcp_bridge.capture.extract): a claim.proposed
 #: event may name the one that produced it, and the review page shows it.
 CAPTURE_EXTRACTORS: Final = ("error_fix", "lesson", "works_here", "llm")
+#: Which claims a session was shown (the usefulness loop): one event per tool answer or
+#: briefing at most, naming the claims and the door that showed them.
+KIND_CLAIM_SERVED: Final = "claim.served"
+SERVED_VIA: Final = ("search", "recall", "timeline", "briefing")
+#: An agent's word on a claim: a moderator's task, never a change to the claim.
+KIND_CLAIM_FEEDBACK: Final = "claim.feedback"
+FEEDBACK_VERDICTS: Final = ("helpful", "wrong", "outdated", "unclear")
+FEEDBACK_NOTE_MAX_CHARS: Final = 1000
+#: Claims one served event, or one session.end's `used`, names at most.
+CLAIM_IDS_MAX: Final = 50
+#: A claim's public id as agents see it ("cc-07"): the fleet's claim number.
+CLAIM_ID_RE: Final = re.compile(r"cc-(\d{1,9})")
 
 PAYLOAD_KEYS: Final = {
     KIND_LEASE_CLAIM: frozenset({"paths", "reason", "ttl_secs"}),
@@ -214,7 +227,9 @@ PAYLOAD_KEYS: Final = {
     KIND_CLAIM_PROPOSED: frozenset({"claim", "type", "subject", "scope", "evidence",
                                     "extractor"}),
     KIND_SESSION_END: frozenset({"outcome", "summary", "reason", "changed_paths", "repo",
-                                 "branch", "started_at", "withheld"}),
+                                 "branch", "started_at", "withheld", "used"}),
+    KIND_CLAIM_SERVED: frozenset({"claims", "via"}),
+    KIND_CLAIM_FEEDBACK: frozenset({"claim", "verdict", "note"}),
 }
 
 
@@ -260,7 +275,36 @@ def _session_end(p: dict[str, Any]) -> str | None:
             or text_problem(p.get("branch"), "branch", BRANCH_MAX_CHARS, required=False,
                             one_line=True)
             or instant_problem(p.get("started_at"), "started_at")
-            or withheld_problem(p.get("withheld")))
+            or withheld_problem(p.get("withheld"))
+            # claims the session cited or acted on (the capture); absent from older writers
+            or (None if p.get("used") is None
+                else claim_ids_problem(p["used"], "used", min_items=0)))
+
+
+def claim_ids_problem(value: Any, name: str, *, min_items: int = 1) -> str | None:
+    """Why `value` is not a list of distinct claim ids ("cc-07"), or None."""
+    if not isinstance(value, list) or not min_items <= len(value) <= CLAIM_IDS_MAX:
+        return f"{name} must list {min_items}-{CLAIM_IDS_MAX} claim ids such as cc-07"
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not CLAIM_ID_RE.fullmatch(item):
+            return f"{name}[{i}] must be a claim id such as cc-07"
+    if len(set(value)) != len(value):
+        return f"{name} names a claim twice"
+    return None
+
+
+def _claim_served(p: dict[str, Any]) -> str | None:
+    return (claim_ids_problem(p.get("claims"), "claims")
+            or _enum_problem(p.get("via"), "via", SERVED_VIA, required=True))
+
+
+def _claim_feedback(p: dict[str, Any]) -> str | None:
+    claim = p.get("claim")
+    if not isinstance(claim, str) or not CLAIM_ID_RE.fullmatch(claim):
+        return "claim must be a claim id such as cc-07"
+    return (_enum_problem(p.get("verdict"), "verdict", FEEDBACK_VERDICTS, required=True)
+            or text_problem(p.get("note"), "note", FEEDBACK_NOTE_MAX_CHARS,
+                            required=p.get("verdict") != "helpful"))
 
 
 #: Capture candidates the instruction screen held back, at most this many per session end.
@@ -313,6 +357,8 @@ _CHECKS: Final = {
     KIND_HANDOFF_CREATE: _handoff_create,
     KIND_CLAIM_PROPOSED: _claim_proposed,
     KIND_SESSION_END: _session_end,
+    KIND_CLAIM_SERVED: _claim_served,
+    KIND_CLAIM_FEEDBACK: _claim_feedback,
 }
 
 

@@ -50,21 +50,30 @@ def repos_phrase(repos: Iterable[str]) -> str:
 
 
 def attribution(claim: Mapping[str, Any]) -> str:
-    """`[cc-03, 2026-09-09, in acme/shop, 2 independent sessions, conf 0.81, CONTESTED]`
-    (no repository part when the evidence names none)."""
+    """`[cc-03, 2026-09-09, in acme/shop, 2 independent sessions, conf 0.81 (used in 3
+    sessions, all succeeded), CONTESTED, CONFLICTS WITH cc-14]` (no repository part when
+    the evidence names none; no reason while no session has used the claim)."""
     where = repos_phrase(claim.get("repos") or [])
     parts = [
         str(claim["id"]),
         str(claim.get("date") or "undated"),
         *([where] if where else []),
         sessions_phrase(int(claim.get("independent_sessions") or 0)),
-        f"conf {float(claim.get('confidence') or 0.0):.2f}",
+        f"conf {float(claim.get('confidence') or 0.0):.2f}"
+        + (f" ({claim['why']})" if claim.get("why") else ""),
     ]
     if claim.get("contested"):
         parts.append("CONTESTED")
     if claim.get("stale"):
-        parts.append("POSSIBLY STALE")
+        since = claim.get("stale_since")
+        parts.append(f"POSSIBLY STALE since {since}" if since else "POSSIBLY STALE")
+    conflicts = [str(c) for c in claim.get("conflicts") or []][:CONFLICTS_SHOWN]
+    if conflicts:
+        parts.append("CONFLICTS WITH " + " and ".join(conflicts))
     return "[" + ", ".join(parts) + "]"
+
+
+CONFLICTS_SHOWN = 3
 
 
 def render_claims(claims: Iterable[Mapping[str, Any]], max_chars: int | None = None) -> str:

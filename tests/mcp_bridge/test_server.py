@@ -25,6 +25,7 @@ EXPECTED = {
     "memory_propose": (["claim", "type", "subject", "evidence"],
                        ["claim", "type", "subject", "evidence"]),
     "memory_timeline": (["subject", "since", "limit"], ["subject"]),
+    "memory_feedback": (["claim", "verdict", "note"], ["claim", "verdict"]),
 }
 READ_ONLY = {"fleet_status", "fleet_history", "memory_search", "memory_timeline"}
 
@@ -43,7 +44,7 @@ def run(bridge: tools.Bridge, body: Any, mode: str = "legacy") -> Any:
     return result
 
 
-def test_it_lists_exactly_the_eight_tools_with_their_arguments(bridge: tools.Bridge) -> None:
+def test_it_lists_exactly_its_tools_with_their_arguments(bridge: tools.Bridge) -> None:
     listed = run(bridge, lambda c: c.list_tools()).tools
     assert {t.name: (list(t.input_schema["properties"]), t.input_schema["required"])
             for t in listed} == EXPECTED
