@@ -29,7 +29,8 @@ def test_doctor_is_green_on_a_working_installation(
     call_command("doctor", "--json", stdout=out)
     checks = {c["name"]: c for c in json.loads(out.getvalue())}
     assert set(checks) == {"database", "pgvector", "migrations", "cache dir", "spool dir",
-                           "worker", "broker", "index bloat", "pipeline", "unknown fleets"}
+                           "worker", "broker", "index bloat", "pipeline", "unknown fleets",
+                           "retention"}
     assert all(c["status"] == "ok" for n, c in checks.items() if n != "worker"), checks
     assert checks["pipeline"]["detail"].startswith("no fleets yet")
     assert "PostgreSQL" in checks["database"]["detail"]
