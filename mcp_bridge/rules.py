@@ -204,6 +204,9 @@ def _read(path: Path) -> str:
             return f.read()
     except FileNotFoundError:
         return ""
+    except UnicodeDecodeError as e:  # not ours to repair: a rewrite would lose the bytes
+        raise RulesError(f"{path} is not UTF-8 text ({e.reason} at byte {e.start}); "
+                         "not touching it") from None
 
 
 def _nl(text: str) -> str:
@@ -298,7 +301,12 @@ def main(argv: list[str], *, command: str = "write-rules") -> int:
         env["CTXLAKE_AGENT_ID"] = "write-rules"
     repo = a.repo.resolve()
     out = sys.stdout
-    if not (a.enable or a.disable or enabled(repo)):
+    try:
+        opted_in = a.enable or a.disable or enabled(repo)
+    except (RulesError, OSError) as e:
+        sys.stderr.write(f"ctxlake write-rules: {e}\n")
+        return 1
+    if not opted_in:
         out.write(f"ctxlake write-rules: not enabled for {repo} (no ctxlake markers); run "
                   "`write-rules --enable` to opt this repository in\n")
         return 0
@@ -313,31 +321,34 @@ def main(argv: list[str], *, command: str = "write-rules") -> int:
     try:
         changes = plan(repo, cfg.fleet, claims, enable=a.enable, disable=a.disable)
         proposed = propose_edits(cfg, repo, claims, dry_run=a.dry_run)
-    except (RulesError, OSError, UnicodeError) as e:
+    except (RulesError, OSError) as e:  # ProposalRefused too: the edit stays where it is
         sys.stderr.write(f"ctxlake write-rules: {e}\n")
-        return 1
-    except ProposalRefused as e:  # the edit could not be queued: keep it where it is
-        sys.stderr.write(f"ctxlake write-rules: nothing written; {e}\n")
         return 1
     for line in proposed:
         out.write(line + "\n")
-    if not changes:
-        out.write("ctxlake write-rules: no changes\n")
-    for change in changes:
-        out.write(change.diff(repo))
-        if not a.dry_run:
-            apply(change)
-            out.write(f"{'removed' if change.after is None else 'wrote'} {change.path}\n")
-    if a.dry_run:
-        out.write(f"dry run: nothing written ({len(changes)} file(s) would change)\n")
-    else:
+    write(changes, repo, dry_run=a.dry_run)
+    if not a.dry_run:
         remember_blocks(cfg, repo)
     return 0
 
 
+def write(changes: list[Change], repo: Path, *, dry_run: bool) -> None:
+    """Print each change's diff and apply it (or, in a dry run, say nothing was written)."""
+    out = sys.stdout
+    if not changes:
+        out.write("ctxlake write-rules: no changes\n")
+    for change in changes:
+        out.write(change.diff(repo))
+        if not dry_run:
+            apply(change)
+            out.write(f"{'removed' if change.after is None else 'wrote'} {change.path}\n")
+    if dry_run:
+        out.write(f"dry run: nothing written ({len(changes)} file(s) would change)\n")
+
+
 # -- the way back: a person's edits inside the block (mcp_bridge.rules_edits) ----------------
 
-class ProposalRefused(Exception):
+class ProposalRefused(RulesError):
     """A person's edit could not be queued as a proposal; the block must not be rewritten."""
 
 
@@ -365,14 +376,16 @@ def propose_edits(cfg: Any, repo: Path, claims: list[dict[str, Any]], *,
         args = rules_edits.proposal(edit, repo, session=cfg.session or "write-rules",
                                     claims=claims)
         name = edit.path.relative_to(repo).as_posix()
+        if args is None:
+            continue  # no text changed (spacing, blank lines): the rewrite loses nothing
         if dry_run:
             lines.append(f"would propose the edit in {name}'s ctxlake block")
             continue
         try:
             receipt = tools.memory_propose(tools.Bridge.from_config(cfg), **args)
         except tools.Rejected as e:
-            raise ProposalRefused(f"the edit in {name}'s ctxlake block could not be "
-                                  f"proposed ({e})") from e
+            raise ProposalRefused(f"nothing written: the edit in {name}'s ctxlake block "
+                                  f"could not be proposed ({e})") from e
         rules_edits.remember(cfg.home, cfg.fleet, edit.path, edit.found)  # queued: once
         notes = [f"event {receipt['event_id']}"]
         if receipt.get("redacted"):

@@ -96,11 +96,14 @@ def find_edits(home: Path, fleet: str, blocks: dict[Path, str | None]) -> list[E
 
 
 def proposal(edit: Edit, repo: Path, *, session: str,
-             claims: list[dict[str, Any]]) -> dict[str, Any]:
+             claims: list[dict[str, Any]]) -> dict[str, Any] | None:
     """memory_propose's arguments for one edit: the person's text as the claim, the diff
-    (in as many citations as it takes, within the contract's limits) as the evidence."""
+    (in as many citations as it takes, within the contract's limits) as the evidence.
+    None when the edit changed no text (blank lines, spacing, lines moved): nothing to say."""
     diff = edit.diff(repo).replace("\x00", "")  # Postgres stores no NUL; nothing else lost
     added, removed = _changed(diff)
+    if sorted(added) == sorted(removed):
+        return None
     if added:
         text = "\n".join(added)
     else:

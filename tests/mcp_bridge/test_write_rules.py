@@ -347,3 +347,26 @@ def test_when_the_edit_cannot_be_queued_the_block_is_left_as_the_person_left_it(
     assert (repo / "CLAUDE.md").read_text() == edited
     monkeypatch.delenv("CTXLAKE_SPOOL_MAX_BYTES")
     assert _run(repo) == 0 and len(_spooled(tmp_path)) == 1
+
+
+def test_an_edit_of_spacing_only_proposes_nothing(repo: Path, tmp_path: Path) -> None:
+    _run(repo, "--enable")
+    _edit(repo, "  CI needs RUSTFLAGS=-D warnings.\n", "    CI needs RUSTFLAGS=-D warnings.  \n\n")
+    assert _run(repo) == 0 and _spooled(tmp_path) == []
+    assert "    CI needs" not in (repo / "CLAUDE.md").read_text()  # rewritten as ours
+
+
+def test_a_hostile_block_or_copy_is_refused_or_ignored_never_crashes(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    _run(repo, "--enable")
+    for copy in (tmp_path / "home" / "rules" / FLEET).glob("*.json"):
+        copy.write_bytes(b'{"block": 12, "path": [\x00')  # a broken copy: taken as none
+    _edit(repo, "CI needs RUSTFLAGS=-D warnings.", "CI needs nothing.")
+    assert _run(repo) == 0 and _spooled(tmp_path) == []  # no copy: the block is taken as ours
+    claude = repo / "CLAUDE.md"
+    claude.write_bytes(claude.read_bytes().replace(b"CI needs", b"CI \xff\xfe needs"))
+    before = claude.read_bytes()
+    capsys.readouterr()
+    assert _run(repo) == 1  # not UTF-8: refused with the reason, the file left alone
+    assert "utf-8" in capsys.readouterr().err.lower() and claude.read_bytes() == before
