@@ -67,12 +67,12 @@ class IndexHealth:
 
     def describe(self) -> str:
         return (
-            f"{self.name} {_mb(self.size)} for {self.rows:,} row(s) "
-            f"(healthy ~{_mb(self.expected)})"
+            f"{self.name} {mb(self.size)} for {self.rows:,} row(s) "
+            f"(healthy ~{mb(self.expected)})"
         )
 
 
-def _mb(size: int) -> str:
+def mb(size: int) -> str:
     return f"{size / (1 << 20):.1f} MB"
 
 
@@ -135,7 +135,7 @@ def maintain(*, commit: bool, say: Callable[[str], None] = lambda line: None) ->
             actions.append(f"REINDEX INDEX CONCURRENTLY {health.name}")
             if commit:
                 reindex(health.name)
-                say(f"done: {actions[-1]}: now {_mb(_size(health.name))}")
+                say(f"done: {actions[-1]}: now {mb(_size(health.name))}")
             else:
                 say(f"would run: {actions[-1]}")
     return actions
@@ -147,6 +147,16 @@ def _size(index: str) -> int:
         return int(cur.fetchone()[0])
 
 
+def table_sizes(names: list[str]) -> dict[str, tuple[int, int | None]]:
+    """{table: (bytes on disk with its indexes and TOAST, estimated rows or None when the
+    table was never analyzed)}: the planner's estimate, so doctor never counts a big table."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT relname, pg_total_relation_size(oid), reltuples::bigint "
+                    "FROM pg_class WHERE relkind = 'r' AND relname = ANY(%s)", [names])
+        return {name: (int(size), int(rows) if rows >= 0 else None)
+                for name, size, rows in cur.fetchall()}
+
+
 def doctor_status() -> tuple[str, str]:
     """(status, detail) for `manage.py doctor`: "warn" naming each bloated index."""
     report = index_report()
@@ -155,4 +165,4 @@ def doctor_status() -> tuple[str, str]:
         names = "; ".join(h.describe() for h in bloated)
         return "warn", f"bloated: {names}: run manage.py maintain_db --commit"
     total = sum(h.size for h in report)
-    return "ok", f"{len(report)} search index(es), {_mb(total)}, none bloated"
+    return "ok", f"{len(report)} search index(es), {mb(total)}, none bloated"

@@ -108,6 +108,17 @@ def waiting_files(spool_dir: Path | None = None) -> list[SpoolFile]:
             for p in files]
 
 
+def spool_files(spool_dir: Path | None = None) -> list[SpoolFile]:
+    """Every fleet's files in `<spool>/mcp/`, read from the files alone (no query).
+
+    What can be said with the database down: the drain's cursors are rows, so these counts
+    are the lines the files hold, an upper bound on the backlog (the active file keeps the
+    lines already applied until it rotates; a rotated file is removed once applied).
+    """
+    return [_spool_file(p) for files in drain.fleet_files(spool_dir or paths.spool_dir()).values()
+            for p in files]
+
+
 def for_fleet(fleet: Fleet, *, spool_dir: Path | None = None, cache_dir: Path | None = None,
               ) -> FleetPipeline:
     spool_dir = spool_dir or paths.spool_dir()

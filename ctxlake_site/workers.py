@@ -24,7 +24,7 @@ from claims import snapshot_render
 from claims import spool_apply as claims_apply
 from ctxlake_site import briefing, db_health, paths
 from ctxlake_site.drain import Applier, Drainer, DrainReport
-from fleet import cache_render, leases, rendering, spool_apply
+from fleet import cache_render, leases, rendering, retention, spool_apply
 from fleet.models import Fleet, Lease
 from mcp_bridge import contract
 from mcp_bridge.contract import atomic, embed
@@ -133,12 +133,14 @@ def expire_leases_task() -> str:
 
 
 def maintain_db_task() -> str:
-    """The daily job: vacuum and analyze, rebuild search indexes bulk deletes bloated."""
+    """The daily job: prune by each fleet's retention ages, then vacuum and analyze, and
+    rebuild the search indexes bulk deletes bloated (the same steps as maintain_db)."""
+    pruned = sum(p.done for p in retention.prune())
     actions = db_health.maintain(commit=True)
     rebuilt = [a for a in actions if a.startswith("REINDEX")]
     return f"vacuumed {len(actions) - len(rebuilt)} table(s); " + (
         "; ".join(rebuilt) if rebuilt else "no index bloated"
-    )
+    ) + f"; pruned {pruned} row(s) past their fleet's retention"
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from django.conf import settings
 from django.contrib.postgres.indexes import OpClass
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import connection, models
 from django.db.models import Q, QuerySet
 from django.utils import timezone
+from django.utils.deconstruct import deconstructible
 
 from fleet.constraints import contract_choices, in_choices, not_blank
 from fleet.globs import BadPath, literal_prefix
@@ -38,6 +40,84 @@ class CaptureMode(models.TextChoices):
         "candidates: the session record and deterministic candidate claims")
     LLM = contract.CAPTURE_LLM, (
         "candidates+LLM: also an LLM's candidates, where the agent's host has an API key")
+
+
+class Retention(NamedTuple):
+    """How long a fleet keeps one kind of row: the one definition of its default age.
+
+    `field` is the Fleet column holding the age in days; 0 keeps the rows for good. A
+    non-zero age is at least `min_days`: the rows that make a replayed event a no-op
+    (AppliedEvent, the `spool.received` receipts among Activity) must outlive any replay.
+    Claim events are not here: they are the audit trail and are never pruned.
+    """
+
+    field: str
+    default_days: int
+    min_days: int
+    what: str
+
+
+RETAIN_MAX_DAYS = 36_500  # a hundred years: a bound, so no age overflows a date
+RETAIN_ACTIVITY = Retention(
+    "retain_activity_days", 365, 7,
+    "Activity rows (the coordination log, and the receipts of relayed spool lines)")
+RETAIN_APPLIED = Retention(
+    "retain_applied_events_days", 90, 7,
+    "AppliedEvent rows (which spool events and API writes were applied, for replays)")
+RETAIN_DEAD = Retention(
+    "retain_dead_letters_days", 90, 1,
+    "DeadLetter rows (spool lines the drain refused, with the reason)")
+RETAIN_TRANSCRIPT = Retention(
+    "retain_transcripts_days", 180, 1,
+    "what sessions took from transcripts: summary, changed paths, withheld candidates "
+    "(the session row, its id, repo, branch and outcome stay: evidence cites them)")
+RETENTION = (RETAIN_ACTIVITY, RETAIN_APPLIED, RETAIN_DEAD, RETAIN_TRANSCRIPT)
+
+
+def _days_field(rule: Retention) -> models.PositiveIntegerField[int, int]:
+    return models.PositiveIntegerField(
+        default=rule.default_days,
+        validators=[RetentionDays(rule.field)],
+        help_text=f"Days to keep {rule.what}; 0 keeps them for good, else "
+        f"{rule.min_days}–{RETAIN_MAX_DAYS}. Applied by manage.py maintain_db.",
+    )
+
+
+def retention_problem(rule: Retention, days: int) -> str | None:
+    """Why `days` is not an age this rule accepts, or None (the form's, command's and
+    database's one rule: the check constraint below says the same)."""
+    if days == 0 or rule.min_days <= days <= RETAIN_MAX_DAYS:
+        return None
+    return f"0 (keep for good) or {rule.min_days}–{RETAIN_MAX_DAYS} days"
+
+
+@deconstructible
+class RetentionDays:
+    """The form's validator for one rule's age (named by its field, so migrations can
+    name it); the check constraint below holds the database to the same rule."""
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+
+    def __call__(self, value: int) -> None:
+        rule = next(r for r in RETENTION if r.field == self.field)
+        problem = retention_problem(rule, value)
+        if problem:
+            raise ValidationError(f"Must be {problem}.", code="retention")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RetentionDays) and other.field == self.field
+
+    def __hash__(self) -> int:
+        return hash(self.field)
+
+
+def _retention_constraint(rule: Retention) -> models.CheckConstraint:
+    return models.CheckConstraint(
+        condition=Q(**{rule.field: 0})
+        | Q(**{f"{rule.field}__range": (rule.min_days, RETAIN_MAX_DAYS)}),
+        name=f"fleet_{rule.field}_valid",
+    )
 
 
 class Fleet(models.Model):
@@ -77,6 +157,10 @@ class Fleet(models.Model):
             "{path}; {repo}, {path} and {commit} are filled in. Blank: citations are not linked."
         ),
     )
+    retain_activity_days = _days_field(RETAIN_ACTIVITY)
+    retain_applied_events_days = _days_field(RETAIN_APPLIED)
+    retain_dead_letters_days = _days_field(RETAIN_DEAD)
+    retain_transcripts_days = _days_field(RETAIN_TRANSCRIPT)
     # Per-fleet counter behind claims' short public ids (cc-01, cc-02, …).
     claim_seq = models.PositiveIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
@@ -94,6 +178,7 @@ class Fleet(models.Model):
             models.CheckConstraint(
                 condition=Q(min_independent_sessions__gte=1), name="fleet_min_sessions_positive"
             ),
+            *(_retention_constraint(rule) for rule in RETENTION),
         ]
 
     def __str__(self) -> str:

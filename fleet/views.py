@@ -41,6 +41,25 @@ class FleetViewSet(viewsets.GenericViewSet[Any]):
     request: FleetRequest  # FleetScoped has run before any handler reads it
     roles: dict[str, frozenset[str]] = {}
     cursor_ordering = "-id"
+    _throttled = False  # this request has been counted (a view instance serves one request)
+
+    def check_permissions(self, request: Request) -> None:
+        """Count the request against the caller's rate limit before deciding it.
+
+        DRF checks permissions before throttles, so a request FleetScoped refuses (404 for
+        another fleet's URL, 403 for a weak role) would cost its caller nothing: a token
+        could probe other fleets' URLs at any rate. Counting first makes every
+        authenticated request count, whatever the answer.
+        """
+        self.check_throttles(request)
+        super().check_permissions(request)
+
+    def check_throttles(self, request: Request) -> None:
+        """DRF calls this after the permissions; a request counted above is not counted twice."""
+        if self._throttled:
+            return
+        self._throttled = True
+        super().check_throttles(request)
 
     def acting_agent(self, agent_id: str | None) -> Agent:
         """The agent a write speaks for: the token's own agent, or the one named."""

@@ -14,7 +14,9 @@ Rules of the road:
 - nothing outside `<!-- ctxlake:begin -->` … `<!-- ctxlake:end -->` is ever changed, and a
   file whose markers are broken (one without the other, twice) is refused, not guessed at;
 - idempotent: an unchanged block is not rewritten; a claim no longer promoted leaves it;
-- `--dry-run` prints the unified diff and writes nothing.
+- `--dry-run` prints the unified diff and writes nothing;
+- a person's edit inside a block is proposed to the fleet's moderators (the diff as its
+  evidence) before the block is rewritten (mcp_bridge.rules_edits).
 
 `.cursor/rules/ctxlake.mdc` is wholly managed (its front matter must come first): its
 `globs` are the claims' cited paths, so path-anchored claims load only where they apply;
@@ -34,8 +36,9 @@ from mcp_bridge.contract.globs import WILDCARDS, literal_segments, segments
 
 BEGIN = "<!-- ctxlake:begin -->"
 END = "<!-- ctxlake:end -->"
-NOTE = ("<!-- Managed by `python -m mcp_bridge write-rules`: edits inside this block are "
-        "replaced; `write-rules --disable` removes it. -->")
+NOTE = ("<!-- Managed by `python -m mcp_bridge write-rules`: an edit inside this block goes "
+        "to the fleet's moderators as a proposal, then the block is rewritten; "
+        "`write-rules --disable` removes it. -->")
 MARKDOWN_FILES = ("CLAUDE.md", "AGENTS.md")
 CURSOR_DIR = Path(".cursor") / "rules"
 CURSOR_ANCHORED = CURSOR_DIR / "ctxlake.mdc"
@@ -201,6 +204,9 @@ def _read(path: Path) -> str:
             return f.read()
     except FileNotFoundError:
         return ""
+    except UnicodeDecodeError as e:  # not ours to repair: a rewrite would lose the bytes
+        raise RulesError(f"{path} is not UTF-8 text ({e.reason} at byte {e.start}); "
+                         "not touching it") from None
 
 
 def _nl(text: str) -> str:
@@ -295,7 +301,12 @@ def main(argv: list[str], *, command: str = "write-rules") -> int:
         env["CTXLAKE_AGENT_ID"] = "write-rules"
     repo = a.repo.resolve()
     out = sys.stdout
-    if not (a.enable or a.disable or enabled(repo)):
+    try:
+        opted_in = a.enable or a.disable or enabled(repo)
+    except (RulesError, OSError) as e:
+        sys.stderr.write(f"ctxlake write-rules: {e}\n")
+        return 1
+    if not opted_in:
         out.write(f"ctxlake write-rules: not enabled for {repo} (no ctxlake markers); run "
                   "`write-rules --enable` to opt this repository in\n")
         return 0
@@ -309,17 +320,87 @@ def main(argv: list[str], *, command: str = "write-rules") -> int:
     assert claims is not None  # unreadable returned above
     try:
         changes = plan(repo, cfg.fleet, claims, enable=a.enable, disable=a.disable)
-    except (RulesError, OSError) as e:
+        proposed = propose_edits(cfg, repo, claims, dry_run=a.dry_run)
+    except (RulesError, OSError) as e:  # ProposalRefused too: the edit stays where it is
         sys.stderr.write(f"ctxlake write-rules: {e}\n")
         return 1
+    for line in proposed:
+        out.write(line + "\n")
+    write(changes, repo, dry_run=a.dry_run)
+    if not a.dry_run:
+        remember_blocks(cfg, repo)
+    return 0
+
+
+def write(changes: list[Change], repo: Path, *, dry_run: bool) -> None:
+    """Print each change's diff and apply it (or, in a dry run, say nothing was written)."""
+    out = sys.stdout
     if not changes:
         out.write("ctxlake write-rules: no changes\n")
-        return 0
     for change in changes:
         out.write(change.diff(repo))
-        if not a.dry_run:
+        if not dry_run:
             apply(change)
             out.write(f"{'removed' if change.after is None else 'wrote'} {change.path}\n")
-    if a.dry_run:
+    if dry_run:
         out.write(f"dry run: nothing written ({len(changes)} file(s) would change)\n")
-    return 0
+
+
+# -- the way back: a person's edits inside the block (mcp_bridge.rules_edits) ----------------
+
+class ProposalRefused(RulesError):
+    """A person's edit could not be queued as a proposal; the block must not be rewritten."""
+
+
+def managed_paths(repo: Path) -> list[Path]:
+    return [repo / name for name in MARKDOWN_FILES] + [repo / CURSOR_ANCHORED, repo / CURSOR_FLEET]
+
+
+def current_block(path: Path) -> str | None:
+    """The managed block in `path` as it is on disk, or None (no file, no or broken markers)."""
+    text = _read(path)
+    start, end = text.find(BEGIN), text.find(END)
+    if text.count(BEGIN) != 1 or text.count(END) != 1 or end < start:
+        return None
+    return text[start:end + len(END)]
+
+
+def propose_edits(cfg: Any, repo: Path, claims: list[dict[str, Any]], *,
+                  dry_run: bool) -> list[str]:
+    """Queue each edited block as a proposal (before anything rewrites it); what was done."""
+    from mcp_bridge import rules_edits, tools
+
+    found = {path: current_block(path) for path in managed_paths(repo)}
+    lines = []
+    for edit in rules_edits.find_edits(cfg.home, cfg.fleet, found):
+        args = rules_edits.proposal(edit, repo, session=cfg.session or "write-rules",
+                                    claims=claims)
+        name = edit.path.relative_to(repo).as_posix()
+        if args is None:
+            continue  # no text changed (spacing, blank lines): the rewrite loses nothing
+        if dry_run:
+            lines.append(f"would propose the edit in {name}'s ctxlake block")
+            continue
+        try:
+            receipt = tools.memory_propose(tools.Bridge.from_config(cfg), **args)
+        except tools.Rejected as e:
+            raise ProposalRefused(f"nothing written: the edit in {name}'s ctxlake block "
+                                  f"could not be proposed ({e})") from e
+        rules_edits.remember(cfg.home, cfg.fleet, edit.path, edit.found)  # queued: once
+        notes = [f"event {receipt['event_id']}"]
+        if receipt.get("redacted"):
+            notes.append("secrets replaced by markers: " + ", ".join(receipt["redacted"]))
+        if receipt.get("screened"):
+            notes.append("it reads as instructions: agents see it withheld until a moderator "
+                         "releases it")
+        lines.append(f"proposed the edit in {name}'s ctxlake block to the fleet's moderators "
+                     f"({'; '.join(notes)})")
+    return lines
+
+
+def remember_blocks(cfg: Any, repo: Path) -> None:
+    """Keep each block as written now, so the next run can tell a person's edit from ours."""
+    from mcp_bridge import rules_edits
+
+    for path in managed_paths(repo):
+        rules_edits.remember(cfg.home, cfg.fleet, path, current_block(path))

@@ -69,6 +69,38 @@ def test_throttling_is_per_token_with_retry_after(
     assert quiet.get(url).status_code == 200
 
 
+def test_requests_refused_for_another_fleets_url_count_toward_the_limit(
+    api_as: ApiAs, world: World, fleet_b: Any, settings: Any
+) -> None:
+    """A 404 costs as much as a 200: probing other fleets' URLs runs into 429 like any
+    other burst, and the refusals also use up the token's own fleet's allowance."""
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {"token": "4/min"},
+    }
+    prober = api_as(world.fleet, "operator")
+    other = [f"/api/v1/fleets/{fleet_b.slug}/status", "/api/v1/fleets/no-such-fleet/claims",
+             f"/api/v1/fleets/{fleet_b.slug}/handoffs", f"/api/v1/fleets/{fleet_b.slug}/agents"]
+    assert [prober.get(url).status_code for url in other] == [404] * 4
+    beyond = prober.get(f"/api/v1/fleets/{fleet_b.slug}/status")
+    assert beyond.status_code == 429 and int(beyond.headers["Retry-After"]) > 0
+    assert prober.get(f"/api/v1/fleets/{world.fleet.slug}/status").status_code == 429
+
+
+def test_a_role_refused_with_403_counts_and_an_allowed_request_counts_once(
+    api_as: ApiAs, world: World, settings: Any
+) -> None:
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {"token": "3/min"},
+    }
+    reader = api_as(world.fleet, "integration")
+    base = f"/api/v1/fleets/{world.fleet.slug}"
+    assert reader.post(f"{base}/leases/claim", {"paths": ["a"]}, format="json").status_code == 403
+    assert [reader.get(f"{base}/agents").status_code for _ in range(2)] == [200, 200]
+    assert reader.get(f"{base}/agents").status_code == 429  # 3 counted, not 5
+
+
 def test_a_body_over_the_limit_is_413(api_as: ApiAs, world: World, settings: Any) -> None:
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 2048
     client = api_as(world.ada)

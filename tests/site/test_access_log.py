@@ -88,11 +88,14 @@ def test_a_token_in_a_search_query_never_reaches_gunicorns_logs(
         assert _get(f"{base}/claims/search?q=rotate+{GITHUB}&limit=5", issued.secret) == 200
         assert _get(f"{base}/claims/search?q={FREE_TEXT_PASSWORD}", issued.secret) == 200
         assert _get(f"{base}/claims/search?q=x&api_key={GITHUB}", "wrong-token") in (401, 403)
+        # ctxlake's own token pasted into a query string (a client that puts it there)
+        assert _get(f"{base}/status?access_token={issued.secret}&limit=3", issued.secret) == 200
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
     logged = access.read_text() + errors.read_text()
     assert "/claims/search?q=…&limit=5" in logged  # the request is logged, its text is not
+    assert "/status?access_token=…&limit=3" in logged
     for secret in (GITHUB, GITHUB[:12], FREE_TEXT_PASSWORD, issued.secret):
         assert secret not in logged
 

@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from django.test import Client
 
 from ctxlake_site import workers
-from fleet.models import Agent, Fleet, Session
+from fleet.models import RETENTION, Agent, Fleet, Session
 from mcp_bridge import contract
 from mcp_bridge.capture import mode
 from mcp_bridge.config import Config
@@ -79,7 +79,8 @@ def test_the_admin_shows_and_changes_the_setting(fleet_a: Fleet, settings: Any) 
             "capture_mode": contract.CAPTURE_LLM, "default_lease_ttl_secs": 3600,
             "capture_max_candidates": 2,
             "min_independent_sessions": 1, "repo_url_template": "",
-            "moderators-TOTAL_FORMS": 0, "moderators-INITIAL_FORMS": 0}
+            "moderators-TOTAL_FORMS": 0, "moderators-INITIAL_FORMS": 0,
+            **{rule.field: rule.default_days for rule in RETENTION}}  # the form's other fields
     response = client.post(f"/admin/fleet/fleet/{fleet_a.pk}/change/", form)
     assert response.status_code == 302, response.content.decode()[:2000]
     fleet_a.refresh_from_db()

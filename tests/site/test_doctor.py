@@ -29,7 +29,8 @@ def test_doctor_is_green_on_a_working_installation(
     call_command("doctor", "--json", stdout=out)
     checks = {c["name"]: c for c in json.loads(out.getvalue())}
     assert set(checks) == {"database", "pgvector", "migrations", "cache dir", "spool dir",
-                           "worker", "broker", "index bloat", "pipeline", "unknown fleets"}
+                           "worker", "broker", "index bloat", "pipeline", "unknown fleets",
+                           "retention"}
     assert all(c["status"] == "ok" for n, c in checks.items() if n != "worker"), checks
     assert checks["pipeline"]["detail"].startswith("no fleets yet")
     assert "PostgreSQL" in checks["database"]["detail"]
@@ -66,6 +67,31 @@ def test_doctor_fails_clearly_when_the_database_is_down(tmp_path: Path) -> None:
     assert "database" in result.stdout and "FAIL" in result.stdout
     assert "skipped: database unreachable" in result.stdout
     assert "1 check(s) failed" not in result.stderr  # every database check is reported failed
+
+
+def test_with_the_database_down_doctor_reports_the_spool_backlog_from_the_files(
+    tmp_path: Path,
+) -> None:
+    """400 lines waiting are the news when the database is down, not "skipped"."""
+    mcp = tmp_path / "spool" / "mcp"
+    mcp.mkdir(parents=True)
+    line = b'{"v":1,"id":"x","kind":"lease.release"}\n'
+    (mcp / "acme.ndjson").write_bytes(line * 397 + b'{"torn')  # a torn line is not waiting
+    (mcp / "acme.20261204T000000.ndjson").write_bytes(line * 1)  # rotated, same fleet
+    (mcp / "beta.ndjson").write_bytes(line * 2)
+    (mcp / "not a fleet!.ndjson").write_bytes(line * 50)  # no fleet's file: not counted
+    env = {**os.environ, "DATABASE_URL": "postgres://nobody@127.0.0.1:9/nowhere",
+           "CTXLAKE_HOME": str(tmp_path)}
+    env.pop("CTXLAKE_SPOOL_DIR", None)
+    result = subprocess.run([sys.executable, "manage.py", "doctor", "--json"], cwd=ROOT,
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    pipeline = next(c for c in json.loads(result.stdout) if c["name"] == "pipeline")
+    assert pipeline["status"] == "fail"
+    assert "400 line(s) in 3 spool file(s)" in pipeline["detail"]
+    assert "acme 398, beta 2" in pipeline["detail"]
+    assert pipeline["data"]["spool_lines"] == 400
+    assert "skipped" not in pipeline["detail"]
 
 
 # -- the pipeline ------------------------------------------------------------------------------

@@ -23,9 +23,11 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from claims.models import ClaimEvent
 from claims.pgvector_check import pgvector_version
 from ctxlake_site import db_health, embedded_db, paths, pipeline_status
-from fleet import rendering
+from fleet import rendering, retention
+from fleet.models import Activity, AppliedEvent, DeadLetter, Session
 
 
 @dataclass
@@ -105,6 +107,10 @@ def _broker() -> Check:
                  "not said yet)")
 
 
+#: The tables `retention` sizes: what retention prunes, and the audit it never touches.
+RETAINED = (("activity", Activity), ("applied_events", AppliedEvent),
+            ("dead_letters", DeadLetter), ("session_transcripts", Session),
+            ("claim_events", ClaimEvent))
 BACKLOG_WARN_SECS = 300  # the drain polls every 2 s: a line older than this is stuck
 
 
@@ -129,6 +135,24 @@ def _pipeline() -> list[Check]:
             "waiting": [asdict(f) for f in reading.waiting]}
     checks.append(Check("unknown fleets", status, detail, _json_ready(data)))
     return checks
+
+
+def _pipeline_from_files() -> Check:
+    """With the database down, the pipeline as the spool files show it: the lines agents
+    wrote that cannot be applied until it is back (never "skipped": they are the news)."""
+    files = pipeline_status.spool_files()
+    lines = sum(f.lines for f in files)
+    per_fleet: dict[str, int] = {}
+    for f in files:
+        per_fleet[f.fleet] = per_fleet.get(f.fleet, 0) + f.lines
+    shown = ", ".join(f"{fleet} {n}" for fleet, n in sorted(per_fleet.items())[:10])
+    more = f" and {len(per_fleet) - 10} more fleet(s)" if len(per_fleet) > 10 else ""
+    detail = (f"database unreachable; {lines} line(s) in {len(files)} spool file(s) wait "
+              f"to be applied ({shown}{more}; the drain's position is in the database, so "
+              "lines it applied before may be among them)" if files else
+              "database unreachable; no spool files waiting")
+    return Check("pipeline", "fail", detail,
+                 _json_ready({"spool_lines": lines, "files": [asdict(f) for f in files]}))
 
 
 def _fleet_check(f: pipeline_status.FleetPipeline, now: Any) -> Check:
@@ -157,6 +181,32 @@ def _fleet_check(f: pipeline_status.FleetPipeline, now: Any) -> Check:
     return Check(f"fleet {f.fleet}", status, "; ".join(parts), _json_ready(data))
 
 
+def _retention() -> Check:
+    """Table sizes of what retention prunes (and of the claim events it never prunes), and
+    what the next `maintain_db --commit` would remove, per kind over every fleet."""
+    tables = {model._meta.db_table: kind for kind, model in RETAINED}
+    sizes = db_health.table_sizes(list(tables))
+    due: dict[str, dict[str, int]] = {}
+    for p in retention.next_prune():
+        if p.matched:
+            due.setdefault(p.fleet, {})[p.kind] = p.matched
+    totals = {kind: sum(d.get(kind, 0) for d in due.values()) for kind in retention.KIND.values()}
+    shown = "; ".join(
+        f"{table} {db_health.mb(size)}"
+        + (f" ~{rows:,} rows" if rows is not None else "")
+        + (" (never pruned: the audit)" if tables[table] == "claim_events" else "")
+        for table, (size, rows) in sorted(sizes.items()))
+    removes = ", ".join(f"{n:,} {kind.replace('_', ' ')}" for kind, n in totals.items() if n)
+    detail = (f"next prune removes {removes}" if removes else "next prune removes nothing")
+    data = {"tables": {t: {"bytes": b, "rows_estimate": r} for t, (b, r) in sizes.items()},
+            "next_prune": due}
+    return Check("retention", "ok", f"{detail}; {shown}", data)
+
+
+def _skipped(name: str) -> Callable[[], Check]:
+    return lambda: Check(name, "fail", "skipped: database unreachable")
+
+
 def _json_ready(value: Any) -> Any:
     return pipeline_status.jsonable(value)
 
@@ -171,14 +221,20 @@ CHECKS: list[tuple[str, Callable[[], Check | list[Check]]]] = [
     ("broker", _broker),
     ("index bloat", lambda: Check("index bloat", *db_health.doctor_status())),
     ("pipeline", _pipeline),
+    ("retention", _retention),
 ]
+#: What a check that needs the database says when it is down: the files' side, or "skipped".
+WITHOUT_DATABASE: dict[str, Callable[[], Check | list[Check]]] = {
+    "pipeline": _pipeline_from_files,
+}
 NEEDS_DATABASE = {"database", "pgvector", "migrations", "worker", "broker", "index bloat",
-                  "pipeline"}
+                  "pipeline", "retention"}
 
 
 class Command(BaseCommand):
     help = ("Check the database, pgvector, migrations, cache/spool directories, workers and "
-            "the pipeline per fleet (backlog, dead letters, cache age, unknown fleets).")
+            "the pipeline per fleet (backlog, dead letters, cache age, unknown fleets), and the "
+            "table sizes and next prune of retention.")
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
@@ -200,8 +256,7 @@ class Command(BaseCommand):
         db_down = False
         for name, check in CHECKS:
             if db_down and name in NEEDS_DATABASE:
-                results.append(Check(name, "fail", "skipped: database unreachable"))
-                continue
+                check = WITHOUT_DATABASE.get(name, _skipped(name))
             try:
                 found = check()
                 results.extend(found if isinstance(found, list) else [found])
