@@ -38,6 +38,9 @@ class ExportViewSet(FleetViewSet):
 
     @extend_schema(
         summary="The fleet's export (JSONL, manifest.json, memory.md) as a tar; operators only",
+        description="The archive `manage.py export_fleet` writes, streamed member by member: "
+        "the fleet's settings, agents, sessions, handoffs, claims with evidence and events, "
+        "a manifest with counts and sha256s, and memory.md. No token or password hash.",
         parameters=[OpenApiParameter("with_vectors", bool, OpenApiParameter.QUERY,
                                      description="Also include the claims' embeddings.")],
         responses={(200, TAR): OpenApiTypes.BINARY},

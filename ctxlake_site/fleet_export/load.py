@@ -9,8 +9,9 @@ them.
 
 - New fleet: every row as exported, claim numbers kept (cc-07 stays cc-07), the history
   of each claim copied; people and tokens who acted are kept as names in the event's data,
-  never bound to this server's accounts. A promoted claim stays promoted only because the
-  export records the person's promotion (check.py refuses one that does not).
+  never bound to this server's accounts. Claims and their events are written by
+  claims.moderation.restore_claims (the claims app's only writers of claim state live
+  there): a promoted claim stays promoted only with the person's recorded promotion.
 - Merge: agents, sessions and handoffs the fleet lacks are added (handoffs as `ingested`);
   claims go through claims.moderation.propose_many like any proposal, so nothing is ever
   promoted, and a claim the fleet already holds with the same text and citations is left
@@ -21,7 +22,6 @@ them.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -34,6 +34,7 @@ from ctxlake_site.fleet_export import layout, rows
 from ctxlake_site.fleet_export.check import MERGED_STATUSES, Checked
 from fleet import activity, lineage, rendering
 from fleet.models import Activity, Agent, Fleet, Handoff, Session
+from mcp_bridge import contract
 from mcp_bridge.contract import events as ev
 
 IMPORTED = "fleet.imported"  # the activity verb an import records
@@ -102,6 +103,8 @@ def _record(fleet: Fleet, checked: Checked, outcome: Outcome) -> None:
 
 def into_new_fleet(checked: Checked, slug: str) -> Outcome:
     outcome = Outcome(fleet=slug, mode="new")
+    if not contract.FLEET_ID_RE.fullmatch(slug):
+        raise TargetRefused(f"{slug!r} is not a fleet id: 1-64 letters, digits, - or _")
     existing = Fleet.objects.filter(slug=slug).first()
     if existing is not None:
         if _seen_before(existing, checked):
@@ -115,8 +118,6 @@ def into_new_fleet(checked: Checked, slug: str) -> Outcome:
     _handoffs(fleet, agents, sessions, checked.rows(layout.HANDOFFS), outcome)
     claims = _claims(fleet, agents, checked, outcome)
     _evidence(claims, agents, checked.rows(layout.EVIDENCE), outcome)
-    _recount(fleet, claims.values())
-    _events(claims, agents, checked.rows(layout.EVENTS), outcome)
     _record(fleet, checked, outcome)
     return outcome
 
@@ -209,16 +210,22 @@ def _claim(fleet: Fleet, agents: dict[str, Agent], r: dict[str, Any],
 
 def _claims(fleet: Fleet, agents: dict[str, Agent], checked: Checked,
             outcome: Outcome) -> dict[str, Claim]:
+    """The claims and their history, through claims.moderation.restore_claims."""
     vectors = {r["claim"]: r for r in checked.rows(layout.VECTORS)}
+    counts = _session_counts(fleet, checked)
     lines = checked.rows(layout.CLAIMS)
     claims = {r["id"]: _claim(fleet, agents, r, vectors.get(r["id"])) for r in lines}
-    Claim.objects.bulk_create(claims.values(), batch_size=1000)
+    for public_id, claim in claims.items():
+        claim.independent_sessions = counts[public_id]
+    events = _events(claims, agents, checked.rows(layout.EVENTS))
+    moderation.restore_claims(list(claims.values()), events)
     superseded = [(claims[r["id"]], claims[r["superseded_by"]]) for r in lines
                   if r["superseded_by"]]
     for old, new in superseded:
         old.superseded_by = new
     Claim.objects.bulk_update([old for old, _ in superseded], ["superseded_by"])
     outcome.created["claims"] += len(claims)
+    outcome.created["claim_events"] += len(events)
     return claims
 
 
@@ -234,21 +241,19 @@ def _evidence(claims: dict[str, Claim], agents: dict[str, Agent],
     outcome.created["evidence"] += len(new)
 
 
-def _recount(fleet: Fleet, claims: Iterable[Claim]) -> None:
-    """Independent sessions under this server's rule (fleet.lineage), never the file's."""
-    claims = list(claims)
-    cited: dict[int, list[str]] = {c.pk: [] for c in claims}
-    for claim_id, session_id in Evidence.objects.filter(claim__fleet=fleet).values_list(
-            "claim_id", "session_id"):
-        cited[claim_id].append(session_id)
-    counts = lineage.independent_counts(fleet, [cited[c.pk] for c in claims])
-    for claim, count in zip(claims, counts, strict=True):
-        claim.independent_sessions = count
-    Claim.objects.bulk_update(claims, ["independent_sessions"], batch_size=2000)
+def _session_counts(fleet: Fleet, checked: Checked) -> dict[str, int]:
+    """Each claim's independent sessions under this server's rule (fleet.lineage), from
+    the sessions just written and the export's citations; never the file's own figure."""
+    cited: dict[str, list[str]] = {r["id"]: [] for r in checked.rows(layout.CLAIMS)}
+    for r in checked.rows(layout.EVIDENCE):
+        cited[r["claim"]].append(r["session_id"])
+    return dict(zip(cited, lineage.independent_counts(fleet, list(cited.values())),
+                    strict=True))
 
 
-def _events(claims: dict[str, Claim], agents: dict[str, Agent], lines: list[dict[str, Any]],
-            outcome: Outcome) -> None:
+def _events(claims: dict[str, Claim], agents: dict[str, Agent],
+            lines: list[dict[str, Any]]) -> list[ClaimEvent]:
+    """Each claim's history; people and tokens who acted are kept as names in the data."""
     new = []
     for r in lines:
         names = {k: r["actor"][k] for k in ("user", "token") if r["actor"][k]}
@@ -256,8 +261,7 @@ def _events(claims: dict[str, Claim], agents: dict[str, Agent], lines: list[dict
         new.append(ClaimEvent(claim=claims[r["claim"]], kind=r["kind"], note=r["note"],
                               actor_agent=agents.get(r["actor"]["agent"] or ""), data=data,
                               at=_when(r["at"])))
-    ClaimEvent.objects.bulk_create(new, batch_size=2000)
-    outcome.created["claim_events"] += len(new)
+    return new
 
 
 # --- merged into an existing fleet ----------------------------------------------------------

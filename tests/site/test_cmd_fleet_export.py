@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
+from django.db import transaction
 
 from claims.models import Claim, ClaimEvent, Evidence
 from ctxlake_site.fleet_export import layout
@@ -258,5 +259,23 @@ def test_it_refuses_an_existing_fleet_and_a_missing_one(
         import_(export, "--fleet", "fleet-b")
     with pytest.raises(CommandError, match="no fleet 'nope'"):
         import_(export, "--into", "nope", "--as-proposals")
+    with pytest.raises(CommandError, match="not a fleet id"):
+        import_(export, "--fleet", "no spaces")
+    with pytest.raises(CommandError, match="--as-proposals goes with --into"):
+        import_(export, "--fleet", "x", "--as-proposals")
     with pytest.raises(CommandError, match="not empty"):
         export_to("fleet-a", export)
+
+
+@pytest.mark.django_db
+def test_restore_never_carries_a_promotion_nobody_made(fleet_a: Fleet) -> None:
+    """The check.py rule, again at the one writer of claim state (claims.moderation)."""
+    from claims import moderation
+    from claims.models import text_hash
+
+    claim = Claim(fleet=fleet_a, number=1, text="x", text_hash=text_hash("x"), type="fact",
+                  subject="s", status="promoted", scope="fleet", promoted_at=fleet_a.created_at)
+    with pytest.raises(moderation.GateRefused, match="cc-01: promoted with no recorded"), \
+            transaction.atomic():
+        moderation.restore_claims([claim], [ClaimEvent(claim=claim, kind="proposed")])
+    assert not Claim.objects.filter(fleet=fleet_a).exists()
