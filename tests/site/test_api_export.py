@@ -5,14 +5,16 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
 
+from claims.models import Claim
 from ctxlake_site.fleet_export import layout
 from fleet.models import Agent, Fleet
 from tests.fleet.conftest import ApiAs
-from tests.site.export_world import build_world
+from tests.site.export_world import build_world, import_
 
 URL = "/api/v1/fleets/fleet-a/export"
 
@@ -63,3 +65,17 @@ def test_it_refuses_without_a_token(fleet_a: Fleet) -> None:
     from rest_framework.test import APIClient
 
     assert APIClient().get(URL).status_code == 401
+
+
+@pytest.mark.django_db
+def test_the_rest_tar_imports_into_a_new_fleet(
+    fleet_a: Fleet, ada: Agent, bo: Agent, mod: User, api_as: ApiAs, tmp_path: Path
+) -> None:
+    build_world(fleet_a, ada, bo, mod)
+    response = api_as(fleet_a, "operator").get(URL)
+    tar = tmp_path / "fleet-a.tar"
+    tar.write_bytes(b"".join(response.streaming_content))
+
+    import_(tar, "--fleet", "from-rest")
+
+    assert Claim.objects.filter(fleet__slug="from-rest").count() == 6

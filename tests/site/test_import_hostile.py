@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import tarfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -165,3 +166,36 @@ def test_it_answers_json_when_refusing_for_scripts(export: Path) -> None:
     assert answer == {"ok": False, "file": "claims.jsonl", "line": 2,
                       "reason": answer["reason"]}
     assert answer["reason"].startswith("type must be one of")
+
+
+def _tar(*members: tuple[str, bytes, bytes]) -> bytes:
+    """A tar of (name, type, data) members; type tarfile.REGTYPE or SYMTYPE."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name, kind, data in members:
+            info = tarfile.TarInfo(name)
+            info.type, info.size = kind, len(data) if kind == tarfile.REGTYPE else 0
+            if kind == tarfile.SYMTYPE:
+                info.linkname = "/etc/passwd"
+            tar.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
+    return out.getvalue()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("name", "kind"), [("../manifest.json", tarfile.REGTYPE),
+                                            ("manifest.json", tarfile.SYMTYPE),
+                                            ("notes.txt", tarfile.REGTYPE)])
+def test_it_refuses_a_tar_member_an_export_does_not_hold(
+    export: Path, tmp_path: Path, name: str, kind: bytes
+) -> None:
+    members = [(p.name, tarfile.REGTYPE, p.read_bytes()) for p in sorted(export.iterdir())
+               if p.name != "manifest.json"]
+    archive = tmp_path / "hostile.tar"
+    archive.write_bytes(_tar(*members, (name, kind, b"{}")))
+    before = _counts()
+
+    with pytest.raises(CommandError, match="not a file an export holds"):
+        import_(archive, "--fleet", "fleet-copy")
+
+    assert _counts() == before
+    assert not (tmp_path / "manifest.json").exists()
