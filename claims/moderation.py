@@ -388,6 +388,26 @@ def _create_claims(
     }
 
 
+@transaction.atomic(savepoint=False)
+def restore_claims(claims: Sequence[Claim], events: Sequence[ClaimEvent]) -> None:
+    """Insert claims restored from an export into a new fleet, with their whole history,
+    as they were (ctxlake_site.fleet_export): the one way a claim arrives already decided.
+
+    Nothing here decides anything: a claim arrives promoted only together with the
+    `promoted` event its person (or operator token) made in the source fleet, which the
+    importer has checked already and this checks again. Numbers, text hashes and session
+    counts are the caller's.
+    """
+    recorded = {id(e.claim) for e in events if e.kind == ClaimEvent.Kind.PROMOTED}
+    undecided = [c.public_id for c in claims
+                 if c.status == ClaimStatus.PROMOTED and id(c) not in recorded]
+    if undecided:
+        raise GateRefused(f"{', '.join(undecided)}: promoted with no recorded promotion")
+    Claim.objects.bulk_create(claims, batch_size=1000)
+    ClaimEvent.objects.bulk_create(events, batch_size=2000)
+    tasks.request_embedding()
+
+
 def _extracted(extractor: str) -> dict[str, Any]:
     """The `proposed` event's note and data for a candidate the transcript capture made."""
     if not extractor:

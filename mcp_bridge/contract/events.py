@@ -378,3 +378,10 @@ def problem(kind: str, payload: Any) -> str | None:
     if unknown:
         return f"unknown field(s) {unknown} for {kind}; allowed: {sorted(PAYLOAD_KEYS[kind])}"
     return check(payload)
+
+
+#: The per-field checks above under public names, for other validators of the same fields
+#: (the fleet import checks exported rows with them: one definition of each rule).
+int_problem = _int_problem
+enum_problem = _enum_problem
+paths_problem = _paths_problem
