@@ -405,6 +405,9 @@ def restore_claims(claims: Sequence[Claim], events: Sequence[ClaimEvent]) -> Non
         raise GateRefused(f"{', '.join(undecided)}: promoted with no recorded promotion")
     Claim.objects.bulk_create(claims, batch_size=1000)
     ClaimEvent.objects.bulk_create(events, batch_size=2000)
+    # confidence is derived here, not taken from the file (the usefulness tallies of the
+    # source fleet do not travel: docs/export.md)
+    tallies.refresh(c.pk for c in claims)
     tasks.request_embedding()
 
 

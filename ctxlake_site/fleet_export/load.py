@@ -314,8 +314,7 @@ def _propose(fleet: Fleet, agents: dict[str, Agent], checked: Checked,
             continue
         requests.append(moderation.ProposalRequest(
             r["text"], r["type"], r["subject"], cites[r["id"]],
-            by_agent=agents.get(r["proposed_by"] or ""), confidence=r["confidence"],
-            extractor=r["extractor"]))
+            by_agent=agents.get(r["proposed_by"] or ""), extractor=r["extractor"]))
     for result in moderation.propose_many(fleet, requests):
         if isinstance(result, moderation.InvalidProposal):
             raise result  # check.py applied the same rules; reaching this is a bug
