@@ -14,7 +14,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.contrib.admin.views.main import ChangeList
 from django.contrib.postgres.aggregates import JSONBAgg
-from django.db.models import OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models import OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.db.models.functions import JSONObject
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.template.response import TemplateResponse
@@ -24,7 +24,16 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 
-from claims import admin_filters, admin_forms, admin_scope, admin_views, review
+from claims import (
+    admin_filters,
+    admin_forms,
+    admin_health,
+    admin_scope,
+    admin_views,
+    contradictions,
+    review,
+    tallies,
+)
 from claims.admin_release import ReleaseAction
 from claims.models import Claim, ClaimEvent, Evidence
 from fleet import screen_view
@@ -125,6 +134,22 @@ def with_excerpt_flags(qs: QuerySet[Claim]) -> QuerySet[Claim]:
         .values("all")
     )
     return qs.annotate(excerpt_flags=Subquery(flagged))
+
+
+def usefulness_context(claim: Claim) -> dict[str, Any]:
+    """The review page's usefulness panel: the tallies, why the claim ranks as it does,
+    agents' feedback (open first) and the promoted claims it contradicts."""
+    return {
+        "why": tallies.why(claim),
+        "feedback": list(claim.feedback.select_related("agent", "session", "resolved_by")
+                         .order_by("-resolution", "-created_at")[:50]),
+        "contradictions": [
+            (pair, pair.other if pair.claim_id == claim.pk else pair.claim)
+            for pair in contradictions.open_pairs(claim.fleet)
+            .filter(Q(claim=claim) | Q(other=claim))],
+        "confidence_form": admin_forms.ConfidenceForm(
+            initial={"confidence": claim.confidence_set}, auto_id="confidence_%s"),
+    }
 
 
 @admin.register(Claim)
@@ -274,6 +299,7 @@ class ClaimAdmin(ReleaseAction, ModeratorOnly, admin.ModelAdmin[Claim]):
         wrap = self.admin_site.admin_view
         return [
             path("review/", wrap(self.review_queue_view), name="claims_claim_review"),
+            path("health/", wrap(self.health_view), name="claims_claim_health"),
             path(
                 "<path:object_id>/moderate/<slug:action>/",
                 wrap(self.moderate_view),
@@ -281,6 +307,12 @@ class ClaimAdmin(ReleaseAction, ModeratorOnly, admin.ModelAdmin[Claim]):
             ),
             *super().get_urls(),
         ]
+
+    def health_view(self, request: HttpRequest) -> HttpResponse:
+        """Memory health (claims.admin_health): claims to look at again, bulk actions."""
+        if not self.has_moderate_permission(request):
+            raise Http404("Memory health is for moderators.")
+        return admin_health.health_view(self, request)
 
     def review_queue_view(self, request: HttpRequest) -> HttpResponse:
         """The changelist, narrowed to proposed claims, oldest first, with queue filters."""
@@ -351,6 +383,7 @@ class ClaimAdmin(ReleaseAction, ModeratorOnly, admin.ModelAdmin[Claim]):
             "valid_until_form": admin_forms.ValidUntilForm(
                 initial={"valid_until": claim.valid_until}, auto_id="valid_until_%s"
             ),
+            **usefulness_context(claim),
         }
 
     def screen_context(self, claim: Claim, facts: review.Review) -> dict[str, Any]:

@@ -89,3 +89,21 @@ class ReleaseForm(forms.Form):
     """Release flagged text: an optional note for the audit (why it is a plain observation)."""
 
     note = forms.CharField(required=False, max_length=2000, label="Why it is safe (optional)")
+
+
+class ConfidenceForm(forms.Form):
+    """A moderator sets a claim's confidence outright, or clears it back to the derived one."""
+
+    confidence = forms.FloatField(required=False, min_value=0.0, max_value=1.0,
+                                  help_text="0–1. Blank: back to the value the fleet's "
+                                            "sessions and feedback derive.")
+    note = forms.CharField(required=False, max_length=2000)
+
+
+class ResolveForm(forms.Form):
+    """Close an agent's feedback, or say two claims do not conflict."""
+
+    item = forms.IntegerField(min_value=1, max_value=2**62)
+    resolution = forms.ChoiceField(choices=(("dismissed", "dismiss"), ("acted", "acted on")),
+                                   required=False)
+    note = forms.CharField(required=False, max_length=2000)

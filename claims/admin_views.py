@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any, cast
 from django import forms
 from django.contrib import messages
 from django.contrib.admin import helpers
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from claims import admin_forms, moderation, release
-from claims.models import Claim
+from claims import admin_forms, contradictions, moderation, release, usefulness
+from claims.models import Claim, ClaimFeedback, Contradiction
 
 if TYPE_CHECKING:
     from claims.admin import ClaimAdmin
@@ -197,6 +197,61 @@ def _noted(verb: str, fn: Callable[..., Claim]) -> Handler:
     return handler
 
 
+def confidence(admin: ClaimAdmin, request: HttpRequest, claim: Claim) -> HttpResponse:
+    form = admin_forms.ConfidenceForm(request.POST)
+    if not form.is_valid():
+        return _invalid(admin, request, claim, form)
+    value = form.cleaned_data["confidence"]
+    try:
+        usefulness.set_confidence(claim, by=request.user, value=value,
+                                  note=form.cleaned_data["note"])
+    except (moderation.GateRefused, ValueError) as exc:
+        _refused(admin, request, exc)
+    else:
+        said = f"set to {value:.2f}" if value is not None else "derived again"
+        admin.message_user(request, f"{claim.public_id}'s confidence is {said}.",
+                           messages.SUCCESS)
+    return HttpResponseRedirect(claim_url(claim))
+
+
+def feedback(admin: ClaimAdmin, request: HttpRequest, claim: Claim) -> HttpResponse:
+    """Close one agent feedback on this claim (dismissed, or acted on)."""
+    form = admin_forms.ResolveForm(request.POST)
+    if not form.is_valid() or not form.cleaned_data["resolution"]:
+        return _invalid(admin, request, claim, form)
+    fb = ClaimFeedback.objects.filter(claim=claim, pk=form.cleaned_data["item"]).first()
+    if fb is None:
+        admin.message_user(request, "No such feedback on this claim.", messages.ERROR)
+        return HttpResponseRedirect(claim_url(claim))
+    try:
+        usefulness.resolve_feedback(fb, by=request.user, note=form.cleaned_data["note"],
+                                    resolution=form.cleaned_data["resolution"])
+    except (moderation.GateRefused, usefulness.AlreadyResolved) as exc:
+        _refused(admin, request, exc)
+    else:
+        admin.message_user(request, f"Feedback on {claim.public_id} "
+                           f"{form.cleaned_data['resolution']}.", messages.SUCCESS)
+    return HttpResponseRedirect(claim_url(claim))
+
+
+def not_a_conflict(admin: ClaimAdmin, request: HttpRequest, claim: Claim) -> HttpResponse:
+    form = admin_forms.ResolveForm(request.POST)
+    if not form.is_valid():
+        return _invalid(admin, request, claim, form)
+    pair = (Contradiction.objects.filter(pk=form.cleaned_data["item"])
+            .filter(Q(claim=claim) | Q(other=claim)).select_related("claim", "other").first())
+    if pair is None:
+        admin.message_user(request, "No such contradiction on this claim.", messages.ERROR)
+        return HttpResponseRedirect(claim_url(claim))
+    try:
+        contradictions.dismiss(pair, by=request.user, note=form.cleaned_data["note"])
+    except moderation.GateRefused as exc:
+        _refused(admin, request, exc)
+    else:
+        admin.message_user(request, f"{pair} marked as not a conflict.", messages.SUCCESS)
+    return HttpResponseRedirect(claim_url(claim))
+
+
 HANDLERS: dict[str, Handler] = {
     "promote": promote,
     "reject": reject,
@@ -208,6 +263,9 @@ HANDLERS: dict[str, Handler] = {
     "replace": _supersede(this_is_old=False),
     "valid_until": valid_until,
     "release": release_text,
+    "confidence": confidence,
+    "feedback": feedback,
+    "not_a_conflict": not_a_conflict,
 }
 
 

@@ -48,6 +48,22 @@ class ProposeRequest(ContractChecked):
     agent_id = AgentIdField(required=False, help_text="The proposing agent, if any.")
 
 
+class FeedbackRequest(serializers.Serializer[Any]):
+    verdict = serializers.ChoiceField(choices=ev.FEEDBACK_VERDICTS)
+    note = PlainText(required=False, allow_blank=True, max_length=ev.FEEDBACK_NOTE_MAX_CHARS,
+                     default="", help_text="What you found; required unless helpful.")
+    agent_id = AgentIdField(required=False, help_text="The agent giving it, if the token is "
+                                                      "not bound to one.")
+    session_id = serializers.CharField(required=False, max_length=ev.ID_MAX_CHARS)
+
+
+class FeedbackResponse(serializers.Serializer[Any]):
+    feedback = serializers.IntegerField()
+    claim = serializers.CharField()
+    verdict = serializers.CharField()
+    message = serializers.CharField()
+
+
 class NoteRequest(serializers.Serializer[Any]):
     note = PlainText(required=False, allow_blank=True, max_length=2000, default="")
 

@@ -31,6 +31,7 @@ urlpatterns = [
     path("claims/<str:claim_id>/supersede", _action("supersede"), name="claim-supersede"),
     path("claims/<str:claim_id>/valid-until", _action("valid_until"), name="claim-valid-until"),
     path("claims/<str:claim_id>/merge", _action("merge"), name="claim-merge"),
+    path("claims/<str:claim_id>/feedback", _action("feedback"), name="claim-feedback"),
     path("timeline", views.TimelineViewSet.as_view({"get": "list"}), name="timeline"),
     path("screen/flagged", release_views.ScreenViewSet.as_view({"get": "flagged"}),
          name="screen-flagged"),

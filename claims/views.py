@@ -15,7 +15,7 @@ from rest_framework import exceptions, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from claims import moderation, search
+from claims import moderation, search, usefulness
 from claims import serializers as s
 from claims.models import Claim, ClaimEvent, ClaimQuerySet
 from fleet.idempotency import idempotent
@@ -54,6 +54,7 @@ class ClaimViewSet(FleetViewSet):
         "supersede": MODERATE,
         "valid_until": MODERATE,
         "merge": MODERATE,
+        "feedback": PROPOSE,
     }
     serializer_class = s.ClaimSerializer
     lookup_url_kwarg = "claim_id"
@@ -243,6 +244,30 @@ class ClaimViewSet(FleetViewSet):
     def merge(self, request: Request, fleet: str, claim_id: str) -> Response:
         into = self._other(self._params(s.MergeRequest)["into"])
         return self._run(moderation.merge_claim, into=into)
+
+    @extend_schema(
+        summary="An agent's feedback on a claim (helpful, wrong, outdated, unclear): a "
+        "moderator's task; the claim is not changed",
+        parameters=[CLAIM_PARAM],
+        request=s.FeedbackRequest,
+        responses={201: s.FeedbackResponse},
+    )
+    @idempotent(contract.KIND_CLAIM_FEEDBACK)
+    def feedback(self, request: FleetRequest, fleet: str, claim_id: str) -> Response:
+        data = self._params(s.FeedbackRequest)
+        claim = self.get_object()
+        agent = self.acting_agent(data.get("agent_id"))
+        try:
+            fb = usefulness.file_feedback(
+                request.fleet, claim.public_id, agent=agent,
+                session=self.session_for(agent, data.get("session_id")),
+                verdict=data["verdict"], note=data["note"])
+        except usefulness.FeedbackRefused as exc:
+            raise exceptions.ValidationError({"non_field_errors": [str(exc)]}) from exc
+        body = {"feedback": fb.pk, "claim": claim.public_id, "verdict": fb.verdict,
+                "message": "A moderator will see it as a task; the claim is unchanged until "
+                           "a person acts."}
+        return Response(s.FeedbackResponse(body).data, status=status.HTTP_201_CREATED)
 
     def _params(self, serializer_class: Any) -> dict[str, Any]:
         params = serializer_class(data=self.request.data)

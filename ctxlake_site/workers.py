@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from claims import snapshot_render
+from claims import contradictions, snapshot_render, tallies
 from claims import spool_apply as claims_apply
 from ctxlake_site import briefing, db_health, paths
 from ctxlake_site.drain import Applier, Drainer, DrainReport
@@ -136,11 +136,16 @@ def maintain_db_task() -> str:
     """The daily job: prune by each fleet's retention ages, then vacuum and analyze, and
     rebuild the search indexes bulk deletes bloated (the same steps as maintain_db)."""
     pruned = sum(p.done for p in retention.prune())
+    rederived = found = 0
+    for fleet in Fleet.objects.all():  # the base rates move; promotions may await a vector
+        rederived += tallies.refresh_fleet(fleet)
+        found += contradictions.scan_fleet(fleet)
     actions = db_health.maintain(commit=True)
     rebuilt = [a for a in actions if a.startswith("REINDEX")]
     return f"vacuumed {len(actions) - len(rebuilt)} table(s); " + (
         "; ".join(rebuilt) if rebuilt else "no index bloated"
-    ) + f"; pruned {pruned} row(s) past their fleet's retention"
+    ) + (f"; pruned {pruned} row(s) past their fleet's retention; re-derived {rederived} "
+         f"claim confidence(s); {found} new contradiction(s)")
 
 
 @dataclass(frozen=True)

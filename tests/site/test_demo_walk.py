@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 DEMO_TEXT = "The payments tests need STRIPE_API_BASE pointed at the local mock"
 ATTRIBUTION = re.compile(
-    r"\[cc-01, \d{4}-\d{2}-\d{2}, in shop, 1 independent session, conf 0\.50\]")
+    r"\[cc-01, \d{4}-\d{2}-\d{2}, in shop, 1 independent session, conf 0\.80\]")
 
 
 def _readme_line(pattern: str) -> re.Match[str]:
