@@ -302,9 +302,13 @@ def _claim_feedback(p: dict[str, Any]) -> str | None:
     claim = p.get("claim")
     if not isinstance(claim, str) or not CLAIM_ID_RE.fullmatch(claim):
         return "claim must be a claim id such as cc-07"
-    return (_enum_problem(p.get("verdict"), "verdict", FEEDBACK_VERDICTS, required=True)
-            or text_problem(p.get("note"), "note", FEEDBACK_NOTE_MAX_CHARS,
-                            required=p.get("verdict") != "helpful"))
+    problem = _enum_problem(p.get("verdict"), "verdict", FEEDBACK_VERDICTS, required=True)
+    if problem:
+        return problem
+    if p.get("verdict") != "helpful" and not (isinstance(p.get("note"), str)
+                                              and p["note"].strip()):
+        return f"note is required for {p['verdict']!r}: say what you found"
+    return text_problem(p.get("note"), "note", FEEDBACK_NOTE_MAX_CHARS, required=False)
 
 
 #: Capture candidates the instruction screen held back, at most this many per session end.
