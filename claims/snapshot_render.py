@@ -209,7 +209,7 @@ def briefing_claims(
     claims = (
         _live(fleet, now)
         .exclude(number__in=[int(i.split("-")[1]) for i in exclude])
-        .order_by("-independent_sessions", "-confidence", "-promoted_at")[:BRIEFING_CLAIMS]
+        .order_by("-confidence", "-independent_sessions", "-promoted_at")[:BRIEFING_CLAIMS]
     )
     chosen = list(claims)
     _, repos = _cited(Evidence.objects.filter(claim__in=chosen))

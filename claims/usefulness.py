@@ -99,11 +99,11 @@ class FeedbackRefused(ValueError):
     """Feedback the contract or the fleet's claims refuse; the message says why."""
 
 
-@transaction.atomic(savepoint=False)
 def file_feedback(fleet: Fleet, claim_id: str, *, agent: Agent | None,
                   session: Session | None, verdict: str, note: str = "") -> ClaimFeedback:
     """Record an agent's word on one of the fleet's claims, for a moderator; the claim
-    itself is not changed (its confidence moves within the rule's bounds)."""
+    itself is not changed (its confidence moves within the rule's bounds). Checked before
+    the transaction opens, so a refusal leaves the caller's transaction usable."""
     payload = {"claim": claim_id, "verdict": verdict, **({"note": note} if note else {})}
     problem = ev.problem(ev.KIND_CLAIM_FEEDBACK, payload)
     if problem:
@@ -111,14 +111,16 @@ def file_feedback(fleet: Fleet, claim_id: str, *, agent: Agent | None,
     claim = claims_by_id(fleet, [claim_id]).get(claim_id)
     if claim is None:
         raise FeedbackRefused(f"{claim_id} is not a claim of fleet {fleet.slug}")
-    fb = ClaimFeedback(claim=claim, agent=agent, session=session, verdict=verdict,
-                       note=redact.scrub_text(note.strip()))
-    fb.screen_text_fields()
-    fb.save()
-    activity.record(fleet, "claim.feedback", target=claim, agent=agent, claim=claim.public_id,
-                    verdict=verdict, session=session.session_id if session else None)
-    refresh([claim.pk])
-    rendering.request_render(fleet)
+    with transaction.atomic():
+        fb = ClaimFeedback(claim=claim, agent=agent, session=session, verdict=verdict,
+                           note=redact.scrub_text(note.strip()))
+        fb.screen_text_fields()
+        fb.save()
+        activity.record(fleet, "claim.feedback", target=claim, agent=agent,
+                        claim=claim.public_id, verdict=verdict,
+                        session=session.session_id if session else None)
+        refresh([claim.pk])
+        rendering.request_render(fleet)
     return fb
 
 

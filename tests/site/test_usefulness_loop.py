@@ -200,3 +200,37 @@ def test_contradicting_promoted_claims_are_marked_until_a_person_resolves_them(
     contradictions.dismiss(pair, by=mod, note="different suites")
     assert contradictions.open_by_claim(fleet_a) == {}
     assert contradictions.scan_fleet(fleet_a) == 0  # a dismissed pair is not found again
+
+
+def test_a_moderator_sets_confidence_audited_and_a_proposer_cannot(
+    fleet_a: Fleet, ada: Agent, bo: Agent, mod: User, api_as: Any,
+) -> None:
+    from claims.models import ClaimEvent
+
+    claim = _promoted(fleet_a, ada, bo, mod)
+    derived = claim.confidence
+    usefulness.set_confidence(claim, by=mod, value=0.3, note="seen it fail")
+    assert Claim.objects.get(pk=claim.pk).confidence == 0.3
+    event = ClaimEvent.objects.filter(claim=claim, kind="confidence").get()
+    assert (event.actor_user, event.data) == (mod, {"before": derived, "after": 0.3, "set": 0.3})
+    usefulness.set_confidence(claim, by=mod, value=None)
+    assert Claim.objects.get(pk=claim.pk).confidence == derived
+    with pytest.raises(ValueError):
+        usefulness.set_confidence(claim, by=mod, value=1.5)
+    with pytest.raises(moderation.GateRefused):
+        usefulness.set_confidence(claim, by=User.objects.create_user("nobody"), value=0.9)
+
+    said = api_as(ada).post("/api/v1/fleets/fleet-a/claims", {
+        "text": "x is y", "type": "fact", "subject": "x", "confidence": 1.0,
+        "evidence": [{"session_id": "s-0a", "message_id": "m-9"}]}, format="json")
+    assert said.status_code == 400 and b"confidence" in said.content
+
+
+def test_the_briefing_names_what_marked_a_claim_stale(
+    fleet_a: Fleet, ada: Agent, bo: Agent, mod: User, spooled: Path,
+) -> None:
+    claim = _promoted(fleet_a, ada, bo, mod)
+    Claim.objects.filter(pk=claim.pk).update(staleness=0.5, stale_since="bo changed src/pay.py")
+    hit = _bridge(spooled, "bo", "sess-5").call(
+        "memory_search", {"query": "payments tests STRIPE"})["results"][0]
+    assert "POSSIBLY STALE since bo changed src/pay.py" in hit["attribution"]

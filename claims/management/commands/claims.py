@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.timesince import timesince
 
-from claims import moderation
+from claims import moderation, tallies
 from claims.models import Claim
 from fleet import lineage
 from fleet.models import Fleet
@@ -198,6 +198,13 @@ class Command(BaseCommand):
                 self.stdout.write(f"    {reveal_plain(e.excerpt)}")
         problems = moderation.gate_problems(claim)
         self.stdout.write("gate: " + ("; ".join(problems) if problems else "open"))
+        self.stdout.write(
+            f"usefulness: served {claim.served_sessions}, used {claim.used_sessions} "
+            f"({claim.used_succeeded} succeeded, {claim.used_partial} partial, "
+            f"{claim.used_failed} failed), open flags {claim.open_flags}; confidence "
+            f"{claim.confidence:.2f}" + (" (set by a moderator)" if claim.confidence_set
+                                          is not None else "")
+            + f": {tallies.why(claim)}")
 
     def _row(self, claim: Claim) -> dict[str, Any]:
         return {
