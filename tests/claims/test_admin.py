@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from claims import embeddings, moderation
-from claims.models import EMBEDDING_DIMS, Claim, ClaimEvent
+from claims.models import EMBEDDING_DIMS, Claim, ClaimEvent, ClaimFeedback
 from fleet.models import Agent, Fleet, FleetModerator
 from tests.claims.witness import seen_cited
 
@@ -148,11 +148,13 @@ def test_the_review_page_does_a_fixed_number_of_queries(
     for i in range(10):
         moderation.contest_claim(claim, by=fleet_mod, note=f"note {i}")
         _propose(fleet_a, ada, n=i, text=f"another pytest claim {i}")
-    # 15 today (issue 13 added the verified sessions and the handoff graph), whatever the
-    # evidence or history size
-    with django_assert_max_num_queries(16):
+        ClaimFeedback.objects.create(claim=claim, agent=ada, verdict="unclear", note=f"fb {i}")
+    # 17 today (issue 13 added the verified sessions and the handoff graph; issue 24 the
+    # usefulness panel's feedback and contradictions), whatever the evidence, history or
+    # feedback size
+    with django_assert_max_num_queries(18):
         page = _page(as_mod, claim)
-    assert page.count("note ") >= 10 and "s19" in page
+    assert page.count("note ") >= 10 and "s19" in page and page.count("fb ") >= 10
 
 
 def test_the_review_page_shows_claim_evidence_gate_and_history(
