@@ -14,7 +14,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.contrib.admin.views.main import ChangeList
 from django.contrib.postgres.aggregates import JSONBAgg
-from django.db.models import OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models import OuterRef, Prefetch, QuerySet, Subquery
 from django.db.models.functions import JSONObject
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.template.response import TemplateResponse
@@ -146,7 +146,7 @@ def usefulness_context(claim: Claim) -> dict[str, Any]:
         "contradictions": [
             (pair, pair.other if pair.claim_id == claim.pk else pair.claim)
             for pair in contradictions.open_pairs(claim.fleet)
-            .filter(Q(claim=claim) | Q(other=claim))],
+            if claim.pk in (pair.claim_id, pair.other_id)],
         "confidence_form": admin_forms.ConfidenceForm(
             initial={"confidence": claim.confidence_set}, auto_id="confidence_%s"),
     }

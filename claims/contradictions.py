@@ -65,12 +65,23 @@ def _live(qs: Any) -> Any:
             .filter(Q(valid_until__isnull=True) | Q(valid_until__gt=now)))
 
 
-def open_pairs(fleet: Fleet) -> Any:
-    """Unresolved pairs whose two claims are both live, promoted and uncontested."""
-    live = _live(Claim.objects.filter(fleet=fleet)).values("pk")
-    return (Contradiction.objects.filter(claim__fleet=fleet, resolved_at__isnull=True,
-                                         claim__in=live, other__in=live)
-            .select_related("claim", "other"))
+def _is_live(claim: Claim, now: Any) -> bool:
+    """`_live` for one loaded claim (the pairs are few; their claims are already read)."""
+    return (claim.status == Claim.Status.PROMOTED and claim.superseded_by_id is None
+            and not claim.contested and (claim.valid_until is None or claim.valid_until > now))
+
+
+def open_pairs(fleet: Fleet) -> list[Contradiction]:
+    """Unresolved pairs whose two claims are both live, promoted and uncontested, most
+    similar first. One indexed query over the (few) unresolved pairs; liveness is checked
+    on the loaded rows, not by joining the fleet's claims twice."""
+    now = timezone.now()
+    pairs = (Contradiction.objects.filter(claim__fleet=fleet, resolved_at__isnull=True)
+             .select_related("claim", "other")
+             .defer(*(f"{side}__{f}" for side in ("claim", "other")
+                      for f in ("embedding", "search_vector")))
+             .order_by("-similarity", "pk"))
+    return [p for p in pairs if _is_live(p.claim, now) and _is_live(p.other, now)]
 
 
 def open_by_claim(fleet: Fleet) -> dict[int, list[str]]:

@@ -54,7 +54,7 @@ def of_fleet(fleet: Fleet, *, now: datetime, days: int = UNSERVED_DAYS) -> Healt
         flagged=_top(claims.filter(Q(open_flags__gt=0) | Exists(open_feedback))
                      .order_by("-open_flags", "number")),
         stale=_top(claims.filter(staleness__gt=0).order_by("-staleness", "number")),
-        conflicting=list(contradictions.open_pairs(fleet).order_by("-similarity")[:SHOWN]),
+        conflicting=contradictions.open_pairs(fleet)[:SHOWN],
     )
 
 

@@ -15,7 +15,6 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from claims.models import Claim, ClaimEvent, ClaimFeedback, ClaimUse
@@ -79,10 +78,9 @@ def _uses(pairs: set[tuple[int, int]]) -> dict[tuple[int, int], ClaimUse]:
     """The ClaimUse rows for (claim, session) pairs: existing ones read, the rest new."""
     if not pairs:
         return {}
-    q = Q()
-    for claim_id, session_id in pairs:
-        q |= Q(claim_id=claim_id, session_id=session_id)
-    found = {(u.claim_id, u.session_id): u for u in ClaimUse.objects.filter(q)}
+    rows = ClaimUse.objects.filter(claim_id__in={c for c, _ in pairs},
+                                   session_id__in={s for _, s in pairs})
+    found = {(u.claim_id, u.session_id): u for u in rows if (u.claim_id, u.session_id) in pairs}
     return {p: found.get(p) or ClaimUse(claim_id=p[0], session_id=p[1]) for p in pairs}
 
 

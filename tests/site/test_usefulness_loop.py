@@ -196,7 +196,7 @@ def test_contradicting_promoted_claims_are_marked_until_a_person_resolves_them(
     assert f"CONFLICTS WITH {second.public_id}" in marks[first.public_id]
     assert f"CONFLICTS WITH {first.public_id}" in marks[second.public_id]
 
-    pair = contradictions.open_pairs(fleet_a).get()
+    (pair,) = contradictions.open_pairs(fleet_a)
     contradictions.dismiss(pair, by=mod, note="different suites")
     assert contradictions.open_by_claim(fleet_a) == {}
     assert contradictions.scan_fleet(fleet_a) == 0  # a dismissed pair is not found again
