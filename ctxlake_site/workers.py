@@ -40,6 +40,9 @@ BATCH_APPLIERS: dict[str, spool_apply.BatchApplier] = {
 APPLIERS: dict[str, Applier] = {
     **{kind: partial(spool_apply.one, batch) for kind, batch in BATCH_APPLIERS.items()},
     contract.KIND_SESSION_END: spool_apply.apply_session_end,
+    # alone in their drain segment (drain_plan): they move leases and read handoff state
+    contract.KIND_HANDOFF_PICKUP: spool_apply.apply_handoff_pickup,
+    contract.KIND_HANDOFF_CLEAR: spool_apply.apply_handoff_clear,
 }
 
 # A drain task keeps polling for this long, then ends; the every-minute schedule starts the

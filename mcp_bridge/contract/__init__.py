@@ -31,7 +31,13 @@ from mcp_bridge.contract.events import (
     KIND_CLAIM_PROPOSED as KIND_CLAIM_PROPOSED,
 )
 from mcp_bridge.contract.events import (
+    KIND_HANDOFF_CLEAR as KIND_HANDOFF_CLEAR,
+)
+from mcp_bridge.contract.events import (
     KIND_HANDOFF_CREATE as KIND_HANDOFF_CREATE,
+)
+from mcp_bridge.contract.events import (
+    KIND_HANDOFF_PICKUP as KIND_HANDOFF_PICKUP,
 )
 from mcp_bridge.contract.events import (
     KIND_LEASE_CLAIM as KIND_LEASE_CLAIM,
@@ -82,8 +88,8 @@ TIMELINE_KINDS: Final = (
 
 #: Spool event kinds (each payload's contract is in `events`).
 SPOOL_KINDS: Final = (
-    KIND_LEASE_CLAIM, KIND_LEASE_RELEASE, KIND_HANDOFF_CREATE, KIND_CLAIM_PROPOSED,
-    KIND_SESSION_END,
+    KIND_LEASE_CLAIM, KIND_LEASE_RELEASE, KIND_HANDOFF_CREATE, KIND_HANDOFF_PICKUP,
+    KIND_HANDOFF_CLEAR, KIND_CLAIM_PROPOSED, KIND_SESSION_END,
 )
 
 #: Spool layout: <spool>/mcp/<fleet>.ndjson is appended to; rotated files are renamed to

@@ -21,6 +21,8 @@ EXPECTED = {
     "fleet_release": (["paths"], []),
     "fleet_history": (["repo", "since", "limit"], []),
     "fleet_handoff": (["summary", "status", "next", "transfer_leases"], ["summary", "status"]),
+    "fleet_pickup": (["handoff", "version", "confirm"], ["handoff"]),
+    "fleet_clear": (["handoff", "version"], ["handoff"]),
     "memory_search": (["query", "scope", "subject", "claim_type", "k"], ["query"]),
     "memory_propose": (["claim", "type", "subject", "evidence"],
                        ["claim", "type", "subject", "evidence"]),
@@ -43,7 +45,7 @@ def run(bridge: tools.Bridge, body: Any, mode: str = "legacy") -> Any:
     return result
 
 
-def test_it_lists_exactly_the_eight_tools_with_their_arguments(bridge: tools.Bridge) -> None:
+def test_it_lists_exactly_the_ten_tools_with_their_arguments(bridge: tools.Bridge) -> None:
     listed = run(bridge, lambda c: c.list_tools()).tools
     assert {t.name: (list(t.input_schema["properties"]), t.input_schema["required"])
             for t in listed} == EXPECTED
