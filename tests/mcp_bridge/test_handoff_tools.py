@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -119,3 +120,26 @@ def test_the_contract_and_the_cache_name_handoffs_alike() -> None:
     assert events.pickup_gate("operator", False) is None
     assert events.pickup_gate("ingested", True) is None
     assert "confirm=true" in (events.pickup_gate("ingested", False) or "")
+
+
+@pytest.mark.parametrize("arguments, said", [
+    ({"handoff": "h-7", "version": "3"}, "fleet_pickup.version must be a JSON integer"),
+    ({"handoff": "h-7", "confirm": "yes"}, "fleet_pickup.confirm must be a JSON boolean"),
+    ({"handoff": 7}, "fleet_pickup.handoff must be a JSON string"),
+    ({"version": 3}, "missing required argument(s): handoff"),
+    ({"handoff": "h-7", "as_agent": "bo"}, "unknown argument(s): 'as_agent'"),
+])
+def test_wrongly_typed_arguments_are_a_protocol_error(
+        rendered: Config, bridge: Bridge, arguments: dict[str, Any], said: str) -> None:
+    from mcp_bridge import fastpath
+
+    with pytest.raises(fastpath.BadCall, match=re.escape(said)):
+        fastpath.call_result(bridge, "fleet_pickup", arguments)
+    assert _queued(rendered) == []
+
+
+def test_a_refusal_is_an_error_result_the_model_reads(rendered: Config, bridge: Bridge) -> None:
+    from mcp_bridge import fastpath
+
+    result = fastpath.call_result(bridge, "fleet_pickup", {"handoff": "h-7"})
+    assert result["isError"] is True and "confirm=true" in result["content"][0]["text"]
