@@ -271,14 +271,14 @@ def fleet_pickup(b: Bridge, handoff: str, version: int | None = None,
     payload: dict[str, Any] = {"handoff": ref, "version": _version(ref, version, seen)}
     if confirm:  # absent means false, as for transfer_leases
         payload["confirm"] = True
-    return _handoff_receipt(b, contract.KIND_HANDOFF_PICKUP, payload)
+    return _handoff_receipt(b, events.KIND_HANDOFF_PICKUP, payload)
 
 
 def fleet_clear(b: Bridge, handoff: str, version: int | None = None) -> dict[str, Any]:
     """Close a handoff nobody should pick up (compare-and-swap on its version)."""
     ref, seen = _open_handoff(b, handoff)
     payload = {"handoff": ref, "version": _version(ref, version, seen)}
-    return _handoff_receipt(b, contract.KIND_HANDOFF_CLEAR, payload)
+    return _handoff_receipt(b, events.KIND_HANDOFF_CLEAR, payload)
 
 
 def _open_handoff(b: Bridge, handoff: str) -> tuple[str, dict[str, Any] | None]:

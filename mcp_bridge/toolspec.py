@@ -1,4 +1,4 @@
-"""The ten tools as data: names, one-line descriptions, JSON input schemas, annotations.
+"""The tools as data: names, one-line descriptions, JSON input schemas, annotations.
 
 Stdlib only. server.py advertises exactly these; check_arguments() enforces the part of
 each schema that is the protocol's business — required arguments present, JSON types

@@ -20,6 +20,7 @@ from mcp_bridge.contract.events import (
     CITATION_LIMITS,
     CITATIONS_MAX,
     ID_MAX_CHARS,
+    PAYLOAD_KEYS,
 )
 from mcp_bridge.contract.events import (
     CLAIM_TYPES as CLAIM_TYPES,
@@ -31,13 +32,7 @@ from mcp_bridge.contract.events import (
     KIND_CLAIM_PROPOSED as KIND_CLAIM_PROPOSED,
 )
 from mcp_bridge.contract.events import (
-    KIND_HANDOFF_CLEAR as KIND_HANDOFF_CLEAR,
-)
-from mcp_bridge.contract.events import (
     KIND_HANDOFF_CREATE as KIND_HANDOFF_CREATE,
-)
-from mcp_bridge.contract.events import (
-    KIND_HANDOFF_PICKUP as KIND_HANDOFF_PICKUP,
 )
 from mcp_bridge.contract.events import (
     KIND_LEASE_CLAIM as KIND_LEASE_CLAIM,
@@ -87,10 +82,7 @@ TIMELINE_KINDS: Final = (
 )
 
 #: Spool event kinds (each payload's contract is in `events`).
-SPOOL_KINDS: Final = (
-    KIND_LEASE_CLAIM, KIND_LEASE_RELEASE, KIND_HANDOFF_CREATE, KIND_HANDOFF_PICKUP,
-    KIND_HANDOFF_CLEAR, KIND_CLAIM_PROPOSED, KIND_SESSION_END,
-)
+SPOOL_KINDS: Final = tuple(PAYLOAD_KEYS)
 
 #: Spool layout: <spool>/mcp/<fleet>.ndjson is appended to; rotated files are renamed to
 #: <fleet>.<YYYYMMDDTHHMMSS.ffffffZ>[-n].ndjson, which sort by name in write order.

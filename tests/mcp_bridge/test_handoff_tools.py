@@ -116,7 +116,7 @@ def test_the_contract_refuses_hostile_payloads(payload: dict[str, Any], problem:
 
 def test_the_contract_and_the_cache_name_handoffs_alike() -> None:
     assert events.handoff_pk(events.handoff_ref(12)) == 12
-    assert contract.KIND_HANDOFF_PICKUP in contract.SPOOL_KINDS
+    assert events.KIND_HANDOFF_PICKUP in contract.SPOOL_KINDS
     assert events.pickup_gate("operator", False) is None
     assert events.pickup_gate("ingested", True) is None
     assert "confirm=true" in (events.pickup_gate("ingested", False) or "")

@@ -45,7 +45,7 @@ def run(bridge: tools.Bridge, body: Any, mode: str = "legacy") -> Any:
     return result
 
 
-def test_it_lists_exactly_the_ten_tools_with_their_arguments(bridge: tools.Bridge) -> None:
+def test_it_lists_exactly_its_tools_with_their_arguments(bridge: tools.Bridge) -> None:
     listed = run(bridge, lambda c: c.list_tools()).tools
     assert {t.name: (list(t.input_schema["properties"]), t.input_schema["required"])
             for t in listed} == EXPECTED

@@ -28,8 +28,8 @@ import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
+from mcp_bridge import toolspec
 from mcp_bridge.config import Config
-from mcp_bridge.toolspec import TOOLS
 from tests.mcp_bridge.stdio import ROOT, bridge_env
 
 RUNS = 20
@@ -175,7 +175,7 @@ def use(client: RawClient, era: str) -> None:
                                          "arguments": {"query": "stripe webhooks"}, **extra})
     client.send("ping", "ping", dict(extra) or None)
     listed = client.answer("list")
-    assert len(listed["result"]["tools"]) == len(TOOLS), listed
+    assert len(listed["result"]["tools"]) == len(toolspec.TOOLS), listed
     for id_ in ("status", "search"):
         result = client.answer(id_)["result"]
         assert result["isError"] is False, result
@@ -236,7 +236,7 @@ def test_the_official_python_client_connects_in_every_mode(live: Config, tmp_pat
                                                            impatient_client: None,
                                                            mode: str, slow: float) -> None:
     tools, is_error, found = sdk_client_session(slow_env(live, tmp_path, slow), mode)
-    assert (tools, is_error) == (len(TOOLS), False)
+    assert (tools, is_error) == (len(toolspec.TOOLS), False)
     assert found["results"][0]["id"] == "cc-01"
 
 
@@ -255,7 +255,7 @@ def test_twenty_of_twenty_runs_pass(live: Config, tmp_path: Path, impatient_clie
         for mode in ("auto", "legacy"):
             try:
                 tools, is_error, _ = sdk_client_session(slow_env(live, tmp_path, 2.5), mode)
-                assert (tools, is_error) == (len(TOOLS), False)
+                assert (tools, is_error) == (len(toolspec.TOOLS), False)
             except Exception as e:
                 failures.append(f"run {run} client {mode}: {e!r}"[:300])
     assert not failures, f"{len(failures)} failed of {RUNS * 6}:\n" + "\n".join(failures)

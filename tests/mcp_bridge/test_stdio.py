@@ -12,8 +12,8 @@ import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
+from mcp_bridge import toolspec
 from mcp_bridge.config import Config
-from mcp_bridge.toolspec import TOOLS
 from tests.mcp_bridge.stdio import INIT, ROOT, bridge_env, call, frame, run_session
 
 CITE = {"session_id": "s1", "message_id": "m1"}
@@ -127,7 +127,7 @@ def test_it_works_with_the_official_sdk_stdio_client(live: Config, mode: str) ->
             return listed, found, refused
 
     listed, found, refused = asyncio.run(main())
-    assert len(listed.tools) == len(TOOLS)
+    assert len(listed.tools) == len(toolspec.TOOLS)
     assert found.structured_content["results"][0]["id"] == "cc-01"
     assert refused.is_error and "session_id" in refused.content[0].text
 

@@ -8,8 +8,8 @@ import json
 import os
 from typing import Any
 
+from mcp_bridge import toolspec
 from mcp_bridge.fastpath import FastPath
-from mcp_bridge.toolspec import TOOLS
 from mcp_bridge.transport import Transport
 from tests.mcp_bridge.stdio import INIT, frame
 
@@ -53,7 +53,7 @@ def test_it_answers_initialize_before_the_backend_loads_and_drops_its_answer() -
                 + frame("x", "ping"), slow_load, FastPath(lambda: None))
     assert [r["id"] for r in out] == [1, 2, "x"]
     assert out[0]["result"]["serverInfo"]["name"] == "ctxlake"  # ours, not the echo
-    assert len(out[1]["result"]["tools"]) == len(TOOLS)  # ours too: tools/list never waits
+    assert len(out[1]["result"]["tools"]) == len(toolspec.TOOLS)  # ours too: tools/list never waits
     assert out[2]["result"] == {"echo": "ping"}
     # The SDK sees initialize (to keep its state), never the tools/list answered for it.
     assert [f["method"] for f in backends[0].seen] == [
