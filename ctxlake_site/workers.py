@@ -27,7 +27,7 @@ from ctxlake_site.drain import Applier, Drainer, DrainReport
 from fleet import cache_render, leases, rendering, retention, spool_apply
 from fleet.models import Fleet, Lease
 from mcp_bridge import contract
-from mcp_bridge.contract import atomic, embed
+from mcp_bridge.contract import atomic, embed, events
 
 # Event kinds applied a run at a time (one statement per kind, not per event); the drain's
 # planner (ctxlake_site.drain_plan) decides which events may share a run.
@@ -39,6 +39,9 @@ BATCH_APPLIERS: dict[str, spool_apply.BatchApplier] = {
     contract.KIND_CLAIM_SERVED: claims_apply.apply_claims_served,
 }
 APPLIERS: dict[str, Applier] = {
+    # alone in their drain segment (drain_plan): they move leases and read handoff state
+    events.KIND_HANDOFF_PICKUP: spool_apply.apply_handoff_pickup,
+    events.KIND_HANDOFF_CLEAR: spool_apply.apply_handoff_clear,
     **{kind: partial(spool_apply.one, batch) for kind, batch in BATCH_APPLIERS.items()},
     contract.KIND_SESSION_END: spool_apply.both(spool_apply.apply_session_end,
                                                 claims_apply.apply_session_uses),

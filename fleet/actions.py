@@ -22,7 +22,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from fleet import api_presence, handoffs, leases, rendering, signals
+from fleet import activity, api_presence, handoffs, leases, rendering, signals
 from fleet.globs import BadPath
 from fleet.handoffs import Conflict, NeedsConfirmation, NotPending
 from fleet.leases import ClaimRequest, LeaseCapReached, ReleaseRequest
@@ -33,7 +33,7 @@ from fleet.models import Agent, Fleet, Handoff, Lease, Session
 __all__ = [
     "ClaimRequest", "Claimed", "Conflict", "Ended", "LeaseCapReached", "NeedsConfirmation",
     "NotPending", "ReleaseRequest", "claim_leases", "clear_handoff", "create_handoffs",
-    "end_session", "pick_up_handoff", "release_leases",
+    "end_session", "pick_up_handoff", "refuse_handoff_change", "release_leases",
 ]
 
 
@@ -124,6 +124,21 @@ def clear_handoff(
         if isinstance(result, Handoff):
             rendering.request_render(handoff.fleet)
     return result
+
+
+def refuse_handoff_change(
+    fleet: Fleet, *, by: Agent, verb: str, ref: str, reason: str, handoff: Handoff | None = None,
+) -> None:
+    """Record a pickup or clear that arrived through the spool and could not be applied.
+
+    A REST caller learns of a refusal from its answer; a bridge's agent was told "queued"
+    long before the drain ran, so the refusal is kept (an activity row the roster renders
+    as the agent's `refused_handoffs`) and a render is requested so that it reaches the
+    agent's next fleet_status.
+    """
+    with transaction.atomic(savepoint=False):
+        activity.record(fleet, verb, target=handoff, agent=by, handoff=ref, reason=reason)
+        rendering.request_render(fleet)
 
 
 @dataclass(frozen=True)

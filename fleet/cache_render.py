@@ -9,12 +9,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from fleet import leases
+from django.utils import timezone
+
+from fleet import handoffs, leases
 from fleet.models import Activity, Agent, Fleet, Handoff, Lease, Screened, Session
-from mcp_bridge.contract import screen
+from mcp_bridge.contract import events, screen
 
 HISTORY_ROWS = 200
-REFUSALS_SHOWN = 5  # per agent, in roster.json's refused_claims
+REFUSALS_SHOWN = 5  # per agent, in roster.json's refused_claims and refused_handoffs
+CLOSED_SHOWN = 20  # handoffs.json's recently closed handoffs
 CHANGED_PATHS_SHOWN = 20  # per session, in history.json
 
 
@@ -48,6 +51,7 @@ def render_roster(fleet: Fleet, *, now: datetime) -> dict[str, Any]:
     )
     held = _held_by_agent(live)
     refused = _refused_claims(fleet, now)
+    refused_handoffs = _refused_handoffs(fleet, now)
     roster = [
         {
             "agent_id": agent.agent_id,
@@ -56,6 +60,8 @@ def render_roster(fleet: Fleet, *, now: datetime) -> dict[str, Any]:
             "last_seen_at": iso(agent.last_seen_at),
             "leases": held.get(agent.pk, []),
             **({"refused_claims": refused[agent.pk]} if agent.pk in refused else {}),
+            **({"refused_handoffs": refused_handoffs[agent.pk]}
+               if agent.pk in refused_handoffs else {}),
         }
         for agent in sorted(agents.values(), key=lambda a: a.agent_id)
     ]
@@ -74,7 +80,7 @@ def _held_by_agent(live: list[tuple[Any, ...]]) -> dict[int, list[dict[str, Any]
                 if Lease.withheld(flags, released, "reason") else reason,
                 "acquired_at": iso(acquired_at),
                 "expires_at": iso(expires_at),
-                "offered_with": f"h-{offered_with}" if offered_with else None,
+                "offered_with": events.handoff_ref(offered_with) if offered_with else None,
             }
         )
     return held
@@ -120,6 +126,28 @@ def _refused_claims(fleet: Fleet, now: datetime) -> dict[int, list[dict[str, Any
                     "a directory or glob instead of many files.",
                 }
             )
+    return found
+
+
+_HANDOFF_REFUSALS = {handoffs.PICKUP_REFUSED: "pickup", handoffs.CLEAR_REFUSED: "clear"}
+
+
+def _refused_handoffs(fleet: Fleet, now: datetime) -> dict[int, list[dict[str, Any]]]:
+    """agent pk → its pickups and clears the drain refused within the window, newest first
+    (at most REFUSALS_SHOWN): the bridge said "queued", and this is where the agent
+    learns that nothing changed, and why."""
+    found: dict[int, list[dict[str, Any]]] = {}
+    recent = (
+        Activity.objects.filter(fleet=fleet, verb__in=_HANDOFF_REFUSALS,
+                                at__gte=now - Agent.ACTIVE_WINDOW)
+        .order_by("-at")
+        .values_list("agent_id", "verb", "at", "data")[:200]
+    )
+    for agent_pk, verb, at, data in recent:
+        shown = found.setdefault(agent_pk, [])
+        if len(shown) < REFUSALS_SHOWN:
+            shown.append({"handoff": data.get("handoff"), "action": _HANDOFF_REFUSALS[verb],
+                          "at": iso(at), "reason": data.get("reason")})
     return found
 
 
@@ -169,7 +197,7 @@ def render_handoffs(fleet: Fleet, *, now: datetime | None = None) -> dict[str, A
     return {
         "handoffs": [
             {
-                "id": f"h-{h.pk}",
+                "id": events.handoff_ref(h.pk),
                 "from_agent": h.from_agent.agent_id,
                 "session_id": h.from_session.session_id if h.from_session else None,
                 "status": h.status,
@@ -182,5 +210,27 @@ def render_handoffs(fleet: Fleet, *, now: datetime | None = None) -> dict[str, A
                 "offered_leases": offered.get(h.pk, []),
             }
             for h in pending
-        ]
+        ],
+        "closed": _closed_handoffs(fleet, now or timezone.now()),
     }
+
+
+def _closed_handoffs(fleet: Fleet, now: datetime) -> list[dict[str, Any]]:
+    """Handoffs picked up or cleared within the window, newest first: how a bridge tells an
+    agent asking for one that it is gone, and to whom, without queueing a doomed pickup."""
+    closed = (
+        Handoff.objects.filter(fleet=fleet, updated_at__gte=now - Agent.ACTIVE_WINDOW)
+        .exclude(state=Handoff.State.PENDING)
+        .select_related("picked_up_by")
+        .order_by("-updated_at")[:CLOSED_SHOWN]
+    )
+    return [
+        {
+            "id": events.handoff_ref(h.pk),
+            "state": h.state,
+            "picked_up_by": h.picked_up_by.agent_id if h.picked_up_by else None,
+            "at": iso(h.updated_at),
+            "version": h.version,
+        }
+        for h in closed
+    ]

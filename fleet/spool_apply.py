@@ -13,9 +13,10 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, TypeVar, cast
 
+from django.db import transaction
 from django.utils import timezone
 
-from fleet import actions, leases
+from fleet import actions, handoffs, leases
 from fleet.globs import BadPath, normalise
 from fleet.models import Agent, Fleet, Handoff, Session
 from mcp_bridge.contract import events as ev
@@ -213,6 +214,74 @@ def apply_handoff_creates(events: Sequence[Envelope]) -> list[Outcome]:
                 outcome["offered"] = sorted(lease.path for lease in offered)
             outcomes[i] = outcome
     return filled(outcomes)
+
+
+def _target(event: Envelope) -> tuple[str, Handoff | None, int]:
+    """The handoff a pickup or clear names (None: not one of this fleet's), and the version
+    the agent read. The contract has checked both fields; this only guards the types."""
+    ref, version = event.payload.get("handoff"), event.payload.get("version")
+    pk = ev.handoff_pk(ref)
+    if pk is None or type(version) is not int:
+        raise InvalidEvent("payload.handoff and payload.version are required")
+    found = Handoff.objects.filter(fleet=event.fleet, pk=pk)
+    handoff = found.select_related("fleet", "picked_up_by").first()
+    return cast(str, ref), handoff, version
+
+
+def _refused(event: Envelope, verb: str, ref: str, reason: str,
+             handoff: Handoff | None) -> dict[str, Any]:
+    """Applied as a refusal (not dead-lettered): kept, and shown to the agent."""
+    actions.refuse_handoff_change(event.fleet, by=event.agent, verb=verb, ref=ref,
+                                  reason=reason, handoff=handoff)
+    return {"handoff": ref, "refused": reason}
+
+
+def _not_pending(ref: str, handoff: Handoff) -> str:
+    if handoff.state == Handoff.State.PICKED_UP and handoff.picked_up_by is not None:
+        return f"{ref} was already picked up by {handoff.picked_up_by.agent_id}"
+    return f"{ref} is {handoff.state}, not pending"
+
+
+def _moved_on(ref: str, conflict: actions.Conflict) -> str:
+    return (f"{ref} changed since version {conflict.expected_version} (it is at "
+            f"{conflict.current_version}): read it again in fleet_status and retry")
+
+
+def apply_handoff_pickup(event: Envelope) -> dict[str, Any]:
+    """handoff.pickup: fleet.actions.pick_up_handoff, the gate and compare-and-swap
+    included, exactly as the REST pickup; a refusal is recorded for the agent to see."""
+    ref, handoff, version = _target(event)
+    if handoff is None:
+        return _refused(event, handoffs.PICKUP_REFUSED, ref, f"no handoff {ref} in this fleet",
+                        None)
+    try:
+        # A savepoint: NotPending leaves the action's savepoint-free block, which would
+        # otherwise doom the drain's whole batch transaction.
+        with transaction.atomic():
+            result = actions.pick_up_handoff(
+                handoff, by=event.agent, expected_version=version, session=event.session,
+                confirm=event.payload.get("confirm") is True, now=min(event.at, timezone.now()),
+            )
+    except actions.NotPending:
+        return _refused(event, handoffs.PICKUP_REFUSED, ref, _not_pending(ref, handoff), handoff)
+    if isinstance(result, actions.Conflict):
+        return _refused(event, handoffs.PICKUP_REFUSED, ref, _moved_on(ref, result), handoff)
+    if isinstance(result, actions.NeedsConfirmation):
+        return _refused(event, handoffs.PICKUP_REFUSED, ref, result.message, handoff)
+    return {"handoff": ref, "picked_up": True, "version": result.version,
+            "transferred_leases": result.transferred_paths}
+
+
+def apply_handoff_clear(event: Envelope) -> dict[str, Any]:
+    """handoff.clear: fleet.actions.clear_handoff (compare-and-swap), as the REST clear."""
+    ref, handoff, version = _target(event)
+    if handoff is None:
+        return _refused(event, handoffs.CLEAR_REFUSED, ref, f"no handoff {ref} in this fleet",
+                        None)
+    result = actions.clear_handoff(handoff, expected_version=version, by=event.agent)
+    if isinstance(result, actions.Conflict):
+        return _refused(event, handoffs.CLEAR_REFUSED, ref, _moved_on(ref, result), handoff)
+    return {"handoff": ref, "cleared": True, "version": result.version}
 
 
 def filled(outcomes: list[Outcome | None]) -> list[Outcome]:

@@ -23,7 +23,23 @@ SERVER_NAME = "ctxlake"
 #: A hook command is ours when it runs one of these; uninstall removes exactly these.
 HOOK_MARK = "-m mcp_bridge hook "
 LAUNCHER_DIR = ".ctxlake/bin"  # under the user's home: a fixed place a shared file can name
-LAUNCHER_MARK = f"/{LAUNCHER_DIR}/ctxlake-mcp-"
+LAUNCHER_PREFIX = "ctxlake-mcp-"
+LAUNCHER_MARK = f"/{LAUNCHER_DIR}/{LAUNCHER_PREFIX}"
+#: An agent id install can name a launcher after: a file name, and never "." or "..".
+#: Fleet ids have neither "." nor "+", so `<fleet>.<agent>` and `<fleet>+<runtime>` never
+#: collide, whatever the agent is called.
+AGENT_FILE_RE = re.compile(r"[A-Za-z0-9_@][A-Za-z0-9_.@+-]{0,127}", re.ASCII)
+
+
+def launcher_name(fleet: str, agent: str) -> str:
+    """The launcher of one (fleet, agent): what the agent's id and interpreter live in."""
+    return f"{LAUNCHER_PREFIX}{fleet}.{agent}"
+
+
+def runtime_link_name(fleet: str, runtime: str) -> str:
+    """What a committed project file names for one runtime: it holds nothing personal, so
+    each user's link says which of their launchers that runtime starts."""
+    return f"{LAUNCHER_PREFIX}{fleet}+{runtime}"
 
 
 class InstallError(Exception):
@@ -68,18 +84,15 @@ def json_server(text: str, path: Path, entry: dict[str, Any] | None) -> str:
     return _dump_json(data)
 
 
-def json_hooks(text: str, path: Path, commands: dict[str, tuple[str | None, str]] | None,
-               ) -> str:
-    """Set (event → (matcher, command)) or remove (None) ctxlake's Claude Code hooks."""
+def json_hooks(text: str, path: Path, groups: dict[str, list[dict[str, Any]]] | None) -> str:
+    """Set (event → hook groups) or remove (None) ctxlake's hooks (Claude Code, Codex)."""
     data = _load_json(text, path)
     hooks = data.get("hooks", {})
     if not isinstance(hooks, dict):
         raise InstallError(f"{path}: hooks is not an object; not touching it")
     new = {event: _without_ours(groups) for event, groups in hooks.items()}
-    for event, (matcher, command) in (commands or {}).items():
-        group: dict[str, Any] = {"matcher": matcher} if matcher else {}
-        group["hooks"] = [{"type": "command", "command": command, "timeout": 10}]
-        new[event] = [*new.get(event, []), group]
+    for event, ours in (groups or {}).items():
+        new[event] = [*new.get(event, []), *ours]
     new = {event: groups for event, groups in new.items() if groups}
     if new == hooks:
         return text
@@ -164,39 +177,29 @@ FEATURE_MARK = "# ctxlake: Codex runs hooks.json only with this flag"
 FEATURE_TABLE_MARK = "# ctxlake: added for codex_hooks"
 
 
-def toml_hooks_flag(text: str, path: Path, on: bool) -> str:
-    """Turn Codex's `[features] codex_hooks` on (marked lines), or take our lines out.
-
-    A flag the user set themselves is theirs: left as it is, said when it is false.
-    """
+def toml_drop_hooks_flag(text: str) -> str:
+    """Take out the `[features] codex_hooks = true` lines earlier installs wrote (marked):
+    Codex 0.171 runs hooks.json by default and warns that the key is deprecated."""
     lines = text.splitlines(keepends=True)
     ours = [i for i, line in enumerate(lines) if line.rstrip().endswith(
         (FEATURE_MARK, FEATURE_TABLE_MARK))]
-    if not on:
-        if not ours:
-            return text
-        drop = set(ours)
-        first = min(ours)
-        if lines[first].rstrip().endswith(FEATURE_TABLE_MARK) and first and \
-                not lines[first - 1].strip():
-            drop.add(first - 1)  # the blank line we put before our table
-        return "".join(line for i, line in enumerate(lines) if i not in drop)
-    features = tomllib.loads(text).get("features", {})
-    if ours or "codex_hooks" in features:
-        if features.get("codex_hooks") is False:
-            sys.stderr.write(f"ctxlake install: {path} sets [features] codex_hooks = false; "
-                             "Codex will not run ctxlake's hooks until it is true\n")
+    if not ours:
         return text
-    flag = f"codex_hooks = true  {FEATURE_MARK}\n"
-    for i, line in enumerate(lines):
-        header = _HEADER.match(line)
-        if header and header.group(1).replace(" ", "") == "features":
-            return "".join(lines[:i + 1]) + flag + "".join(lines[i + 1:])
-    if features:
-        raise InstallError(f"{path} sets features with dotted keys; add codex_hooks = true "
-                           "there by hand and retry")
-    body = text.rstrip("\n")
-    return (body + "\n\n" if body else "") + f"[features]  {FEATURE_TABLE_MARK}\n" + flag
+    drop = set(ours)
+    first = min(ours)
+    if lines[first].rstrip().endswith(FEATURE_TABLE_MARK) and first and \
+            not lines[first - 1].strip():
+        drop.add(first - 1)  # the blank line we put before our table
+    return "".join(line for i, line in enumerate(lines) if i not in drop)
+
+
+def toml_warn_hooks_off(text: str, path: Path) -> None:
+    """Say so when the user turned Codex's hooks off themselves (theirs: never changed)."""
+    features = tomllib.loads(text).get("features", {})
+    off = [key for key in ("hooks", "codex_hooks") if features.get(key) is False]
+    if off:
+        sys.stderr.write(f"ctxlake install: {path} sets [features] {off[0]} = false; "
+                         "Codex will not run ctxlake's hooks until it is true\n")
 
 
 def _toml_str(value: str) -> str:

@@ -9,11 +9,14 @@ unified diff; `--dry-run` shows the diff and writes nothing. Running it twice is
 ("no changes"), which is what makes it safe to put in a setup script.
 
 Team-safe: project files (`.mcp.json`, `.claude/settings.json`, `.cursor/mcp.json`) are
-meant to be committed, so they carry nothing personal. They name a per-user launcher,
-`~/.ctxlake/bin/ctxlake-mcp-<fleet>`, through the runtime's own variable expansion; the
-launcher (written here, per user) holds this machine's interpreter, checkout and agent
-id. A teammate's install writes their own launcher and leaves the shared files as they
-are. Backups are owner-only and live under $CTXLAKE_HOME/backups/, never in the repo.
+meant to be committed, so they carry nothing personal. They name, through the runtime's
+own variable expansion, a per-user link for that runtime, `~/.ctxlake/bin/ctxlake-mcp-
+<fleet>+<runtime>`, which starts one of this user's launchers. There is one launcher per
+(fleet, agent), `~/.ctxlake/bin/ctxlake-mcp-<fleet>.<agent>`, holding this machine's
+interpreter, checkout and agent id: installing another agent (Cursor as ada-cursor after
+Claude Code as ada) writes its own launcher and never changes an existing one. A
+teammate's install writes their own and leaves the shared files as they are. Backups are
+owner-only and live under $CTXLAKE_HOME/backups/, never in the repo.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import os
+import re
 import shlex
 import sys
 from collections.abc import Callable
@@ -28,16 +32,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcp_bridge import contract
+from mcp_bridge import contract, hooks
 from mcp_bridge.config_files import (
+    AGENT_FILE_RE,
     HOOK_MARK,
     LAUNCHER_DIR,
     InstallError,
     json_hooks,
     json_server,
+    launcher_name,
+    runtime_link_name,
     toml_block,
-    toml_hooks_flag,
+    toml_drop_hooks_flag,
     toml_server,
+    toml_warn_hooks_off,
     yaml_server,
 )
 from mcp_bridge.contract import atomic, places
@@ -46,15 +54,43 @@ RUNTIMES = ("claude-code", "cursor", "codex", "hermes")
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 #: How each runtime spells "the user's home" in a project config it expands.
 HOME_VAR = {"claude-code": "${HOME}", "cursor": "${userHome}"}
-#: Claude Code hooks: event → (matcher or None, hook subcommand).
-CLAUDE_HOOKS = {"SessionStart": (None, "session-start"), "SessionEnd": (None, "session-end"),
-                "PreCompact": (None, "pre-compact"),
-                "PreToolUse": ("Edit|Write|MultiEdit|NotebookEdit|Bash", "pre-tool-use")}
+
+
+@dataclass(frozen=True)
+class Hook:
+    """One hook entry: the `hook` subcommand, and when the runtime runs it."""
+
+    sub: str
+    matcher: str | None = None  # the tool-name pattern (PreToolUse)
+    rule: str | None = None  # Claude Code's `if`: a permission rule the call must match
+    timeout: int = 10  # seconds
+
+    def group(self, command: str) -> dict[str, Any]:
+        """The hook group as Claude Code's settings.json and Codex's hooks.json spell it."""
+        handler: dict[str, Any] = {"type": "command", "command": command,
+                                   "timeout": self.timeout}
+        if self.rule:
+            handler["if"] = self.rule
+        return {**({"matcher": self.matcher} if self.matcher else {}), "hooks": [handler]}
+
+
+#: Claude Code hooks: event → entries. PreToolUse only for the edit tools and `git commit`.
+CLAUDE_HOOKS: dict[str, tuple[Hook, ...]] = {
+    "SessionStart": (Hook("session-start"),), "SessionEnd": (Hook("session-end"),),
+    "PreCompact": (Hook("pre-compact"),),
+    "PreToolUse": (Hook("pre-tool-use", hooks.EDIT_MATCHER),
+                   *(Hook("pre-tool-use", "Bash", rule) for rule in hooks.COMMIT_RULES))}
+#: Codex caps SessionEnd (and Interrupt) hooks at 3 s and warns at every start when asked
+#: for more (0.171); our SessionEnd hook starts the capture detached and returns at once.
+CODEX_SESSION_END_SECS = 3
 #: Codex (hooks.json, same input/output shapes as Claude Code's; SessionEnd's and PreCompact's
 #: `transcript_path` is its rollout file, or null). PreToolUse sees only shell commands, so
-#: the lease check catches `git commit` there.
-CODEX_HOOKS = {"SessionStart": (None, "session-start"), "SessionEnd": (None, "session-end"),
-               "PreCompact": (None, "pre-compact"), "PreToolUse": ("Bash", "pre-tool-use")}
+#: the lease check catches `git commit` there (Codex has no `if`: the hook checks).
+CODEX_HOOKS: dict[str, tuple[Hook, ...]] = {
+    "SessionStart": (Hook("session-start"),),
+    "SessionEnd": (Hook("session-end", timeout=CODEX_SESSION_END_SECS),),
+    "PreCompact": (Hook("pre-compact"),),
+    "PreToolUse": (Hook("pre-tool-use", "Bash"),)}
 HOOK_EVENTS = {"claude-code": CLAUDE_HOOKS, "codex": CODEX_HOOKS}
 #: Environment passed through to the server entry when the installer's own env sets it.
 PASSTHROUGH = ("CTXLAKE_HOME", "CTXLAKE_CACHE_DIR", "CTXLAKE_SPOOL_DIR")
@@ -82,11 +118,17 @@ class Target:
 
     @property
     def launcher(self) -> Path:
-        return self.home / LAUNCHER_DIR / f"ctxlake-mcp-{self.fleet}"
+        """This (fleet, agent)'s launcher; no other install writes it."""
+        return self.home / LAUNCHER_DIR / launcher_name(self.fleet, self.agent)
+
+    @property
+    def link(self) -> Path:
+        """This user's link for (fleet, runtime): what the shared files start."""
+        return self.home / LAUNCHER_DIR / runtime_link_name(self.fleet, self.runtime)
 
     def launcher_ref(self) -> str:
-        """The launcher as the shared file names it: through the runtime's home variable."""
-        return f"{HOME_VAR[self.runtime]}/{LAUNCHER_DIR}/ctxlake-mcp-{self.fleet}"
+        """The link as the shared file names it: through the runtime's home variable."""
+        return f"{HOME_VAR[self.runtime]}/{LAUNCHER_DIR}/{self.link.name}"
 
     def entry(self) -> dict[str, Any]:
         if self.shared:
@@ -100,7 +142,7 @@ class Target:
     def hook_command(self, event: str) -> str:
         extra = " --strict" if self.strict and event == "pre-tool-use" else ""
         if self.shared:  # a no-op for a teammate who has not installed (no launcher)
-            script = f'"$HOME/{LAUNCHER_DIR}/ctxlake-mcp-{self.fleet}"'
+            script = f'"$HOME/{LAUNCHER_DIR}/{self.link.name}"'
             return f"[ ! -x {script} ] || exec {script} hook {event}{extra}"
         if self.runtime == "codex":  # a plain argv: right whether or not a shell runs it
             return f"{shlex.quote(str(self.launcher))} hook {event}{extra}"
@@ -119,6 +161,17 @@ def launcher_script(target: Target) -> str:
             f"{exports}"
             f': "${{CTXLAKE_AGENT_ID:={agent}}}"\nexport CTXLAKE_AGENT_ID\n'
             f'exec {shlex.quote(target.python)} -m mcp_bridge "$@"\n')
+
+
+def link_script(target: Target) -> str:
+    """The per-user link for (fleet, runtime): it starts the launcher of the agent this
+    user installed that runtime as. Re-pointed (and said so) by a later install of the
+    same runtime for the same fleet as another agent: the shared file cannot tell them
+    apart."""
+    return ("#!/bin/sh\n"
+            f"# ctxlake: {target.runtime} runs fleet {target.fleet} as agent {target.agent} "
+            "for this user (written by `python -m mcp_bridge install`).\n"
+            f'exec {shlex.quote(str(target.launcher))} "$@"\n')
 
 
 def config_paths(runtime: str, scope: str, *, home: Path, project: Path,
@@ -172,13 +225,13 @@ def plan(target: Target, *, remove: bool) -> list[Change]:
     entry = target.entry()
     edit: Callable[[str], str]
     if target.runtime == "codex":
-        def edit(text: str) -> str:  # uninstall in the reverse order of install
-            if remove and target.hooks is not None:
-                text = toml_hooks_flag(text, target.config, on=False)
-            text = toml_server(text, target.config, None if remove else toml_block(entry))
-            if remove or target.hooks is None:
-                return text
-            return toml_hooks_flag(text, target.config, on=True)
+        def edit(text: str) -> str:
+            # Codex ≥ 0.171 runs hooks.json by default and calls the flag deprecated: take
+            # out the one earlier installs wrote (install and uninstall alike).
+            text = toml_drop_hooks_flag(text)
+            if not remove and target.hooks is not None:
+                toml_warn_hooks_off(text, target.config)
+            return toml_server(text, target.config, None if remove else toml_block(entry))
     elif target.runtime == "hermes":
         def edit(text: str) -> str:
             return yaml_server(text, target.config, None if remove else entry)
@@ -188,18 +241,26 @@ def plan(target: Target, *, remove: bool) -> list[Change]:
     before = _read(target.config)
     changes = [Change(target.config, before, edit(before))]
     if target.hooks is not None:
-        commands = None if remove else {
-            event: (matcher, target.hook_command(sub))
-            for event, (matcher, sub) in HOOK_EVENTS[target.runtime].items()}
+        groups = None if remove else {
+            event: [hook.group(target.hook_command(hook.sub)) for hook in entries]
+            for event, entries in HOOK_EVENTS[target.runtime].items()}
         text = _read(target.hooks)
-        after: str | None = json_hooks(text, target.hooks, commands)
-        if remove and not after and target.runtime == "codex":
-            after = None  # Codex reads hooks.json: leave no empty file behind
-        changes.append(Change(target.hooks, text, after))
+        changes.append(Change(target.hooks, text, json_hooks(text, target.hooks, groups)))
     if target.needs_launcher and not remove:
         script = launcher_script(target)
         changes.append(Change(target.launcher, _read(target.launcher), script, mode=0o700))
-    return changes
+    if target.shared and not remove:
+        changes.append(Change(target.link, _read(target.link), link_script(target), mode=0o700))
+    return [_emptied(c) if remove else c for c in changes]
+
+
+def _emptied(change: Change) -> Change:
+    """An uninstall that leaves a file empty removes the file (`.mcp.json`, `.claude/
+    settings.json`…): an empty file is still a config a runtime reads, and clutter in a
+    repository. One that was empty before is not ours to remove."""
+    if change.before.strip() and change.after is not None and not change.after.strip():
+        return Change(change.path, change.before, None, change.mode)
+    return change
 
 
 BACKUP_SUBDIR = "backups"
@@ -260,7 +321,29 @@ def run(target: Target, *, remove: bool, dry_run: bool, out: Any = None) -> int:
         out.write(f"{verb} {change.path}" + (f" (backup: {backup})" if backup else "") + "\n")
     if dry_run:
         out.write(f"dry run: nothing written ({len(changes)} file(s) would change)\n")
+    out.write(summary(target, changes, remove=remove, dry_run=dry_run))
     return 0
+
+
+_LINK_AGENT = re.compile(r"^# ctxlake: \S+ runs fleet \S+ as agent (\S+) ", re.MULTILINE)
+
+
+def summary(target: Target, changes: list[Change], *, remove: bool, dry_run: bool) -> str:
+    """What this run changed, in words: which agent the runtime now runs as, each file
+    changed, and a link that another agent of this fleet had (the one launcher-level
+    change a second install of the same runtime makes)."""
+    did = "would change" if dry_run else "changed"
+    head = f"ctxlake {'uninstall' if remove else 'install'} ({target.runtime})"
+    if not remove:
+        head += f": runs as agent {target.agent} in fleet {target.fleet}"
+    lines = [f"{head}; {did}: " + ", ".join(str(c.path) for c in changes)]
+    for change in changes:
+        before = _LINK_AGENT.search(change.before) if change.path == target.link else None
+        if before and before.group(1) != target.agent:
+            lines.append(f"note: {change.path} started agent {before.group(1)}'s launcher; "
+                         f"{target.runtime} in this fleet now runs as {target.agent} in "
+                         "every project of this user (their launcher is unchanged)")
+    return "".join(line + "\n" for line in lines)
 
 
 # -- command line --------------------------------------------------------------------------
@@ -294,6 +377,9 @@ def main(argv: list[str], *, command: str = "install") -> int:
     a = p.parse_args(argv)
     if not remove and not contract.FLEET_ID_RE.fullmatch(a.fleet):
         p.error("--fleet must be [A-Za-z0-9_-]{1,64}")
+    if not remove and not AGENT_FILE_RE.fullmatch(a.agent):
+        p.error("--agent must be 1-128 of A-Z a-z 0-9 _ . @ + - (not starting with . + or -): "
+                "it names the agent's launcher file")
     home = (a.home or Path.home()).expanduser()
     config, hooks = config_paths(a.runtime, a.scope, home=home, project=a.project.resolve())
     if a.config:

@@ -51,7 +51,8 @@ def build_cache(cache_dir: Path, fleet: str, *, memory_mode: str = "live",
                 agents: Sequence[dict[str, Any]] = (), contention: Sequence[dict[str, Any]] = (),
                 sessions: Sequence[dict[str, Any]] = (), handoffs: Sequence[dict[str, Any]] = (),
                 timeline: Sequence[dict[str, Any]] = (), briefing: str | None = None,
-                embedder: dict[str, Any] | None = None, snapshot: bool = True) -> Path:
+                embedder: dict[str, Any] | None = None, snapshot: bool = True,
+                closed_handoffs: Sequence[dict[str, Any]] = ()) -> Path:
     """Write every cache file of one fleet; returns the fleet directory.
 
     vectors: "model" embeds claim texts with mcp_bridge.contract.embed, "random" writes seeded
@@ -65,7 +66,8 @@ def build_cache(cache_dir: Path, fleet: str, *, memory_mode: str = "live",
     write_json(root / contract.ROSTER, {**head, "agents": list(agents),
                                         "contention": list(contention)})
     write_json(root / contract.HISTORY, {**head, "sessions": list(sessions)})
-    write_json(root / contract.HANDOFFS, {**head, "handoffs": list(handoffs)})
+    write_json(root / contract.HANDOFFS, {**head, "handoffs": list(handoffs),
+                                          "closed": list(closed_handoffs)})
     if snapshot and memory_mode != "off":
         write_snapshot(root / contract.SNAPSHOT, fleet, claims, vectors=vectors,
                        timeline=timeline, embedder=embedder, memory_mode=memory_mode)

@@ -1,4 +1,4 @@
-"""The nine tools as plain functions over Cache and Spool (no mcp import).
+"""The tools as plain functions over Cache and Spool (no mcp import).
 
 Read tools never fail: an absent or unusable cache is an empty answer with a `note`.
 Write tools validate, scrub, spool, and answer "queued for sync" — never "done", because
@@ -96,12 +96,27 @@ def fleet_status(b: Bridge) -> dict[str, Any]:
         agents.append({**agent, "leases": leases})
     contention = [c for c in _list(roster.get("contention")) if not _expired(c, now)]
     note = f"{dropped} lease(s) expired since the render are left out." if dropped else None
+    closed = _list((handoffs.value or {}).get("closed"))
     return _with_note({"agents": agents, "contention": contention, "handoffs": open_handoffs,
+                       **({"closed_handoffs": closed} if closed else {}),
+                       **_yours(b, agents),
                        "as_of": roster.get("generated_at"), **_pipeline(b, roster, now),
                        "advisory": "Leases are advisory; overlapping holders are listed in "
                                    "contention. Handoff text is another session's note: "
                                    "weigh it by source_trust."},
                       note, handoffs.note if handoffs.value is None else None)
+
+
+#: The roster's per-agent refusals: writes this bridge was told "queued" for, refused later.
+REFUSALS = ("refused_claims", "refused_handoffs")
+
+
+def _yours(b: Bridge, agents: list[dict[str, Any]]) -> dict[str, Any]:
+    """{"yours": this agent's refusals} when the render recorded any, else {}: the answer
+    to "did my queued write go through?" without searching the whole roster."""
+    me = next((a for a in agents if a.get("agent_id") == b.config.agent), {})
+    found = {key: me[key] for key in REFUSALS if _list(me.get(key))}
+    return {"yours": {"agent_id": b.config.agent, **found}} if found else {}
 
 
 def _pipeline(b: Bridge, roster: dict[str, Any], now: dt.datetime) -> dict[str, Any]:
@@ -249,6 +264,74 @@ def fleet_handoff(b: Bridge, summary: str, status: str, next: str | None = None,
     return _spool(b, contract.KIND_HANDOFF_CREATE, payload)
 
 
+def fleet_pickup(b: Bridge, handoff: str, version: int | None = None,
+                 confirm: bool = False) -> dict[str, Any]:
+    """Take over an open handoff: the pickup gate is asked before anything is queued, and
+    again by the server, which alone decides (the handoff may have moved on)."""
+    ref, seen = _open_handoff(b, handoff)
+    if seen is not None:
+        gate = events.pickup_gate(str(seen.get("source_trust")), confirm)
+        if gate:
+            raise Rejected(f"{ref}: {gate} Nothing was queued.")
+    payload: dict[str, Any] = {"handoff": ref, "version": _version(ref, version, seen)}
+    if confirm:  # absent means false, as for transfer_leases
+        payload["confirm"] = True
+    return _handoff_receipt(b, events.KIND_HANDOFF_PICKUP, payload)
+
+
+def fleet_clear(b: Bridge, handoff: str, version: int | None = None) -> dict[str, Any]:
+    """Close a handoff nobody should pick up (compare-and-swap on its version)."""
+    ref, seen = _open_handoff(b, handoff)
+    payload = {"handoff": ref, "version": _version(ref, version, seen)}
+    return _handoff_receipt(b, events.KIND_HANDOFF_CLEAR, payload)
+
+
+def _open_handoff(b: Bridge, handoff: str) -> tuple[str, dict[str, Any] | None]:
+    """The ref (h-12; bare digits taken as one) and the open handoff the cache shows under
+    it (None: not there). One the cache shows closed is refused now: no pickup or clear of
+    it can succeed, and "queued" would only send the agent to wait for a refusal."""
+    text = handoff.strip()
+    ref = f"{events.HANDOFF_REF_PREFIX}{text}" if text.isascii() and text.isdigit() else text
+    if events.handoff_pk(ref) is None:
+        raise Rejected(f"handoff must be an id as fleet_status shows it (h-12); got {text[:40]!r}")
+    body = b.cache.read(contract.HANDOFFS).value or {}
+    for item in _list(body.get("closed")):
+        if item.get("id") == ref:
+            raise Rejected(f"{ref} is already {_closed_how(item)}; nothing was queued.")
+    seen = next((h for h in _list(body.get("handoffs")) if h.get("id") == ref), None)
+    return ref, seen
+
+
+def _closed_how(item: dict[str, Any]) -> str:
+    when = f" at {item.get('at')}" if item.get("at") else ""
+    if item.get("state") == "picked_up":
+        return f"picked up by {item.get('picked_up_by')}{when}"
+    return f"{item.get('state')}{when}"
+
+
+def _version(ref: str, version: int | None, seen: dict[str, Any] | None) -> int:
+    """The compare-and-swap token: the caller's, else the version the last render showed."""
+    if version is not None:
+        return version
+    shown = (seen or {}).get("version")
+    if type(shown) is not int:
+        raise Rejected(f"{ref} is not among the open handoffs of the last render (fleet_status "
+                       "lists them); pass version=1 for one left since, to queue it anyway.")
+    return shown
+
+
+def _handoff_receipt(b: Bridge, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """The queued answer, with this agent's earlier refusals for the same handoff."""
+    out = _spool(b, kind, payload)
+    out["message"] += " A refusal shows under `yours` in fleet_status."
+    roster = b.cache.read(contract.ROSTER).value or {}
+    mine = _yours(b, _list(roster.get("agents"))).get("yours", {})
+    earlier = [r for r in _list(mine.get("refused_handoffs")) if r.get("handoff") ==
+               payload["handoff"]]
+    return {**out, "handoff": payload["handoff"], "version": payload["version"],
+            **({"refused_before": earlier} if earlier else {})}
+
+
 def memory_propose(b: Bridge, claim: str, type: str, subject: str,
                    evidence: list[Any]) -> dict[str, Any]:
     payload = {"claim": claim.strip(), "type": type, "subject": subject.strip(),
@@ -352,6 +435,7 @@ def _after(session: dict[str, Any], after: dt.datetime | None) -> bool:
 HANDLERS: dict[str, Callable[..., dict[str, Any]]] = {
     "fleet_status": fleet_status, "fleet_claim": fleet_claim, "fleet_release": fleet_release,
     "fleet_history": fleet_history, "fleet_handoff": fleet_handoff,
+    "fleet_pickup": fleet_pickup, "fleet_clear": fleet_clear,
     "memory_search": memory_search, "memory_propose": memory_propose,
     "memory_timeline": memory_timeline, "memory_feedback": memory_feedback,
 }

@@ -5,6 +5,8 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -64,8 +66,13 @@ def _backups(where: dict[str, Path]) -> list[Path]:
 
 
 def _launcher_env(launcher: Path) -> dict[str, str]:
-    """What the launcher really hands the bridge: run it with `env` in place of python."""
-    script = launcher.read_text().replace(f"exec {sys.executable} -m mcp_bridge", "exec env")
+    """What the launcher really hands the bridge: run it with `env` in place of python.
+    A runtime's link (what a shared file names) is followed to the launcher it starts."""
+    script = launcher.read_text()
+    link = re.search(r"^exec (\S+) \"\$@\"$", script, re.MULTILINE)
+    if link:
+        script = Path(shlex.split(link.group(1))[0]).read_text()
+    script = script.replace(f"exec {sys.executable} -m mcp_bridge", "exec env")
     done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True,
                           env={"PATH": "/usr/bin:/bin"})
     return dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
@@ -91,9 +98,10 @@ def test_it_round_trips_each_runtime_keeping_every_other_entry(
         personal = entry["env"]
     else:  # a committed project file: only the launcher's name, in the runtime's syntax
         home_var = "${HOME}" if runtime == "claude-code" else "${userHome}"
-        assert entry == {"command": f"{home_var}/.ctxlake/bin/ctxlake-mcp-acme", "args": []}
+        link = f".ctxlake/bin/ctxlake-mcp-acme+{runtime}"
+        assert entry == {"command": f"{home_var}/{link}", "args": []}
         assert "ada" not in path.read_text() and sys.executable not in path.read_text()
-        personal = _launcher_env(where["home"] / ".ctxlake" / "bin" / "ctxlake-mcp-acme")
+        personal = _launcher_env(where["home"] / link)
     assert personal["CTXLAKE_FLEET_ID"] == "acme" and personal["CTXLAKE_AGENT_ID"] == "ada"
     assert personal["PYTHONPATH"] == str(install.PROJECT_ROOT)
     assert personal["CTXLAKE_HOME"] == str(where["root"] / "ctxlake")
@@ -146,12 +154,17 @@ def test_claude_code_hooks_are_added_beside_the_users_and_removed_alone(
     hooks = _parse(where["claude-hooks"])["hooks"]
     start = [h["command"] for g in hooks["SessionStart"] for h in g["hooks"]]
     assert start[0] == "echo 'remember: run make lint'"
-    assert start[1] == ('[ ! -x "$HOME/.ctxlake/bin/ctxlake-mcp-acme" ] || exec '
-                        '"$HOME/.ctxlake/bin/ctxlake-mcp-acme" hook session-start')
+    link = '"$HOME/.ctxlake/bin/ctxlake-mcp-acme+claude-code"'
+    assert start[1] == f"[ ! -x {link} ] || exec {link} hook session-start"
     assert hooks["SessionEnd"][0]["hooks"][0]["command"].endswith("hook session-end")
-    (pre,) = hooks["PreToolUse"]
-    assert pre["matcher"] == "Edit|Write|MultiEdit|NotebookEdit|Bash"
-    assert pre["hooks"][0]["command"].endswith("hook pre-tool-use")
+    # Claude Code decides when the hook runs: the edit tools, and Bash only for git commit
+    edits, *commits = hooks["PreToolUse"]
+    assert edits["matcher"] == "Edit|Write|MultiEdit|NotebookEdit" and "if" not in edits[
+        "hooks"][0]
+    assert [(g["matcher"], g["hooks"][0]["if"]) for g in commits] == [
+        ("Bash", "Bash(git commit*)"), ("Bash", "Bash(git -* commit*)")]
+    assert {g["hooks"][0]["command"] for g in (edits, *commits)} == {
+        f"[ ! -x {link} ] || exec {link} hook pre-tool-use"}
     assert hooks["PostToolUse"] == original["hooks"]["PostToolUse"]
     assert _parse(where["claude-hooks"])["permissions"] == original["permissions"]
     _run(where, "uninstall", "claude-code")
@@ -203,7 +216,7 @@ def test_it_creates_a_config_that_did_not_exist(tmp_path: Path,
     assert code == 0 and "ctxlake" in tomllib.loads(config.read_text())["mcp_servers"]
     assert (config.parent / "hooks.json").exists()  # beside the config it was given
     install.main(["--runtime", "codex", "--config", str(config), *home], command="uninstall")
-    assert config.read_text() == ""
+    assert not config.exists() and not (config.parent / "hooks.json").exists()  # emptied
 
 
 def test_two_teammates_install_into_one_repository(
@@ -228,7 +241,7 @@ def test_two_teammates_install_into_one_repository(
     assert {p: p.read_bytes() for p in shared} == after_first
     assert out.count(f"wrote {where['claude-code']}") == 1  # bo's install left it alone
     for name in ("ada", "bo"):
-        launcher = where["root"] / f"home-{name}" / ".ctxlake" / "bin" / "ctxlake-mcp-acme"
+        launcher = where["root"] / f"home-{name}" / ".ctxlake" / "bin" / f"ctxlake-mcp-acme.{name}"
         assert _launcher_env(launcher)["CTXLAKE_AGENT_ID"] == name
     for text in after_first.values():
         assert b"ada" not in text and str(install.PROJECT_ROOT).encode() not in text
@@ -316,9 +329,12 @@ def test_hermes_round_trips_every_shape_of_mcp_servers(where: dict[str, Path],
     assert _run(where, "install", "hermes", "--agent", "ada-2") == 0  # replaced in place
     assert where["hermes"].read_text().count("ctxlake:") == 1
     assert _run(where, "uninstall", "hermes") == 0
+    if not original:  # a file left empty by the uninstall is removed
+        assert not where["hermes"].exists()
+        return
     after = _parse(where["hermes"])
     assert "ctxlake" not in (after.get("mcp_servers") or {})
-    if "other" in original or not original:
+    if "other" in original:
         assert where["hermes"].read_text() == original
 
 
@@ -338,13 +354,15 @@ def test_codex_gets_session_hooks_and_a_bash_pre_tool_use_hook(
 
     assert _run(where, "install", "codex") == 0
     codex = where["home"] / ".codex"
-    assert tomllib.loads(where["codex"].read_text())["features"]["codex_hooks"] is True
+    # Codex 0.171 runs hooks.json by default; `[features].codex_hooks` is deprecated there
+    assert "features" not in tomllib.loads(where["codex"].read_text())
     hooks = json.loads((codex / "hooks.json").read_text())["hooks"]
-    launcher = where["home"] / ".ctxlake" / "bin" / "ctxlake-mcp-acme"
+    launcher = where["home"] / ".ctxlake" / "bin" / "ctxlake-mcp-acme.ada"
     assert set(hooks) == {"SessionStart", "SessionEnd", "PreCompact", "PreToolUse"}
-    for event, sub in (("SessionStart", "session-start"), ("SessionEnd", "session-end"),
-                       ("PreCompact", "pre-compact")):
-        assert hooks[event] == [{"hooks": [{"type": "command", "timeout": 10,
+    for event, sub, secs in (("SessionStart", "session-start", 10),
+                             ("SessionEnd", "session-end", 3),  # Codex's cap for SessionEnd
+                             ("PreCompact", "pre-compact", 10)):
+        assert hooks[event] == [{"hooks": [{"type": "command", "timeout": secs,
                                             "command": f"{launcher} hook {sub}"}]}], event
     (pre,) = hooks["PreToolUse"]
     assert pre["matcher"] == "Bash" and pre["hooks"][0]["command"].endswith("pre-tool-use")
@@ -432,11 +450,113 @@ def test_codex_keeps_the_users_own_features_table_and_flag(
     original = where["codex"].read_text() + "\n[features]\nweb_search = true\n"
     where["codex"].write_text(original)
     _run(where, "install", "codex")
-    assert tomllib.loads(where["codex"].read_text())["features"] == {
-        "web_search": True, "codex_hooks": True}
+    assert tomllib.loads(where["codex"].read_text())["features"] == {"web_search": True}
     _run(where, "uninstall", "codex")
     assert where["codex"].read_text() == original
-    where["codex"].write_text(original.replace("web_search = true", "codex_hooks = false"))
+    for key in ("hooks", "codex_hooks"):
+        where["codex"].write_text(original.replace("web_search = true", f"{key} = false"))
+        _run(where, "install", "codex")
+        assert f"{key} = false" in where["codex"].read_text()  # theirs: said, not changed
+        assert "Codex will not run ctxlake's hooks" in capsys.readouterr().err
+        _run(where, "uninstall", "codex")
+
+
+def test_codex_loses_the_deprecated_flag_an_earlier_install_wrote(
+    where: dict[str, Path],
+) -> None:
+    """Installs before Codex 0.171 turned `[features] codex_hooks` on (marked as ours);
+    the next install takes it out, and a user's own features table stays."""
+    from mcp_bridge.config_files import FEATURE_MARK, FEATURE_TABLE_MARK
+
+    original = where["codex"].read_text()
+    where["codex"].write_text(original + f"\n[features]  {FEATURE_TABLE_MARK}\n"
+                              f"codex_hooks = true  {FEATURE_MARK}\n")
     _run(where, "install", "codex")
-    assert "codex_hooks = false" in where["codex"].read_text()  # theirs: said, not changed
-    assert "Codex will not run ctxlake's hooks" in capsys.readouterr().err
+    assert "codex_hooks" not in where["codex"].read_text()
+    _run(where, "uninstall", "codex")
+    assert where["codex"].read_text() == original
+
+
+def _started(command: str, where: dict[str, Path], home_var: str) -> dict[str, str]:
+    """The environment the bridge gets when a runtime starts `command` from its config:
+    its home variable expanded, the link and launcher run for real, the interpreter a
+    stand-in that prints its environment."""
+    done = subprocess.run([command.replace(home_var, str(where["home"]))], capture_output=True,
+                          text=True, check=True, env={"PATH": "/usr/bin:/bin"})
+    return dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+
+
+def test_two_agents_of_one_fleet_on_one_machine_each_run_as_themselves(
+    where: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 26: Claude Code as ada, then Cursor as ada-cursor, the docs' order. Each
+    runtime's config starts its own agent, and the second install changed nothing of the
+    first's; uninstalling Cursor leaves Claude Code's."""
+    python = tmp_path / "python"  # what the launchers exec: prints the env it was given
+    python.write_text("#!/bin/sh\nexec env\n")
+    python.chmod(0o755)
+    _run(where, "install", "claude-code", "--python", str(python))
+    first = {p: p.read_bytes() for p in (where["home"] / ".ctxlake" / "bin").iterdir()}
+    args = ["--runtime", "cursor", "--fleet", "acme", "--agent", "ada-cursor", "--python",
+            str(python), "--home", str(where["home"]), "--project", str(where["project"])]
+    assert install.main(args, command="install") == 0
+    said = capsys.readouterr().out
+    assert "ctxlake install (cursor): runs as agent ada-cursor in fleet acme; changed: " in said
+    assert {p: p.read_bytes() for p in first} == first  # ada's launcher and link untouched
+
+    claude = _servers(where["claude-code"])["ctxlake"]["command"]
+    cursor = _servers(where["cursor"])["ctxlake"]["command"]
+    assert _started(claude, where, "${HOME}")["CTXLAKE_AGENT_ID"] == "ada"
+    assert _started(cursor, where, "${userHome}")["CTXLAKE_AGENT_ID"] == "ada-cursor"
+    hook = _parse(where["claude-hooks"])["hooks"]["SessionStart"][-1]["hooks"][0]["command"]
+    link = shlex.split(hook.split(" || exec ")[1])[0].replace("$HOME", str(where["home"]))
+    assert _launcher_env(Path(link))["CTXLAKE_AGENT_ID"] == "ada"  # the hooks too
+
+    assert install.main(["--runtime", "cursor", "--project", str(where["project"]),
+                         "--home", str(where["home"])], command="uninstall") == 0
+    assert "ctxlake" not in _servers(where["cursor"])
+    assert _started(claude, where, "${HOME}")["CTXLAKE_AGENT_ID"] == "ada"
+
+
+def test_uninstall_removes_the_files_it_leaves_empty_and_no_others(
+    where: dict[str, Path],
+) -> None:
+    """A project with nothing but ctxlake: `.mcp.json`, `.claude/settings.json` and
+    `.cursor/mcp.json` go with the uninstall; a file that was empty before stays."""
+    for key in ("claude-code", "claude-hooks", "cursor"):
+        where[key].unlink()
+    (where["project"] / ".claude" / "settings.local.json").write_text("")
+    for runtime in ("claude-code", "cursor"):
+        _run(where, "install", runtime)
+        assert where[runtime].exists()
+    for runtime in ("claude-code", "cursor"):
+        _run(where, "uninstall", runtime)
+    assert not [where[k] for k in ("claude-code", "claude-hooks", "cursor") if where[k].exists()]
+    assert (where["project"] / ".claude" / "settings.local.json").exists()
+
+
+def test_a_second_agent_for_the_same_runtime_and_fleet_is_said_and_keeps_the_first(
+    where: dict[str, Path], capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A committed file cannot name an agent, so one user's Claude Code runs one agent per
+    fleet: installing it as bo re-points the link, says so, and leaves ada's launcher."""
+    _run(where, "install", "claude-code")
+    ada = (where["home"] / ".ctxlake" / "bin" / "ctxlake-mcp-acme.ada").read_bytes()
+    capsys.readouterr()
+    assert install.main(["--runtime", "claude-code", "--fleet", "acme", "--agent", "bo",
+                         "--home", str(where["home"]), "--project", str(where["project"])],
+                        command="install") == 0
+    said = capsys.readouterr().out
+    assert "started agent ada's launcher; claude-code in this fleet now runs as bo" in said
+    assert (where["home"] / ".ctxlake" / "bin" / "ctxlake-mcp-acme.ada").read_bytes() == ada
+
+
+@pytest.mark.parametrize("agent", ["../evil", ".hidden", "a/b", "a b", "-x", "é"])
+def test_it_refuses_an_agent_id_that_cannot_name_a_launcher(
+    where: dict[str, Path], agent: str,
+) -> None:
+    with pytest.raises(SystemExit):
+        install.main(["--runtime", "cursor", "--fleet", "acme", "--agent", agent,
+                      "--home", str(where["home"]), "--project", str(where["project"])],
+                     command="install")
+    assert not (where["home"] / ".ctxlake").exists()

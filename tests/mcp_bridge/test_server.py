@@ -21,6 +21,8 @@ EXPECTED = {
     "fleet_release": (["paths"], []),
     "fleet_history": (["repo", "since", "limit"], []),
     "fleet_handoff": (["summary", "status", "next", "transfer_leases"], ["summary", "status"]),
+    "fleet_pickup": (["handoff", "version", "confirm"], ["handoff"]),
+    "fleet_clear": (["handoff", "version"], ["handoff"]),
     "memory_search": (["query", "scope", "subject", "claim_type", "k"], ["query"]),
     "memory_propose": (["claim", "type", "subject", "evidence"],
                        ["claim", "type", "subject", "evidence"]),

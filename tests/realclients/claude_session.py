@@ -48,8 +48,9 @@ class Ran:
 
 
 def drive(clients: Clients, world: Fleet, prompt: str, script: list[Step],
-          *allowed: str) -> Ran:
-    """Run the session in the world's project; it must end with the script's last words."""
+          *allowed: str, env: dict[str, str] | None = None) -> Ran:
+    """Run the session in the world's project; it must end with the script's last words.
+    `env`: more variables for the CLI (and so for the bridge and hooks it starts)."""
     final = script[-1]
     assert isinstance(final, Say)
     debug = world.root / f"claude-debug-{len(list(world.root.glob('claude-debug-*')))}.log"
@@ -57,7 +58,7 @@ def drive(clients: Clients, world: Fleet, prompt: str, script: list[Step],
         env = clients.env(world.home, ANTHROPIC_BASE_URL=standin.url,
                           ANTHROPIC_API_KEY="sk-ant-standin-not-a-key", DISABLE_TELEMETRY="1",
                           DISABLE_ERROR_REPORTING="1", DISABLE_AUTOUPDATER="1",
-                          CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+                          CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", **(env or {}))
         done = subprocess.run(
             [clients.path("claude"), "-p", prompt, "--output-format", "json",
              "--allowedTools", ",".join(("mcp__ctxlake", *allowed)), "--debug-file", str(debug)],

@@ -146,11 +146,11 @@ def test_pretooluse_warns_before_editing_a_leased_path(clients: Clients, fleet: 
     """Another agent's live lease on the edited path reaches the model before the edit."""
     fleet.install("claude-code")
     settings = json.loads((fleet.project / ".claude" / "settings.json").read_text())
-    [group] = settings["hooks"]["PreToolUse"]
+    group = settings["hooks"]["PreToolUse"][0]
     assert "Write" in group["matcher"].split("|"), group
     [hook] = group["hooks"]
-    # The committed settings run the per-user launcher (as `.mcp.json` does), not a path.
-    assert f"{LAUNCHER_MARK}{FLEET}\" hook pre-tool-use" in hook["command"], hook
+    # The committed settings run the per-user link (as `.mcp.json` does), not a path.
+    assert f"{LAUNCHER_MARK}{FLEET}+claude-code\" hook pre-tool-use" in hook["command"], hook
     # Leases are repo-relative globs: the hook checks a path inside a git work tree only.
     subprocess.run(["git", "init", "-q", str(fleet.project)], check=True, timeout=30)
     target = fleet.project / "src" / "payments" / "webhook.py"
@@ -266,3 +266,44 @@ def test_session_end_captures_an_error_fix_from_the_real_transcript(
     uuids = {json.loads(line).get("uuid") for line in transcript.read_text().splitlines()}
     assert {c["message_id"] for c in fix["evidence"]} <= uuids
     assert {c["session_id"] for c in fix["evidence"]} == {sid}
+
+
+def test_pretooluse_runs_for_git_commit_and_not_for_other_bash(
+    clients: Clients, fleet: Fleet,
+) -> None:
+    """Issue 26 item 8: Claude Code itself decides (the settings' matcher and `if`), so a
+    Bash command that is not a commit spawns no hook; a commit of a leased file is warned."""
+    fleet.install("claude-code")
+    project = str(fleet.project)
+    subprocess.run(["git", "init", "-q", project], check=True, timeout=30)
+    target = fleet.project / "src" / "payments" / "webhook.py"
+    target.parent.mkdir(parents=True)
+    target.write_text("RETRIES = 3\n")
+    for args in (["add", "-A"], ["config", "user.email", "t@e"], ["config", "user.name", "t"]):
+        subprocess.run(["git", "-C", project, *args], check=True, timeout=30)
+    script: list[Step] = [
+        ToolUse("Bash", {"command": "ls src", "description": "list"}),
+        ToolUse("Bash", {"command": "git -C . commit --dry-run -q", "description": "check"}),
+        ToolUse("Bash", {"command": "git commit -qm 'commit retries'", "description": "ci"}),
+        Say(DONE),
+    ]
+    session = run_session(clients, fleet, script, "Bash")
+    last = session.agent_requests()[-1]
+    said = f"src/payments/webhook.py is leased by {HOLDER} ({LEASED_GLOB})"
+    warned = [sum(said in t for t in _context_texts(_step_messages(last, step)))
+              for step in range(3)]
+    assert warned == [0, 1, 1], (warned, _hook_lines(session.debug_log))
+    spawned = [ln for ln in _hook_lines(session.debug_log)
+               if "PreToolUse:Bash" in ln and "hook pre-tool-use] finished" in ln]
+    assert len(spawned) == 2, spawned  # once for each commit, never for `ls`
+
+
+def _step_messages(request: Recorded, step: int) -> list[Any]:
+    """The messages between script step `step`'s tool_use and the next step's."""
+    after = _messages_after(request, tool_id(step))
+    ids = [i for i, m in enumerate(after) if m.get("role") == "assistant"]
+    return after[:ids[0]] if ids else after
+
+
+def _hook_lines(log: str) -> list[str]:
+    return [ln[:300] for ln in log.splitlines() if "hook" in ln.lower()]

@@ -59,10 +59,11 @@ def expand_like_claude_code(value: Any, env: dict[str, str]) -> Any:
 def inspector_config(fleet: Fleet, env: dict[str, str]) -> Path:
     """The installed `.mcp.json` entry, expanded for `env`, as the Inspector's --config."""
     installed = json.loads((fleet.project / ".mcp.json").read_text())["mcpServers"]["ctxlake"]
-    assert installed == {"command": f"${{HOME}}/.ctxlake/bin/ctxlake-mcp-{FLEET}", "args": []}
+    link = f".ctxlake/bin/ctxlake-mcp-{FLEET}+claude-code"
+    assert installed == {"command": f"${{HOME}}/{link}", "args": []}
     entry = expand_like_claude_code(installed, env)
     launcher = Path(entry["command"])
-    assert launcher == fleet.home / ".ctxlake" / "bin" / f"ctxlake-mcp-{FLEET}"
+    assert launcher == fleet.home / link
     assert launcher.is_file() and os.access(launcher, os.X_OK), f"no launcher at {launcher}"
     config = fleet.root / "inspector-mcp.json"
     config.write_text(json.dumps({"mcpServers": {"ctxlake": entry}}))

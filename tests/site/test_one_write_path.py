@@ -7,6 +7,7 @@ claims citing the files, and a render of the fleet's cache requested on commit.
 from __future__ import annotations
 
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from django.utils import timezone
 from claims.models import Claim
 from ctxlake_site import workers
 from fleet.models import Activity, Agent, Fleet, Handoff, Lease, Session
+from mcp_bridge.contract import events
 from mcp_bridge.contract.spool import Spool
 from tests.claims.searchdata import promoted
 from tests.fleet.conftest import ApiAs
@@ -87,5 +89,60 @@ def test_rest_and_spool_writes_of_one_change_leave_the_same_traces(
     assert over_rest_traces == over_spool_traces
     assert [s for _, s in over_rest_traces["stale"]] == [0.5, 0.5]  # both files' claims
     assert over_rest_traces["activity"]["claim.possibly_stale"] == 2
+    assert _renders_requested(over_rest, fleet_a) >= 1
+    assert _renders_requested(over_spool, fleet_b) >= 1
+
+
+def _handoff_traces(fleet: Fleet) -> dict[str, Any]:
+    return {
+        "handoffs": sorted((h.summary, h.state, h.version, h.picked_up_by.agent_id
+                            if h.picked_up_by else None, h.picked_up_session is not None)
+                           for h in Handoff.objects.filter(fleet=fleet)),
+        "leases": sorted((ls.agent.agent_id, ls.path, ls.released_at is None)
+                         for ls in Lease.objects.filter(fleet=fleet)),
+        "activity": Counter(Activity.objects.filter(fleet=fleet).exclude(verb="token.issued")
+                            .values_list("verb", flat=True)),
+    }
+
+
+def _two_handoffs(fleet: Fleet) -> list[Handoff]:
+    """ada's two notes, the first offering her lease on src/payments/**. Rows made directly:
+    a render requested here would absorb (on_commit_once) the one the change must ask for."""
+    ada = Agent.objects.create(fleet=fleet, agent_id="ada")
+    Agent.objects.create(fleet=fleet, agent_id="bo")
+    notes = [Handoff.objects.create(fleet=fleet, from_agent=ada, summary=text, status="blocked")
+             for text in ("take refunds", "stale note")]
+    Lease.objects.create(fleet=fleet, agent=ada, path="src/payments/**", reason="refunds",
+                         expires_at=timezone.now() + timedelta(hours=1), offered_with=notes[0])
+    return notes
+
+
+def test_rest_and_spool_pickups_and_clears_leave_the_same_traces(
+    fleet_a: Fleet, fleet_b: Fleet, api_as: ApiAs, spool_dir: Path,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    take_a, stale_a = _two_handoffs(fleet_a)
+    take_b, stale_b = _two_handoffs(fleet_b)
+    Session.objects.create(fleet=fleet_a, agent=Agent.objects.get(fleet=fleet_a, agent_id="bo"),
+                           session_id="s-2", started_at=timezone.now())
+
+    rest = api_as(Agent.objects.get(fleet=fleet_a, agent_id="bo"))
+    base = f"/api/v1/fleets/{fleet_a.slug}/handoffs"
+    with django_capture_on_commit_callbacks() as over_rest:
+        picked = rest.post(f"{base}/{take_a.pk}/pickup",
+                           {"version": 1, "confirm": True, "session_id": "s-2"}, format="json")
+        cleared = rest.post(f"{base}/{stale_a.pk}/clear", {"version": 1}, format="json")
+    assert (picked.status_code, cleared.status_code) == (200, 200), picked.content
+
+    spool = Spool(spool_dir, fleet=fleet_b.slug, agent="bo", session="s-2")
+    spool.append("handoff.pickup", {"handoff": events.handoff_ref(take_b.pk), "version": 1,
+                                    "confirm": True})
+    spool.append("handoff.clear", {"handoff": events.handoff_ref(stale_b.pk), "version": 1})
+    with django_capture_on_commit_callbacks() as over_spool:
+        assert workers.drain_spool(fleet_b.slug).applied == 2
+
+    assert _handoff_traces(fleet_a) == _handoff_traces(fleet_b)
+    assert _handoff_traces(fleet_a)["leases"] == [("ada", "src/payments/**", False),
+                                                  ("bo", "src/payments/**", True)]
     assert _renders_requested(over_rest, fleet_a) >= 1
     assert _renders_requested(over_spool, fleet_b) >= 1
