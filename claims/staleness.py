@@ -25,7 +25,7 @@ from fleet import activity
 from fleet.globs import BadPath, covers, like_pattern, literal_prefix
 from fleet.models import Agent, Fleet, Session
 from fleet.signals import PathReport
-from mcp_bridge.contract import ranking
+from mcp_bridge.contract import ranking, screen
 
 POSSIBLY_STALE = ranking.STALE_DEFAULT  # 0.5: halves the score, never hides the claim
 LIVE_STATUSES = (Claim.Status.PROPOSED, Claim.Status.PROMOTED)
@@ -138,7 +138,9 @@ def since_phrase(report: PathReport, paths: list[str]) -> str:
     who = report.agent.agent_id if report.agent else "an agent"
     did = "leased" if report.source == "lease.claim" else "changed"
     more = f" and {len(paths) - 1} more" if len(paths) > 1 else ""
-    return f"{who} {did} {paths[0]}{more}"[:300]
+    phrase = f"{who} {did} {paths[0]}{more}"[:300]
+    # agents read it: a path that reads as an order is not repeated to them
+    return f"{who} {did} {len(paths)} path(s)" if screen.screen_text(phrase).flagged else phrase
 
 
 def on_paths_reported(
