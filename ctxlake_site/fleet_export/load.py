@@ -275,7 +275,12 @@ def merge_into(checked: Checked, slug: str) -> Outcome:
         outcome.already_imported = True
         return outcome
     agents = _agents(fleet, checked.rows(layout.AGENTS), outcome)
-    sessions = _sessions(fleet, agents, checked.rows(layout.SESSIONS), outcome)
+    # Sessions are not merged: a Session row is what makes a citation verified here
+    # (fleet.lineage), and another server's word must not count toward this fleet's
+    # promotion gate. Citations of sessions this fleet never saw stay unverified.
+    sessions = {s.session_id: s for s in Session.objects.filter(fleet=fleet)}
+    unseen = [r for r in checked.rows(layout.SESSIONS) if r["session_id"] not in sessions]
+    outcome.unchanged["sessions not merged (unverified here)"] += len(unseen)
     _handoffs(fleet, agents, sessions, checked.rows(layout.HANDOFFS), outcome,
               trust=Handoff.SourceTrust.INGESTED)
     _propose(fleet, agents, checked, outcome)
