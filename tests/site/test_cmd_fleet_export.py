@@ -120,6 +120,11 @@ def test_it_merges_as_proposals_never_promoting_and_twice_changes_nothing(
     assert set(merged.values_list("scope", flat=True)) == {"agent"}
     assert set(Handoff.objects.filter(fleet=fleet_b).values_list("source_trust", flat=True)) \
         == {"ingested"}
+    # another server's sessions are not merged, so they verify nothing here: the promotion
+    # gate counts no independent session for the merged proposals
+    assert not Session.objects.filter(fleet=fleet_b).exists()
+    assert set(merged.values_list("independent_sessions", flat=True)) == {0}
+    assert said["unchanged"]["sessions not merged (unverified here)"] == 2
     before = _counts()
 
     again = json.loads(import_(export, "--into", "fleet-b", "--as-proposals", "--json"))
