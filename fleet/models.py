@@ -141,7 +141,7 @@ class Fleet(models.Model):
         f"0 to {contract.CAPTURE_MAX_LIMIT}). A short queue of good proposals gets read.",
     )
     default_lease_ttl_secs = models.PositiveIntegerField(
-        default=3600,
+        default=ev.TTL_DEFAULT_SECS,  # the one default: a claim naming no TTL gets the fleet's
         validators=[MinValueValidator(ev.TTL_MIN_SECS), MaxValueValidator(ev.TTL_MAX_SECS)],
         help_text=f"Seconds a lease lasts when its claim names no TTL "
                   f"({ev.TTL_MIN_SECS}–{ev.TTL_MAX_SECS}, the limits every door applies).",

@@ -221,9 +221,12 @@ def _query_vector(b: Bridge, snap: Any, query: str) -> tuple[Any, str | None]:
 # -- write tools ---------------------------------------------------------------------------
 
 def fleet_claim(b: Bridge, paths: list[str], reason: str,
-                ttl_secs: int = events.TTL_DEFAULT_SECS) -> dict[str, Any]:
+                ttl_secs: int | None = None) -> dict[str, Any]:
+    """No ttl_secs: the lease gets the fleet's default, as a REST claim does (one rule)."""
     paths = _paths(paths)
-    payload = {"paths": paths, "reason": reason.strip(), "ttl_secs": ttl_secs}
+    payload: dict[str, Any] = {"paths": paths, "reason": reason.strip()}
+    if ttl_secs is not None:
+        payload["ttl_secs"] = ttl_secs
     if not payload["reason"]:
         raise Rejected("reason is empty: say why you are about to change these paths")
     out = _spool(b, contract.KIND_LEASE_CLAIM, payload)

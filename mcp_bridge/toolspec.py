@@ -62,7 +62,9 @@ TOOLS: dict[str, dict[str, Any]] = {
             "paths": _PATHS,
             "reason": {"type": "string", "minLength": 1, "maxLength": ev.REASON_MAX_CHARS},
             "ttl_secs": {"type": "integer", "minimum": ev.TTL_MIN_SECS,
-                         "maximum": ev.TTL_MAX_SECS, "default": ev.TTL_DEFAULT_SECS},
+                         "maximum": ev.TTL_MAX_SECS,
+                         "description": "Seconds the lease lasts; omitted: the fleet's "
+                                        "default lease TTL"},
         }, ("paths", "reason")),
         "annotations": {"title": "Claim paths (advisory)", **WRITE},
     },

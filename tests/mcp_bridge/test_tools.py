@@ -153,8 +153,8 @@ def test_it_queues_a_lease_request_and_never_says_it_is_held(config: Config,
     assert "held" not in json.dumps(out).replace("holders", "")
     [event] = events(config)
     assert event["id"] == out["event_id"] and event["kind"] == contract.KIND_LEASE_CLAIM
-    assert event["payload"] == {"paths": ["src/**", "docs/"], "reason": "refactor",
-                                "ttl_secs": 1800}
+    # no ttl_secs named: none sent, so the drain gives the fleet's default (as REST does)
+    assert event["payload"] == {"paths": ["src/**", "docs/"], "reason": "refactor"}
     assert (event["agent"], event["session"]) == ("ada", "sess-1")
 
 

@@ -146,3 +146,29 @@ def test_rest_and_spool_pickups_and_clears_leave_the_same_traces(
                                                   ("bo", "src/payments/**", True)]
     assert _renders_requested(over_rest, fleet_a) >= 1
     assert _renders_requested(over_spool, fleet_b) >= 1
+
+
+def test_a_claim_naming_no_ttl_gets_the_fleet_default_through_either_door(
+    fleet_a: Fleet, fleet_b: Fleet, api_as: ApiAs, spool_dir: Path, tmp_path: Path,
+) -> None:
+    """One default TTL: the bridge's fleet_claim without ttl_secs and a REST claim without
+    one both last the fleet's default_lease_ttl_secs (the bridge used to send 1,800 s)."""
+    from mcp_bridge import tools
+    from mcp_bridge.config import Config
+
+    for fleet in (fleet_a, fleet_b):
+        fleet.default_lease_ttl_secs = 600
+        fleet.save()
+    ada_a = Agent.objects.create(fleet=fleet_a, agent_id="ada")
+    ada_b = Agent.objects.create(fleet=fleet_b, agent_id="ada")
+    cfg = Config.from_env({"CTXLAKE_HOME": str(tmp_path / "home"),
+                           "CTXLAKE_SPOOL_DIR": str(spool_dir), "CTXLAKE_FLEET_ID": "fleet-a",
+                           "CTXLAKE_AGENT_ID": "ada", "CTXLAKE_SESSION_ID": "s-ttl"})
+    tools.Bridge.from_config(cfg).call("fleet_claim", {"paths": ["src/**"], "reason": "r"})
+    workers.drain_spool("fleet-a")
+    rest = api_as(ada_b).post("/api/v1/fleets/fleet-b/leases/claim",
+                              {"paths": ["src/**"], "reason": "r"}, format="json")
+    assert rest.status_code in (200, 201), rest.content
+    for agent in (ada_a, ada_b):
+        lease = Lease.objects.get(agent=agent)
+        assert lease.expires_at - lease.acquired_at == timedelta(seconds=600), agent.fleet
