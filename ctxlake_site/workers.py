@@ -24,7 +24,7 @@ from claims import contradictions, snapshot_render, tallies
 from claims import spool_apply as claims_apply
 from ctxlake_site import briefing, db_health, paths
 from ctxlake_site.drain import Applier, Drainer, DrainReport
-from fleet import cache_render, leases, rendering, retention, spool_apply
+from fleet import cache_render, leases, rendering, retention, retirement, spool_apply
 from fleet.models import Fleet, Lease
 from mcp_bridge import contract
 from mcp_bridge.contract import atomic, embed, events
@@ -127,12 +127,15 @@ def follower_lock() -> Iterator[bool]:
 
 
 def expire_leases_task() -> str:
-    """Release leases past their TTL, then re-render the fleets whose roster changed."""
+    """Release leases past their TTL and retire idle agents (fleet.retirement), then
+    re-render the fleets whose roster changed."""
     fleets = list(Fleet.objects.filter(leases__in=Lease.objects.expired()).distinct())
     expired = leases.expire_leases()
     for fleet in fleets:
         rendering.request_render(fleet)
-    return f"expired {expired} lease(s) in {len(fleets)} fleet(s)"
+    retired = retirement.retire_idle_agents(timezone.now())
+    return f"expired {expired} lease(s) in {len(fleets)} fleet(s); retired {len(retired)} " \
+        "idle agent(s)"
 
 
 def maintain_db_task() -> str:

@@ -33,7 +33,8 @@ def heartbeat(
     agent: Agent, *, runtime: str = "", host: str = "", now: datetime | None = None
 ) -> Agent:
     agent.last_seen_at = now or timezone.now()
-    fields = ["last_seen_at"]
+    agent.retired_at = None  # back from retirement (fleet.retirement)
+    fields = ["last_seen_at", "retired_at"]
     for name, value in (("runtime", runtime), ("host", host)):
         if value:
             setattr(agent, name, redact.scrub_text(value))

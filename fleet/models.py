@@ -72,6 +72,9 @@ RETAIN_TRANSCRIPT = Retention(
     "what sessions took from transcripts: summary, changed paths, withheld candidates "
     "(the session row, its id, repo, branch and outcome stay: evidence cites them)")
 RETENTION = (RETAIN_ACTIVITY, RETAIN_APPLIED, RETAIN_DEAD, RETAIN_TRANSCRIPT)
+#: Hours without a write after which an agent is retired (fleet.retirement); 0: never.
+RETIRE_IDLE_HOURS_DEFAULT = 24
+RETIRE_IDLE_HOURS_MAX = 24 * 365
 
 
 def _days_field(rule: Retention) -> models.PositiveIntegerField[int, int]:
@@ -161,6 +164,12 @@ class Fleet(models.Model):
     retain_applied_events_days = _days_field(RETAIN_APPLIED)
     retain_dead_letters_days = _days_field(RETAIN_DEAD)
     retain_transcripts_days = _days_field(RETAIN_TRANSCRIPT)
+    retire_idle_hours = models.PositiveIntegerField(
+        default=RETIRE_IDLE_HOURS_DEFAULT,
+        validators=[MaxValueValidator(RETIRE_IDLE_HOURS_MAX)],
+        help_text="An agent not seen for this many hours is retired: its leases are "
+                  "released and the roster stops listing it, until its next write. 0: never.",
+    )
     # Per-fleet counter behind claims' short public ids (cc-01, cc-02, …).
     claim_seq = models.PositiveIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
@@ -179,6 +188,8 @@ class Fleet(models.Model):
                 condition=Q(min_independent_sessions__gte=1), name="fleet_min_sessions_positive"
             ),
             *(_retention_constraint(rule) for rule in RETENTION),
+            models.CheckConstraint(condition=Q(retire_idle_hours__lte=RETIRE_IDLE_HOURS_MAX),
+                                   name="fleet_retire_idle_hours_in_range"),
         ]
 
     def __str__(self) -> str:
@@ -211,6 +222,10 @@ class Agent(models.Model):
     runtime = models.CharField(max_length=64, blank=True, help_text="claude-code, cursor, codex…")
     host = models.CharField(max_length=255, blank=True)
     last_seen_at = models.DateTimeField(null=True, blank=True)
+    retired_at = models.DateTimeField(
+        null=True, blank=True, editable=False,
+        help_text="Set when the fleet retired it for being idle; cleared by its next write.",
+    )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:

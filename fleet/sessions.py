@@ -81,7 +81,8 @@ def _note(fleet: Fleet, wanted: Mapping[str, Seen]) -> dict[str, Session]:
 
 def note_agents_seen(seen: Mapping[int, datetime]) -> None:
     """Move each agent's last_seen_at (agent pk → when) forward, never back, in one
-    statement: the drain notes every agent of a batch at once."""
+    statement: the drain notes every agent of a batch at once. A retired agent that
+    writes again is back (fleet.retirement)."""
     if not seen:
         return
     rows = [{"id": pk, "at": at.isoformat()} for pk, at in seen.items()]
@@ -89,7 +90,7 @@ def note_agents_seen(seen: Mapping[int, datetime]) -> None:
     with connection.cursor() as cur:
         cur.execute(
             f"""
-            UPDATE {table} AS a SET last_seen_at = s.at
+            UPDATE {table} AS a SET last_seen_at = s.at, retired_at = NULL
             FROM jsonb_to_recordset(%s::jsonb) AS s(id bigint, at timestamptz)
             WHERE a.id = s.id AND (a.last_seen_at IS NULL OR a.last_seen_at < s.at)
             """,
