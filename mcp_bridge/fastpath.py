@@ -2,9 +2,9 @@
 
 Stdlib only. A client is ready when its first `tools/list` is answered, and every client
 sends one at once; waiting for the SDK import (~0.65 s idle, seconds on a loaded machine)
-made that ~1 s. So `initialize`, `server/discover`, `tools/list` and `tools/call` are
-answered here, in both protocol eras, whether or not the SDK has loaded; anything else
-(ping, unknown methods, a malformed envelope, a request the era forbids) goes to the SDK,
+made that ~1 s. So `initialize`, `server/discover`, `ping` (2025 era), `tools/list` and
+`tools/call` are answered here, in both protocol eras, whether or not the SDK has loaded; anything else
+(unknown methods, a malformed envelope, a request the era forbids) goes to the SDK,
 which is the judge of everything this module does not recognise as plainly well-formed.
 
 Rules that keep the two answerers from ever contradicting each other:
@@ -37,7 +37,7 @@ _CALL_KEYS = frozenset({"name", "arguments", "_meta"})
 
 
 def tool_list() -> list[dict[str, Any]]:
-    """The eight tools as MCP `Tool` objects (JSON)."""
+    """The tools as MCP `Tool` objects (JSON)."""
     return [{"name": name, "description": spec["description"],
              "inputSchema": spec["inputSchema"], "annotations": spec["annotations"]}
             for name, spec in toolspec.TOOLS.items()]
@@ -88,6 +88,15 @@ class Answer:
     replay: bool = False
 
 
+def _ping(params: dict[str, Any]) -> Answer | None:
+    """`ping` (2025 era; the 2026 era has none, and the SDK says so) needs nothing but an
+    empty result: a client that probes with it right after spawning must not wait for
+    the SDK import. Anything but a plain ping is the SDK's."""
+    if not set(params) <= {"_meta"} or not isinstance(params.get("_meta", {}), dict):
+        return None
+    return Answer(result={})
+
+
 class FastPath:
     def __init__(self, bridge: Callable[[], Any]) -> None:
         self._bridge_factory = bridge
@@ -118,6 +127,8 @@ class FastPath:
         return answer
 
     def _legacy(self, method: str, params: dict[str, Any], opening: bool) -> Answer | None:
+        if method == "ping":
+            return _ping(params)
         if method == "initialize":
             result = handshake.fast_initialize(params)
             if result is None:

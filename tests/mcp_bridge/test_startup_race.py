@@ -259,3 +259,18 @@ def test_twenty_of_twenty_runs_pass(live: Config, tmp_path: Path, impatient_clie
             except Exception as e:
                 failures.append(f"run {run} client {mode}: {e!r}"[:300])
     assert not failures, f"{len(failures)} failed of {RUNS * 6}:\n" + "\n".join(failures)
+
+
+def test_a_ping_as_the_first_frame_needs_no_sdk(live: Config, tmp_path: Path) -> None:
+    """A client that probes with `ping` right after spawn is answered by the fast path:
+    with the SDK's import held for 120 s, the answer still comes (a ping that waited for
+    the SDK could not arrive within the 60 s the read allows)."""
+    client = RawClient(slow_env(live, tmp_path, 120.0))
+    try:
+        client.send(1, "ping")
+        assert client.answer(1, timeout=60) == {"jsonrpc": "2.0", "id": 1, "result": {}}
+        client.send(2, "initialize", init_params())
+        assert client.answer(2, timeout=60)["result"]["serverInfo"]["name"] == "ctxlake"
+    finally:
+        client.proc.kill()
+        client.proc.wait(timeout=60)
