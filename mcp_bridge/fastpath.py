@@ -3,8 +3,9 @@
 Stdlib only. A client is ready when its first `tools/list` is answered, and every client
 sends one at once; waiting for the SDK import (~0.65 s idle, seconds on a loaded machine)
 made that ~1 s. So `initialize`, `server/discover`, `ping` (2025 era), `tools/list` and
-`tools/call` are answered here, in both protocol eras, whether or not the SDK has loaded; anything else
-(unknown methods, a malformed envelope, a request the era forbids) goes to the SDK,
+`tools/call` are answered here, in both protocol eras, whether or not the SDK has loaded;
+anything else (unknown methods, a malformed envelope, a request the era forbids) goes to
+the SDK,
 which is the judge of everything this module does not recognise as plainly well-formed.
 
 Rules that keep the two answerers from ever contradicting each other:
