@@ -13,7 +13,11 @@ instead of N, and a new session's first hybrid search does not pay the model's l
 - The service is per model: its socket is named by the embedder's NAME, every answer
   carries NAME and DIMS, and a bridge uses a vector only when both are its own.
 - It exits after IDLE_SECS without a request (CTXLAKE_EMBED_IDLE_SECS), so a host that
-  stops searching gets its memory back.
+  stops searching gets its memory back, and within CHECK_SECS when its socket or its
+  $CTXLAKE_HOME is removed.
+- It is fair: every client is read at once, each has READ_DEADLINE_SECS from connecting
+  to send its request line (a client dripping bytes is cut off, never waited for), and
+  past MAX_OPEN open requests a client is refused at once with "busy".
 - CTXLAKE_EMBED_SHARED=off keeps the embedder in the bridge process (as before).
 
 Protocol, one request per connection: the client sends one JSON line
@@ -24,6 +28,7 @@ one JSON line `{"name": NAME, "dims": DIMS}` followed by DIMS little-endian floa
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -164,7 +169,8 @@ def start(home: Path) -> int | None:
 # -- the service -----------------------------------------------------------------------------
 
 def serve(home: Path, *, idle_secs: float = IDLE_SECS) -> int:
-    """Run the service until IDLE_SECS pass without a request. 0 also when another runs."""
+    """Run the service until IDLE_SECS pass without a request, or its socket or home is
+    gone. 0 also when another runs."""
     import fcntl
 
     from mcp_bridge.contract import embed
@@ -184,44 +190,135 @@ def serve(home: Path, *, idle_secs: float = IDLE_SECS) -> int:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
             server.bind(str(path))
             os.chmod(path, 0o600)
-            server.listen(64)
-            server.settimeout(1.0)
+            server.listen(LISTEN_BACKLOG)
             _log(f"serving {embed.NAME} on {path} (pid {os.getpid()})")
-            last = time.monotonic()
-            while time.monotonic() - last < idle_secs:
-                try:
-                    conn, _ = server.accept()
-                except TimeoutError:
-                    continue
-                with conn:
-                    _answer(conn, embed)
-                last = time.monotonic()
-            _log(f"idle for {idle_secs:.0f} s: exiting")
+            why = _Loop(server, path, embed).run(idle_secs)
+            _log(why)
     finally:
-        path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            if path.is_socket():
+                path.unlink()
         os.close(lock)
     return 0
 
 
-def _answer(conn: socket.socket, embed: Any) -> None:
-    conn.settimeout(CONNECT_TIMEOUT_SECS)
-    try:
-        raw = b""
-        while b"\n" not in raw and len(raw) <= MAX_REQUEST_BYTES:
+#: A client has this long, from connecting, to send its whole request line: a client that
+#: drips bytes is cut off instead of holding the service (others are read meanwhile).
+READ_DEADLINE_SECS = 1.0
+#: Requests read or waiting for the model at once; past it a client is refused at once.
+MAX_OPEN = 256
+LISTEN_BACKLOG = 512
+#: How often the service checks that its socket and home still exist.
+CHECK_SECS = 1.0
+
+
+class _Open:
+    """One client connection being read."""
+
+    def __init__(self, conn: socket.socket, deadline: float) -> None:
+        self.conn, self.deadline, self.raw = conn, deadline, b""
+
+
+class _Loop:
+    """Reads every client at once (a selector), answers complete requests one at a time
+    (the model is one), and cuts off a client past its READ_DEADLINE_SECS."""
+
+    def __init__(self, server: socket.socket, path: Path, embed: Any) -> None:
+        import selectors
+
+        self.server, self.path, self.embed = server, path, embed
+        self.sel = selectors.DefaultSelector()
+        self.events = selectors.EVENT_READ
+        self.reading: dict[socket.socket, _Open] = {}
+        self.ready: list[tuple[socket.socket, bytes | None]] = []
+        self.inode = path.stat().st_ino
+        server.setblocking(False)
+        self.sel.register(server, self.events)
+
+    def run(self, idle_secs: float) -> str:
+        last = checked = time.monotonic()
+        while True:
+            now = time.monotonic()
+            if now - checked >= CHECK_SECS:
+                checked = now
+                if not self._still_ours():
+                    return "its socket or home is gone: exiting"
+            if not self.reading and not self.ready and now - last >= idle_secs:
+                return f"idle for {idle_secs:.0f} s: exiting"
+            for key, _ in self.sel.select(0 if self.ready else self._wait(now)):
+                if key.fileobj is self.server:
+                    self._accept(now)
+                else:
+                    self._read(cast(socket.socket, key.fileobj))
+            self._expire(time.monotonic())
+            if self.ready:
+                conn, line = self.ready.pop(0)
+                self._send(conn, _reply(line, self.embed))
+                last = time.monotonic()
+
+    def _wait(self, now: float) -> float:
+        soonest = min((o.deadline for o in self.reading.values()), default=now + CHECK_SECS)
+        return max(0.0, min(CHECK_SECS, soonest - now))
+
+    def _still_ours(self) -> bool:
+        try:
+            return self.path.stat().st_ino == self.inode
+        except OSError:
+            return False
+
+    def _accept(self, now: float) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            if len(self.reading) + len(self.ready) >= MAX_OPEN:
+                self._send(conn, _error(f"busy: {MAX_OPEN} requests are open; retry"))
+                continue
+            conn.setblocking(False)
+            self.reading[conn] = _Open(conn, now + READ_DEADLINE_SECS)
+            self.sel.register(conn, self.events)
+
+    def _read(self, conn: socket.socket) -> None:
+        entry = self.reading[conn]
+        try:
             chunk = conn.recv(65536)
-            if not chunk:
-                break
-            raw += chunk
-        reply = _reply(raw.partition(b"\n")[0] if b"\n" in raw else None, embed)
-        conn.sendall(reply)
-    except OSError:
-        return  # the client went away; nothing to do
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            chunk = b""
+        entry.raw += chunk
+        if b"\n" in entry.raw or not chunk or len(entry.raw) > MAX_REQUEST_BYTES:
+            self._done_reading(conn)
+            self.ready.append((conn, entry.raw.partition(b"\n")[0]
+                               if b"\n" in entry.raw else None))
+
+    def _expire(self, now: float) -> None:
+        for conn in [c for c, o in self.reading.items() if o.deadline <= now]:
+            self._done_reading(conn)
+            self._send(conn, _error(f"the request line did not arrive within "
+                                    f"{READ_DEADLINE_SECS:.0f} s"))
+
+    def _done_reading(self, conn: socket.socket) -> None:
+        del self.reading[conn]
+        self.sel.unregister(conn)
+
+    @staticmethod
+    def _send(conn: socket.socket, reply: bytes) -> None:
+        with conn:
+            try:
+                conn.settimeout(CONNECT_TIMEOUT_SECS)
+                conn.sendall(reply)
+            except OSError:
+                return  # the client went away; nothing to do
+
+
+def _error(why: str) -> bytes:
+    return json.dumps({"error": why}).encode() + b"\n"
 
 
 def _reply(line: bytes | None, embed: Any) -> bytes:
-    def error(why: str) -> bytes:
-        return json.dumps({"error": why}).encode() + b"\n"
-
+    error = _error
     if line is None:
         return error(f"send one JSON line of at most {MAX_REQUEST_BYTES} bytes")
     try:

@@ -213,3 +213,55 @@ def test_the_help_names_the_real_idle_default() -> None:
 
     assert f"default {embed_service.IDLE_SECS}" in ENV_HELP[embed_service.IDLE_ENV]
     assert embed_service.SHARED_ENV in ENV_HELP
+
+
+def test_a_client_dripping_bytes_delays_no_one_and_is_cut_off(live: Config, home: Path) -> None:
+    """Three clients send a byte every 0.2 s and never finish a line (a per-read timeout
+    would wait for them forever, and the service used to serve one client at a time):
+    meanwhile ordinary requests are answered, and each dripping client is cut off with
+    the deadline error."""
+    import threading
+
+    embed_service.query_vector(home, embed.NAME, embed.DIMS, "warm")  # starts it
+    path = embed_service.socket_path(home, embed.NAME)
+    stop, said = threading.Event(), []
+
+    def drip() -> None:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect(str(path))
+            s.settimeout(0.2)
+            while not stop.is_set():
+                try:
+                    s.sendall(b"{")
+                    said.append(s.recv(4096))
+                    return
+                except TimeoutError:
+                    continue
+                except OSError:
+                    said.append(b"closed")
+                    return
+
+    drips = [threading.Thread(target=drip) for _ in range(3)]
+    for t in drips:
+        t.start()
+    try:
+        for i in range(5):  # each would wait behind the drips on a one-at-a-time service
+            assert embed_service.query_vector(home, embed.NAME, embed.DIMS,
+                                              f"ordinary {i}").shape == (embed.DIMS,)
+        for t in drips:
+            t.join(timeout=60)
+        assert len(said) == 3 and all(b"did not arrive within" in s for s in said), said
+    finally:
+        stop.set()
+
+
+def test_the_service_exits_when_its_home_is_deleted(live: Config, home: Path) -> None:
+    import shutil
+
+    embed_service.query_vector(home, embed.NAME, embed.DIMS, "warm")  # starts it
+    assert _pids(home)
+    shutil.rmtree(home)
+    deadline = time.monotonic() + 60
+    while _pids(home) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _pids(home), "the embedder outlived its deleted home"
