@@ -78,7 +78,7 @@ def test_the_admin_shows_and_changes_the_setting(fleet_a: Fleet, settings: Any) 
     form = {"slug": fleet_a.slug, "name": fleet_a.name, "memory_mode": fleet_a.memory_mode,
             "capture_mode": contract.CAPTURE_LLM, "default_lease_ttl_secs": 3600,
             "capture_max_candidates": 2,
-            "min_independent_sessions": 1, "repo_url_template": "",
+            "min_independent_sessions": 1, "repo_url_template": "", "retire_idle_hours": 24,
             "moderators-TOTAL_FORMS": 0, "moderators-INITIAL_FORMS": 0,
             **{rule.field: rule.default_days for rule in RETENTION}}  # the form's other fields
     response = client.post(f"/admin/fleet/fleet/{fleet_a.pk}/change/", form)
