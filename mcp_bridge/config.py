@@ -103,6 +103,23 @@ class Config(NamedTuple):
         )
 
 
+    def with_runtime_session(self) -> Config:
+        """This config with the runtime's session, if start-up had to generate one and the
+        runtime's SessionStart hook has left its file since.
+
+        A runtime may spawn its MCP servers while its SessionStart hook still runs (Claude
+        Code does: the bridge connected 60 ms before the hook finished), so from_env at
+        start-up can miss the file. The Bridge is built on the first tool call, which comes
+        after the model's first turn and so after SessionStart: asking again then stamps
+        every write and served record with the session the hooks and the capture know.
+        """
+        if self.session_source != "generated":
+            return self
+        session, source = resolve_session({}, self.home)
+        return self._replace(session=session, session_source=source) \
+            if source == "runtime" else self
+
+
 def _env_int(env: Mapping[str, str], name: str, default: int, problems: list[str]) -> int:
     raw = env.get(name, "").strip()
     if not raw:

@@ -39,6 +39,7 @@ class Bridge:
 
     @classmethod
     def from_config(cls, cfg: Config) -> Bridge:
+        cfg = cfg.with_runtime_session()  # the hook may have run after start-up
         cache = Cache(cfg.fleet_cache, fleet=cfg.fleet, max_chars=cfg.max_field_chars)
         spool = Spool(cfg.spool_dir, fleet=cfg.fleet, agent=cfg.agent, session=cfg.session,
                       max_bytes=cfg.spool_max_bytes, file_max_bytes=cfg.spool_file_max_bytes)

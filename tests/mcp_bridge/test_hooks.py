@@ -148,6 +148,40 @@ def test_the_bridge_stamps_writes_with_the_session_its_runtimes_hook_left(
     assert [e["session"] for e in through_a_shell] == ["cc-sess-42", "cc-sess-42"]
 
 
+def test_a_hook_that_finishes_after_the_bridge_started_still_names_its_session(
+    config: Config, tmp_path: Path,
+) -> None:
+    """Claude Code spawns its MCP servers while SessionStart still runs: the bridge is up
+    (it has answered initialize) before the hook leaves its file. Its writes still carry
+    the runtime's session, not one generated at start-up."""
+    home = tmp_path / "home"
+    env = {k: v for k, v in bridge_env(config, CTXLAKE_HOME=str(home)).items()
+           if k != "CTXLAKE_SESSION_ID"}
+    bridge = subprocess.Popen([sys.executable, "-m", "mcp_bridge"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    assert bridge.stdin and bridge.stdout
+    try:
+        bridge.stdin.write(INIT)
+        bridge.stdin.flush()
+        assert json.loads(bridge.stdout.readline())["id"] == 1  # started, config read
+        hook = [sys.executable, "-m", "mcp_bridge", "hook", "session-start"]
+        done = subprocess.run(["sh", "-c", " ".join(hook) + "; true"], capture_output=True,
+                              input=b'{"session_id": "cc-late-7"}', env=env, cwd=ROOT,
+                              timeout=30)
+        assert done.returncode == 0, done.stderr
+        _out, err = bridge.communicate(
+            frame(None, "notifications/initialized")
+            + call(2, "fleet_claim", {"paths": ["src/late/**"], "reason": "x"}), timeout=60)
+    finally:
+        if bridge.poll() is None:
+            bridge.kill()
+            bridge.wait()
+    assert bridge.returncode == 0, err
+    events = [e for e in read_events(config.spool_dir, config.fleet)
+              if e["kind"] == "lease.claim"]
+    assert [e["session"] for e in events] == ["cc-late-7"]
+
+
 def test_session_files_of_runtimes_that_are_gone_are_pruned(config: Config,
                                                            tmp_path: Path) -> None:
     home = tmp_path / "home"

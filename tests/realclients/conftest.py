@@ -42,7 +42,8 @@ CLIENTS = {"claude-code": ("claude", "@anthropic-ai/claude-code"),
 #: test module → the client it drives, for the closing matrix.
 CLIENT_OF_MODULE = {"test_claude_code": "claude-code", "test_inspector": "mcp-inspector",
                     "test_codex": "codex", "test_capture_e2e": "claude-code",
-                    "test_codex_capture": "codex", "test_handoff_pickup": "claude-code"}
+                    "test_codex_capture": "codex", "test_handoff_pickup": "claude-code",
+                    "test_usefulness_claude": "claude-code"}
 VERSIONS: dict[str, str] = {}
 MATRIX: list[tuple[str, str, str, str]] = []
 
