@@ -50,14 +50,14 @@ def test_it_answers_initialize_before_the_backend_loads_and_drops_its_answer() -
         return backends[0]
 
     out = serve(INIT + frame(None, "notifications/initialized") + frame(2, "tools/list")
-                + frame("x", "ping"), slow_load, FastPath(lambda: None))
+                + frame("x", "resources/list"), slow_load, FastPath(lambda: None))
     assert [r["id"] for r in out] == [1, 2, "x"]
     assert out[0]["result"]["serverInfo"]["name"] == "ctxlake"  # ours, not the echo
     assert len(out[1]["result"]["tools"]) == len(toolspec.TOOLS)  # ours too: tools/list never waits
-    assert out[2]["result"] == {"echo": "ping"}
+    assert out[2]["result"] == {"echo": "resources/list"}
     # The SDK sees initialize (to keep its state), never the tools/list answered for it.
     assert [f["method"] for f in backends[0].seen] == [
-        "initialize", "notifications/initialized", "ping"]
+        "initialize", "notifications/initialized", "resources/list"]
 
 
 def test_it_answers_every_request_with_an_error_when_the_sdk_cannot_load() -> None:
@@ -136,6 +136,7 @@ def test_it_says_so_when_the_sdk_would_have_answered_differently(caplog: Any) ->
         return Echo(emit)  # answers initialize with {"echo": ...}, not the real result
 
     with caplog.at_level("WARNING", logger="mcp_bridge"):
-        out = serve(INIT + frame(2, "ping"), load, FastPath(SlowBridge))  # ping needs the SDK
+        out = serve(INIT + frame(2, "resources/list"), load,  # only the SDK answers this
+                    FastPath(SlowBridge))
     assert out[0]["result"]["serverInfo"]["name"] == "ctxlake"
     assert "disagree" in caplog.text
