@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp_bridge.contract import render, sanitize
+from mcp_bridge.contract import events, render, sanitize
 
 DEFAULT_MAX_TOKENS = 1500
 CHARS_PER_TOKEN = 4  # a deliberately pessimistic estimate for English and code
@@ -37,6 +37,20 @@ def _agents(roster: dict[str, Any]) -> list[str]:
             f"{c['agents'][1]} `{c['paths'][1]}` until {c['expires_at']}"
         )
     return lines
+
+
+def _incidents(roster: dict[str, Any]) -> list[str]:
+    """The fleet's incidents of the last day, one line each, the holder named (this file
+    is read by every agent of the fleet). Older rosters have no `incidents`: none listed."""
+    items = roster.get("incidents")
+    if not isinstance(items, list):
+        return []
+    return [
+        "- " + events.incident_line(str(i.get("kind")), str(i.get("by")),
+                                    [str(p) for p in i.get("paths") or []], str(i.get("at")),
+                                    holder=i.get("holder"), detail=str(i.get("detail") or ""))
+        for i in items[:LIST_ROWS] if isinstance(i, dict)
+    ]
 
 
 def _handoffs(handoffs: dict[str, Any]) -> list[str]:
@@ -93,6 +107,7 @@ def compose(
     )
     sections = [
         ("Active agents and their leases (advisory)", _agents(roster)),
+        ("Incidents (last 24 h)", _incidents(roster)),
         ("Open handoffs (written by agents unless the trust says operator)", _handoffs(handoffs)),
         (
             "Shared memory about the paths leased now",

@@ -24,7 +24,16 @@ from claims import contradictions, snapshot_render, tallies
 from claims import spool_apply as claims_apply
 from ctxlake_site import briefing, db_health, paths
 from ctxlake_site.drain import Applier, Drainer, DrainReport
-from fleet import cache_render, leases, rendering, retention, retirement, spool_apply
+from fleet import (
+    cache_render,
+    incidents,
+    leases,
+    rendering,
+    retention,
+    retirement,
+    spool_apply,
+    webhooks,
+)
 from fleet.models import Fleet, Lease
 from mcp_bridge import contract
 from mcp_bridge.contract import atomic, embed, events
@@ -46,6 +55,10 @@ APPLIERS: dict[str, Applier] = {
     contract.KIND_SESSION_END: spool_apply.both(spool_apply.apply_session_end,
                                                 claims_apply.apply_session_uses),
     contract.KIND_CLAIM_FEEDBACK: claims_apply.apply_claim_feedback,
+    # alone in its drain segment too (not in drain_plan's APPLY_ORDER): rare, and it reads
+    # the holder's open session, which a session.end beside it may close
+    events.KIND_LEASE_INTRUSION: spool_apply.apply_lease_intrusion,
+    events.KIND_INCIDENT_TOLD: spool_apply.apply_incident_told,
 }
 
 # A drain task keeps polling for this long, then ends; the every-minute schedule starts the
@@ -136,6 +149,14 @@ def expire_leases_task() -> str:
     retired = retirement.retire_idle_agents(timezone.now())
     return f"expired {expired} lease(s) in {len(fleets)} fleet(s); retired {len(retired)} " \
         "idle agent(s)"
+
+
+def incidents_task() -> str:
+    """The every-minute incident job: record overlaps that outlived the fleet's patience
+    (fleet.incidents.OVERLAP_PATIENCE), then make the webhook deliveries that are due."""
+    found = incidents.scan_overlaps(timezone.now())
+    delivered = webhooks.deliver_due()
+    return f"{len(found)} new overlap incident(s); {len(delivered)} webhook attempt(s)"
 
 
 def maintain_db_task() -> str:
@@ -258,6 +279,12 @@ SCHEDULES: list[dict[str, Any]] = [
     {
         "name": "ctxlake.expire_leases",
         "func": "ctxlake_site.workers.expire_leases_task",
+        "schedule_type": "I",
+        "minutes": 1,
+    },
+    {
+        "name": "ctxlake.incidents",
+        "func": "ctxlake_site.workers.incidents_task",
         "schedule_type": "I",
         "minutes": 1,
     },

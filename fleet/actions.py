@@ -22,7 +22,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from fleet import activity, api_presence, handoffs, leases, rendering, signals
+from fleet import activity, api_presence, handoffs, incidents, leases, rendering, signals
 from fleet.globs import BadPath
 from fleet.handoffs import Conflict, NeedsConfirmation, NotPending
 from fleet.leases import ClaimRequest, LeaseCapReached, ReleaseRequest
@@ -128,16 +128,24 @@ def clear_handoff(
 
 def refuse_handoff_change(
     fleet: Fleet, *, by: Agent, verb: str, ref: str, reason: str, handoff: Handoff | None = None,
+    session: Session | None = None,
 ) -> None:
     """Record a pickup or clear that arrived through the spool and could not be applied.
 
     A REST caller learns of a refusal from its answer; a bridge's agent was told "queued"
     long before the drain ran, so the refusal is kept (an activity row the roster renders
     as the agent's `refused_handoffs`) and a render is requested so that it reaches the
-    agent's next fleet_status.
+    agent's next fleet_status. A refused pickup is also an incident told to whoever holds
+    the handoff (its taker, else its author).
     """
     with transaction.atomic(savepoint=False):
         activity.record(fleet, verb, target=handoff, agent=by, handoff=ref, reason=reason)
+        if verb == handoffs.PICKUP_REFUSED:
+            holder = None if handoff is None else handoff.picked_up_by or handoff.from_agent
+            incidents.record_refused_pickup(
+                fleet, actor=by, actor_session=session.session_id if session else "",
+                holder=None if holder is None or holder.pk == by.pk else holder,
+                reason=f"{ref}: {reason}")
         rendering.request_render(fleet)
 
 

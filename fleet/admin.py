@@ -33,6 +33,7 @@ from fleet.models import (
     Fleet,
     FleetModerator,
     Handoff,
+    Incident,
     Lease,
     Session,
 )
@@ -338,6 +339,46 @@ class ActivityAdmin(FleetScopedAdmin):
 
     def has_change_permission(self, request: object, obj: object = None) -> bool:
         return False
+
+
+@admin.register(Incident)
+class IncidentAdmin(FleetScopedAdmin):
+    """Read-only: incidents are a record (fleet.incidents writes them), not something to
+    edit; deleting one is left to the fleet's deletion."""
+
+    list_display = ("at", "fleet", "kind", "actor", "holder", "short_paths",
+                    "webhook_state")
+    list_filter = (("fleet", ScopedFilter), "kind")
+    list_select_related = ("fleet", "actor", "holder")
+    search_fields = ("actor__agent_id", "holder__agent_id", "detail")
+    date_hierarchy = "at"
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [f.name for f in Incident._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="paths")
+    def short_paths(self, obj: Incident) -> str:
+        paths = [str(p) for p in obj.paths or []]
+        return ", ".join(paths[:3]) + (f" (+{len(paths) - 3})" if len(paths) > 3 else "")
+
+    @admin.display(description="webhook")
+    def webhook_state(self, obj: Incident) -> str:
+        if obj.webhook_delivered_at:
+            return f"delivered ({obj.webhook_attempts} attempt(s))"
+        if obj.webhook_next_at:
+            return f"pending, {obj.webhook_attempts} attempt(s) so far"
+        if obj.webhook_attempts:
+            return f"given up after {obj.webhook_attempts}: {obj.webhook_last_error}"
+        return "—"
 
 
 class ApiTokenForm(forms.ModelForm[ApiToken]):

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from fleet import handoffs, leases
+from fleet import handoffs, incidents, leases
 from fleet.models import Activity, Agent, Fleet, Handoff, Lease, Screened, Session
 from mcp_bridge.contract import events, screen
 
@@ -19,6 +19,8 @@ HISTORY_ROWS = 200
 REFUSALS_SHOWN = 5  # per agent, in roster.json's refused_claims and refused_handoffs
 CLOSED_SHOWN = 20  # handoffs.json's recently closed handoffs
 CHANGED_PATHS_SHOWN = 20  # per session, in history.json
+INCIDENTS_SHOWN = events.INCIDENTS_SHOWN  # per holder, in roster.json's agents[].incidents
+INCIDENTS_LISTED = 50  # roster.json's fleet-wide incidents (the briefing shows the first)
 
 
 def iso(moment: datetime | None) -> str | None:
@@ -52,6 +54,8 @@ def render_roster(fleet: Fleet, *, now: datetime) -> dict[str, Any]:
     held = _held_by_agent(live)
     refused = _refused_claims(fleet, now)
     refused_handoffs = _refused_handoffs(fleet, now)
+    recent = incidents.recent(fleet, now)
+    told = _incidents_by_holder(recent)
     roster = [
         {
             "agent_id": agent.agent_id,
@@ -62,10 +66,24 @@ def render_roster(fleet: Fleet, *, now: datetime) -> dict[str, Any]:
             **({"refused_claims": refused[agent.pk]} if agent.pk in refused else {}),
             **({"refused_handoffs": refused_handoffs[agent.pk]}
                if agent.pk in refused_handoffs else {}),
+            **({"incidents": told[agent.agent_id]} if agent.agent_id in told else {}),
         }
         for agent in sorted(agents.values(), key=lambda a: a.agent_id)
     ]
-    return {"agents": roster, "contention": _contention(fleet, live, now)}
+    return {"agents": roster, "contention": _contention(fleet, live, now),
+            "incidents": recent[:INCIDENTS_LISTED]}
+
+
+def _incidents_by_holder(recent: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """holder agent id → the incidents it is told about (newest first, INCIDENTS_SHOWN at
+    most): what its bridge notes once in its next tool answer and fleet_status lists
+    under `yours`. Incidents without a holder (a retirement) are in the fleet-wide list."""
+    told: dict[str, list[dict[str, Any]]] = {}
+    for item in recent:
+        mine = told.setdefault(item["holder"], []) if item["holder"] else None
+        if mine is not None and len(mine) < INCIDENTS_SHOWN:
+            mine.append({k: v for k, v in item.items() if k != "holder"})
+    return told
 
 
 def _held_by_agent(live: list[tuple[Any, ...]]) -> dict[int, list[dict[str, Any]]]:

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple, cast
 from django.conf import settings
 from django.contrib.postgres.indexes import OpClass
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, URLValidator
 from django.db import connection, models
 from django.db.models import Q, QuerySet
 from django.utils import timezone
@@ -75,6 +75,19 @@ RETENTION = (RETAIN_ACTIVITY, RETAIN_APPLIED, RETAIN_DEAD, RETAIN_TRANSCRIPT)
 #: Hours without a write after which an agent is retired (fleet.retirement); 0: never.
 RETIRE_IDLE_HOURS_DEFAULT = 24
 RETIRE_IDLE_HOURS_MAX = 24 * 365
+#: Only these schemes reach a webhook: never file:, ftp: or anything urllib might open.
+WEBHOOK_SCHEMES = ("http", "https")
+WEBHOOK_URL_MAX_CHARS = 500
+WEBHOOK_SECRET_MAX_CHARS = 128
+
+
+def storable_line(value: str) -> None:
+    """A validator for a one-line setting: the contract's check (no NUL, no lone
+    surrogate, printable), run before any other validator or constraint sends the value
+    to Postgres, which cannot even compare such text."""
+    problem = ev.text_problem(value, "the value", 10_000, required=False, one_line=True)
+    if problem:
+        raise ValidationError(problem[0].upper() + problem[1:] + ".", code="text")
 
 
 def _days_field(rule: Retention) -> models.PositiveIntegerField[int, int]:
@@ -170,6 +183,18 @@ class Fleet(models.Model):
         help_text="An agent not seen for this many hours is retired: its leases are "
                   "released and the roster stops listing it, until its next write. 0: never.",
     )
+    incident_webhook_url = models.CharField(
+        max_length=WEBHOOK_URL_MAX_CHARS, blank=True,
+        validators=[storable_line, URLValidator(schemes=list(WEBHOOK_SCHEMES))],
+        help_text="Where each incident is POSTed as JSON, signed with the secret below "
+                  "(X-Ctxlake-Signature: sha256=<hex HMAC of the body>). http(s) only. "
+                  "Blank: no webhook.",
+    )
+    incident_webhook_secret = models.CharField(
+        max_length=WEBHOOK_SECRET_MAX_CHARS, blank=True, validators=[storable_line],
+        help_text="The HMAC-SHA256 key the receiver checks the signature with; required "
+                  "with a webhook URL.",
+    )
     # Per-fleet counter behind claims' short public ids (cc-01, cc-02, …).
     claim_seq = models.PositiveIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
@@ -190,10 +215,23 @@ class Fleet(models.Model):
             *(_retention_constraint(rule) for rule in RETENTION),
             models.CheckConstraint(condition=Q(retire_idle_hours__lte=RETIRE_IDLE_HOURS_MAX),
                                    name="fleet_retire_idle_hours_in_range"),
+            # the form's validator says more; the database holds every writer to the scheme
+            models.CheckConstraint(
+                condition=Q(incident_webhook_url="")
+                | (Q(incident_webhook_url__iregex=r"^https?://[^\s]+$")
+                   & ~Q(incident_webhook_secret="")),
+                name="fleet_incident_webhook_http_with_secret",
+            ),
         ]
 
     def __str__(self) -> str:
         return self.slug
+
+    def clean(self) -> None:
+        """A webhook URL needs a secret: an unsigned incident could be forged by anyone."""
+        super().clean()
+        if self.incident_webhook_url and not self.incident_webhook_secret:
+            raise ValidationError({"incident_webhook_secret": "Required with a webhook URL."})
 
 
 def take_claim_numbers(fleet_id: int, count: int = 1) -> int:
@@ -536,6 +574,63 @@ class Activity(models.Model):
 
     def __str__(self) -> str:
         return f"{self.verb} at {self.at:%Y-%m-%d %H:%M}"
+
+
+IncidentKind: Any = contract_choices("IncidentKind", ev.INCIDENT_KINDS)
+
+
+class Incident(models.Model):
+    """Something one agent did to another's work, kept and told to the other (the holder).
+
+    Written only by fleet.incidents.record_incident (one transaction with its Activity row
+    and a render request); the holder's bridge shows it once in its next tool answer, the
+    roster and briefing list it for a day, and the fleet's webhook (if any) receives it.
+    `key` makes a source that may run twice (the overlap scan) record once.
+    """
+
+    Kind = IncidentKind
+
+    fleet = models.ForeignKey(Fleet, on_delete=models.CASCADE, related_name="incidents")
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    paths = models.JSONField(default=list, blank=True)
+    actor = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="incidents_caused")
+    actor_session = models.CharField(max_length=ev.ID_MAX_CHARS, blank=True)
+    holder = models.ForeignKey(Agent, on_delete=models.CASCADE, null=True, blank=True,
+                               related_name="incidents_suffered")
+    holder_session = models.CharField(max_length=ev.ID_MAX_CHARS, blank=True)
+    detail = models.CharField(max_length=ev.INCIDENT_DETAIL_MAX_CHARS, blank=True)
+    key = models.CharField(max_length=200, blank=True, editable=False,
+                           help_text="Set by a source that may see one incident twice.")
+    at = models.DateTimeField(default=timezone.now)
+    told_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the holder's bridge first showed it (its "
+        "incident.told spool event); empty until then, or for an incident with no holder.")
+    webhook_attempts = models.PositiveSmallIntegerField(default=0)
+    webhook_next_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the next delivery attempt is due; empty when "
+        "delivered, given up, or the fleet has no webhook.")
+    webhook_delivered_at = models.DateTimeField(null=True, blank=True)
+    webhook_last_error = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ("-at", "-id")
+        constraints = [
+            in_choices("kind", IncidentKind, "fleet_incident_kind_valid"),
+            models.UniqueConstraint(fields=("fleet", "key"), condition=~Q(key=""),
+                                    name="fleet_incident_once_per_key"),
+            models.CheckConstraint(condition=~Q(holder=models.F("actor")),
+                                   name="fleet_incident_holder_not_actor"),
+            models.CheckConstraint(condition=Q(webhook_attempts__lte=20),
+                                   name="fleet_incident_webhook_attempts_bounded"),
+        ]
+        indexes = [
+            models.Index(fields=("fleet", "-at"), name="fleet_incident_recent"),
+            models.Index(fields=("webhook_next_at",), condition=Q(webhook_next_at__isnull=False),
+                         name="fleet_incident_webhook_due"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} by {self.actor_id} at {self.at:%Y-%m-%d %H:%M}"
 
 
 class FleetModerator(models.Model):

@@ -1,5 +1,6 @@
 """Retiring idle agents: an agent not seen for its fleet's `retire_idle_hours` has its
-leases released and is marked retired (one Activity row naming what was released), so a
+leases released and is marked retired (one Activity row naming what was released, and an
+incident, fleet.incidents, so the fleet and its webhook hear of it), so a
 crashed or abandoned session stops holding paths until its TTLs run out; the agent's next
 write brings it back (fleet.sessions.note_agents_seen, api_presence clear `retired_at`).
 """
@@ -11,7 +12,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.db.models import Q
 
-from fleet import activity, leases, rendering
+from fleet import activity, incidents, leases, rendering
 from fleet.models import Agent, Fleet
 
 
@@ -46,4 +47,6 @@ def _retire(agent: Agent, now: datetime) -> bool:
                     idle_since=agent.last_seen_at.isoformat() if agent.last_seen_at else None,
                     released=sorted(ls.path for ls in released.released),
                     window_hours=agent.fleet.retire_idle_hours)
+    incidents.record_retirement(agent, released=sorted(ls.path for ls in released.released),
+                                at=now)
     return True

@@ -13,8 +13,9 @@ from typing import Any
 
 from rest_framework import serializers
 
+from fleet import incidents
 from fleet.globs import BadPath, normalise
-from fleet.models import Agent, Handoff, Lease, Session
+from fleet.models import Agent, Handoff, Incident, Lease, Session
 from mcp_bridge.contract import events as ev
 from mcp_bridge.contract import redact
 
@@ -353,3 +354,27 @@ class HandoffPickupRequest(ActsForAgent):
 
 class HandoffClearRequest(serializers.Serializer[Any]):
     version = serializers.IntegerField(min_value=1, max_value=2**31 - 1)
+
+
+class IncidentPartySerializer(serializers.Serializer[Any]):
+    agent_id = serializers.CharField()
+    session_id = serializers.CharField(allow_null=True)
+
+
+class IncidentSerializer(serializers.Serializer[Any]):
+    """An incident exactly as the fleet's webhook receives it (fleet.incidents.as_json):
+    one outside shape, whichever door."""
+
+    id = serializers.CharField(help_text='"i-12": how agents see it.')
+    fleet = serializers.CharField()
+    kind = serializers.ChoiceField(choices=Incident.Kind.choices)
+    paths = serializers.ListField(child=serializers.CharField())
+    actor = IncidentPartySerializer(help_text="The agent whose act it was.")
+    holder = IncidentPartySerializer(
+        allow_null=True, help_text="The agent whose lease or handoff it touched (told of it).")
+    detail = serializers.CharField(allow_blank=True)
+    at = serializers.DateTimeField()
+    text = serializers.CharField(help_text="The one line agents are told.")
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        return incidents.as_json(instance)

@@ -16,7 +16,7 @@ from typing import Any, TypeVar, cast
 from django.db import transaction
 from django.utils import timezone
 
-from fleet import actions, handoffs, leases
+from fleet import actions, handoffs, incidents, leases
 from fleet.globs import BadPath, normalise
 from fleet.models import Agent, Fleet, Handoff, Session
 from mcp_bridge.contract import events as ev
@@ -224,7 +224,7 @@ def _target(event: Envelope) -> tuple[str, Handoff | None, int]:
     if pk is None or type(version) is not int:
         raise InvalidEvent("payload.handoff and payload.version are required")
     found = Handoff.objects.filter(fleet=event.fleet, pk=pk)
-    handoff = found.select_related("fleet", "picked_up_by").first()
+    handoff = found.select_related("fleet", "picked_up_by", "from_agent").first()
     return cast(str, ref), handoff, version
 
 
@@ -232,7 +232,7 @@ def _refused(event: Envelope, verb: str, ref: str, reason: str,
              handoff: Handoff | None) -> dict[str, Any]:
     """Applied as a refusal (not dead-lettered): kept, and shown to the agent."""
     actions.refuse_handoff_change(event.fleet, by=event.agent, verb=verb, ref=ref,
-                                  reason=reason, handoff=handoff)
+                                  reason=reason, handoff=handoff, session=event.session)
     return {"handoff": ref, "refused": reason}
 
 
@@ -282,6 +282,42 @@ def apply_handoff_clear(event: Envelope) -> dict[str, Any]:
     if isinstance(result, actions.Conflict):
         return _refused(event, handoffs.CLEAR_REFUSED, ref, _moved_on(ref, result), handoff)
     return {"handoff": ref, "cleared": True, "version": result.version}
+
+
+def apply_lease_intrusion(event: Envelope) -> dict[str, Any]:
+    """lease.intrusion: the actor's PreToolUse hook warned that an edit or commit touches
+    `holder`'s lease; recorded as an incident for the holder (a repeat is the same one)."""
+    holder_id, tool = event.payload.get("holder"), event.payload.get("tool")
+    if tool not in ev.INTRUSION_TOOLS or not isinstance(holder_id, str):
+        raise InvalidEvent("payload.holder and payload.tool are required")
+    holder = Agent.objects.filter(fleet=event.fleet, agent_id=holder_id).first()
+    if holder is None:
+        raise InvalidEvent(f"payload.holder: no agent {holder_id!r} in this fleet")
+    if holder.pk == event.agent.pk:
+        raise InvalidEvent("payload.holder is the agent itself: its own lease is no intrusion")
+    try:
+        paths = [normalise(p) for p in _str_list(event.payload, "paths")]
+    except BadPath as exc:
+        raise InvalidEvent(f"payload.paths: {exc}") from exc
+    incident = incidents.record_intrusion(
+        event.fleet, actor=event.agent, holder=holder, tool=tool, paths=paths,
+        actor_session=event.session.session_id if event.session else "",
+        at=min(event.at, timezone.now()))
+    return {"incident": incidents.ref(incident.pk), "holder": holder_id}
+
+
+def apply_incident_told(event: Envelope) -> dict[str, Any]:
+    """incident.told: the holder's bridge showed these incidents; the first time counts.
+    Ids that are not the agent's own incidents (as holder) are ignored, not refused: the
+    bridge read them from a render, and a fleet-wide list may name others' in error."""
+    refs = event.payload.get("incidents")
+    if not isinstance(refs, list):
+        raise InvalidEvent("payload.incidents is required")
+    pks = [int(m.group(1)) for r in refs if isinstance(r, str)
+           and (m := ev.INCIDENT_REF_RE.fullmatch(r))]
+    marked = incidents.mark_told(event.fleet, holder=event.agent, pks=pks,
+                                 at=min(event.at, timezone.now()))
+    return {"told": marked}
 
 
 def filled(outcomes: list[Outcome | None]) -> list[Outcome]:

@@ -50,6 +50,7 @@ urlpatterns = [
         views.HandoffViewSet.as_view({"post": "clear"}),
         name="handoff-clear",
     ),
+    path("incidents", views.IncidentViewSet.as_view({"get": "list"}), name="incidents"),
     path("cache/manifest", api_sync.CacheViewSet.as_view({"get": "manifest"}), name="cache"),
     path(
         "cache/<str:name>",

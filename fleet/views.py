@@ -27,7 +27,7 @@ from fleet import actions, api_presence, api_roster
 from fleet import serializers as s
 from fleet.globs import BadPath
 from fleet.idempotency import idempotent
-from fleet.models import Agent, ApiToken, Handoff, Lease, Session
+from fleet.models import Agent, ApiToken, Handoff, Incident, Lease, Session
 from fleet.permissions import COORDINATE, READ, SESSIONS, FleetRequest, FleetScoped
 from mcp_bridge import contract
 
@@ -439,3 +439,29 @@ class HandoffViewSet(FleetViewSet):
                 result.current_version,
             )
         return Response(s.HandoffSerializer(result).data)
+
+
+@extend_schema(tags=["coordination"], parameters=[FLEET_PARAM])
+class IncidentViewSet(FleetViewSet):
+    """Read-only: incidents are recorded by the server (fleet.incidents), never posted."""
+
+    roles = {"list": READ}
+    serializer_class = s.IncidentSerializer
+
+    def get_queryset(self) -> QuerySet[Incident]:
+        return Incident.objects.filter(fleet=self.request.fleet).select_related(
+            "fleet", "actor", "holder")
+
+    @extend_schema(
+        summary="Incidents (an edit or commit in another's lease, a refused pickup, a lasting "
+                "overlap, a retirement), newest first",
+        parameters=[OpenApiParameter("kind", str, enum=Incident.Kind.values, required=False)],
+    )
+    def list(self, request: Request, fleet: str) -> Response:
+        qs = self.get_queryset()
+        kind = request.query_params.get("kind")
+        if kind is not None:
+            if kind not in Incident.Kind.values:
+                raise ValidationError({"kind": [f"one of {', '.join(Incident.Kind.values)}"]})
+            qs = qs.filter(kind=kind)
+        return self.page(qs)

@@ -462,10 +462,36 @@ def pre_tool_use(cfg: Config, hook_input: dict[str, Any], *, strict: bool) -> st
     specific: dict[str, Any] = {"hookEventName": "PreToolUse"}
     if strict:
         specific.update(permissionDecision="deny", permissionDecisionReason=text)
-    else:
+    else:  # the change goes ahead: each holder is owed an incident
         specific["additionalContext"] = text
+        note_intrusions(cfg, hook_input, found)
     return json.dumps({"systemMessage": text, "hookSpecificOutput": specific},
                       ensure_ascii=False) + "\n"
+
+
+def note_intrusions(cfg: Config, hook_input: dict[str, Any], found: list[tuple[str, Any]]) -> None:
+    """Spool one lease.intrusion per holder the warning named (the drain makes each an
+    incident the holder is told about). Only on the warning path, so a free edit pays
+    nothing; a spool that cannot take it costs the record, never the hook's answer."""
+    from mcp_bridge.config import clean_session
+    from mcp_bridge.contract import events as ev
+    from mcp_bridge.contract.spool import Spool
+
+    tool = "commit" if hook_input.get("tool_name") == "Bash" else "edit"
+    by_holder: dict[str, list[str]] = {}
+    for path, hold in found:
+        by_holder.setdefault(hold.holder, [])
+        if path not in by_holder[hold.holder]:
+            by_holder[hold.holder].append(path)
+    session = clean_session(hook_input.get("session_id")) or cfg.session
+    spool = Spool(cfg.spool_dir, fleet=cfg.fleet, agent=cfg.agent, session=session,
+                  max_bytes=cfg.spool_max_bytes, file_max_bytes=cfg.spool_file_max_bytes)
+    for holder, paths in by_holder.items():
+        try:
+            spool.append(ev.KIND_LEASE_INTRUSION, {
+                "paths": paths[:ev.INTRUSION_PATHS_MAX], "holder": holder, "tool": tool})
+        except Exception as e:  # noqa: BLE001 - Refused, SpoolFull, OSError: warn anyway
+            sys.stderr.write(f"ctxlake hook pre-tool-use: intrusion not recorded: {e}\n")
 
 
 #: The hooks as `install` writes them take no options (pre-tool-use at most --strict):

@@ -8,6 +8,7 @@ the server turns into a result with isError true.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from mcp_bridge.config import Config
 from mcp_bridge.contract import events, parse_time, redact, render, screen
 from mcp_bridge.contract.spool import Refused, Spool, SpoolFull
 from mcp_bridge.served import Served
+from mcp_bridge.told import Told
 from mcp_bridge.toolspec import MAX_ROWS
 
 QUEUED = ("Queued for sync: the ctxlake drain applies it to the fleet later. This is not a "
@@ -36,6 +38,7 @@ class Bridge:
     cache: Cache
     spool: Spool
     served: Served
+    told: Told
 
     @classmethod
     def from_config(cls, cfg: Config) -> Bridge:
@@ -43,7 +46,8 @@ class Bridge:
         cache = Cache(cfg.fleet_cache, fleet=cfg.fleet, max_chars=cfg.max_field_chars)
         spool = Spool(cfg.spool_dir, fleet=cfg.fleet, agent=cfg.agent, session=cfg.session,
                       max_bytes=cfg.spool_max_bytes, file_max_bytes=cfg.spool_file_max_bytes)
-        return cls(config=cfg, cache=cache, spool=spool, served=Served(spool))
+        return cls(config=cfg, cache=cache, spool=spool, served=Served(spool),
+                   told=Told(cfg.home, cfg.fleet, cfg.agent))
 
     def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         if self.config.problems:
@@ -52,7 +56,35 @@ class Bridge:
         unknown = self.cache.unknown_fleet()  # every answer says it, writes above all
         if unknown and unknown not in result.get("note", ""):
             result["note"] = f"{unknown} {result.get('note', '')}".strip()
+        told, ids = self.told.note(self.my_incidents())
+        if told:  # once per incident, in whichever answer comes next
+            result["note"] = f"{told} {result.get('note', '')}".strip()
+            self.note_told(ids)
         return result
+
+    def note_told(self, ids: list[str]) -> None:
+        """Spool incident.told, so the server records when the holder was told; the note
+        has gone out either way (a full or unwritable spool only costs told_at)."""
+        with contextlib.suppress(Refused, SpoolFull, OSError):
+            self.spool.append(events.KIND_INCIDENT_TOLD,
+                              {"incidents": ids[-events.INCIDENTS_TOLD_MAX:]})
+
+    def my_incidents(self) -> list[dict[str, Any]]:
+        """The incidents the last render lists for this agent as their holder."""
+        roster = self.cache.read(contract.ROSTER).value or {}
+        return _my_incidents(roster, _list(roster.get("agents")), self.config.agent)
+
+
+def _my_incidents(roster: dict[str, Any], agents: list[dict[str, Any]],
+                  me: str) -> list[dict[str, Any]]:
+    """This agent's entry's `incidents`; for a holder the roster does not list (no live
+    lease, not seen lately: a handoff's author, say), the fleet-wide list's, by holder.
+    Both come from one render of the same rows."""
+    mine: dict[str, Any] = next((a for a in agents if a.get("agent_id") == me), {})
+    if mine:
+        return _list(mine.get("incidents"))
+    found = [i for i in _list(roster.get("incidents")) if i.get("holder") == me]
+    return found[:events.INCIDENTS_SHOWN]
 
 
 def clamp(value: int, lo: int = 1, hi: int = MAX_ROWS) -> int:
@@ -100,7 +132,7 @@ def fleet_status(b: Bridge) -> dict[str, Any]:
     closed = _list((handoffs.value or {}).get("closed"))
     return _with_note({"agents": agents, "contention": contention, "handoffs": open_handoffs,
                        **({"closed_handoffs": closed} if closed else {}),
-                       **_yours(b, agents),
+                       **_yours(b, agents, roster),
                        "as_of": roster.get("generated_at"), **_pipeline(b, roster, now),
                        "advisory": "Leases are advisory; overlapping holders are listed in "
                                    "contention. Handoff text is another session's note: "
@@ -109,14 +141,20 @@ def fleet_status(b: Bridge) -> dict[str, Any]:
 
 
 #: The roster's per-agent refusals: writes this bridge was told "queued" for, refused later.
+#: (`yours` also carries `incidents`: where another agent stepped on this one's work.)
 REFUSALS = ("refused_claims", "refused_handoffs")
 
 
-def _yours(b: Bridge, agents: list[dict[str, Any]]) -> dict[str, Any]:
-    """{"yours": this agent's refusals} when the render recorded any, else {}: the answer
-    to "did my queued write go through?" without searching the whole roster."""
+def _yours(b: Bridge, agents: list[dict[str, Any]],
+           roster: dict[str, Any] | None = None) -> dict[str, Any]:
+    """{"yours": this agent's refusals and incidents} when the render recorded any, else
+    {}: "did my queued write go through, and did anyone step on my work?" without
+    searching the whole roster."""
     me = next((a for a in agents if a.get("agent_id") == b.config.agent), {})
     found = {key: me[key] for key in REFUSALS if _list(me.get(key))}
+    told = _my_incidents(roster or {}, agents, b.config.agent)
+    if told:
+        found["incidents"] = told
     return {"yours": {"agent_id": b.config.agent, **found}} if found else {}
 
 
@@ -329,7 +367,7 @@ def _handoff_receipt(b: Bridge, kind: str, payload: dict[str, Any]) -> dict[str,
     out = _spool(b, kind, payload)
     out["message"] += " A refusal shows under `yours` in fleet_status."
     roster = b.cache.read(contract.ROSTER).value or {}
-    mine = _yours(b, _list(roster.get("agents"))).get("yours", {})
+    mine = _yours(b, _list(roster.get("agents")), roster).get("yours", {})
     earlier = [r for r in _list(mine.get("refused_handoffs")) if r.get("handoff") ==
                payload["handoff"]]
     return {**out, "handoff": payload["handoff"], "version": payload["version"],

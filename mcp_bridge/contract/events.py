@@ -223,6 +223,34 @@ FEEDBACK_NOTE_MAX_CHARS: Final = 1000
 CLAIM_IDS_MAX: Final = 50
 #: A claim's public id as agents see it ("cc-07"): the fleet's claim number.
 CLAIM_ID_RE: Final = re.compile(r"cc-(\d{1,9})")
+#: Not a tool: the PreToolUse hook writes it when it warns that an edit or a `git commit`
+#: touches another agent's live lease; the drain records it as an incident for the holder.
+KIND_LEASE_INTRUSION: Final = "lease.intrusion"
+INTRUSION_TOOLS: Final = ("edit", "commit")
+#: Paths one intrusion names at most (the hook lists the first ones it warned about).
+INTRUSION_PATHS_MAX: Final = 20
+#: What an incident records (fleet.Incident.Kind is made from this list): an edit or commit
+#: warned about inside another agent's lease, a refused handoff pickup, an overlap of two
+#: agents' leases that outlived the fleet's patience, an idle agent retired.
+INCIDENT_EDIT: Final = "edit_in_lease"
+INCIDENT_COMMIT: Final = "commit_in_lease"
+INCIDENT_PICKUP_REFUSED: Final = "pickup_refused"
+INCIDENT_OVERLAP: Final = "overlap_persisted"
+INCIDENT_RETIRED: Final = "agent_retired"
+INCIDENT_KINDS: Final = (INCIDENT_EDIT, INCIDENT_COMMIT, INCIDENT_PICKUP_REFUSED,
+                         INCIDENT_OVERLAP, INCIDENT_RETIRED)
+#: The incident an intrusion's tool makes.
+INTRUSION_INCIDENT: Final = {"edit": INCIDENT_EDIT, "commit": INCIDENT_COMMIT}
+#: The bridge's word that it told its agent about incidents (the holder's next tool
+#: answer): the drain sets each one's told_at.
+KIND_INCIDENT_TOLD: Final = "incident.told"
+INCIDENT_REF_RE: Final = re.compile(r"i-([1-9][0-9]{0,17})", re.ASCII)
+#: Incidents the cache lists per holder (roster.json): the newest, of the last day.
+INCIDENTS_SHOWN: Final = 5
+#: Ids one incident.told event names at most (what one answer's note can have told).
+INCIDENTS_TOLD_MAX: Final = 50
+#: An incident's detail: a short line, bounded wherever it is stored or shown.
+INCIDENT_DETAIL_MAX_CHARS: Final = 300
 
 PAYLOAD_KEYS: Final = {
     KIND_LEASE_CLAIM: frozenset({"paths", "reason", "ttl_secs"}),
@@ -236,6 +264,8 @@ PAYLOAD_KEYS: Final = {
                                  "branch", "started_at", "withheld", "used"}),
     KIND_CLAIM_SERVED: frozenset({"claims", "via"}),
     KIND_CLAIM_FEEDBACK: frozenset({"claim", "verdict", "note"}),
+    KIND_LEASE_INTRUSION: frozenset({"paths", "holder", "tool"}),
+    KIND_INCIDENT_TOLD: frozenset({"incidents"}),
 }
 
 
@@ -244,6 +274,42 @@ def _lease_claim(p: dict[str, Any]) -> str | None:
             or text_problem(p.get("reason"), "reason", REASON_MAX_CHARS, required=False)
             or (None if p.get("ttl_secs") is None
                 else _int_problem(p["ttl_secs"], "ttl_secs", TTL_MIN_SECS, TTL_MAX_SECS)))
+
+
+def _lease_intrusion(p: dict[str, Any]) -> str | None:
+    return (_paths_problem(p.get("paths"), "paths", min_items=1, max_items=INTRUSION_PATHS_MAX)
+            or text_problem(p.get("holder"), "holder", ID_MAX_CHARS, one_line=True)
+            or _enum_problem(p.get("tool"), "tool", INTRUSION_TOOLS, required=True))
+
+
+def _incident_told(p: dict[str, Any]) -> str | None:
+    value = p.get("incidents")
+    if not isinstance(value, list) or not 1 <= len(value) <= INCIDENTS_TOLD_MAX:
+        return f"incidents must list 1-{INCIDENTS_TOLD_MAX} incident ids such as i-12"
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not INCIDENT_REF_RE.fullmatch(item):
+            return f"incidents[{i}] must be an incident id such as i-12"
+    return "incidents names an incident twice" if len(set(value)) != len(value) else None
+
+
+def incident_line(kind: str, actor: str, paths: list[str], at: str, *,
+                  holder: str | None = None, detail: str = "") -> str:
+    """The one sentence an incident is told in ("ada edited src/a.py inside your lease at
+    14:02"), to its holder (bridge notes, fleet_status) and in the briefing (`holder`
+    named: the briefing is one file for the whole fleet). `at` is ISO 8601 UTC."""
+    whose = f"{holder}'s lease" if holder else "your lease"
+    shown = ", ".join(paths[:3]) + (f" (+{len(paths) - 3} more)" if len(paths) > 3 else "")
+    when = f" at {at[11:16]}Z" if len(at) >= 16 else ""
+    lines = {
+        INCIDENT_EDIT: f"{actor} edited {shown} inside {whose}{when}",
+        INCIDENT_COMMIT: f"{actor} committed {shown} inside {whose}{when}",
+        INCIDENT_PICKUP_REFUSED: f"{actor}'s pickup was refused{when}"
+        + (f" ({detail})" if detail else ""),
+        INCIDENT_OVERLAP: f"{actor}'s lease kept overlapping {whose} ({shown}){when}",
+        INCIDENT_RETIRED: f"{actor} was retired as idle{when}"
+        + (f"; released {shown}" if paths else ""),
+    }
+    return lines.get(kind, f"{kind}: {actor}{when}")
 
 
 def _lease_release(p: dict[str, Any]) -> str | None:
@@ -413,6 +479,8 @@ _CHECKS: Final = {
     KIND_SESSION_END: _session_end,
     KIND_CLAIM_SERVED: _claim_served,
     KIND_CLAIM_FEEDBACK: _claim_feedback,
+    KIND_LEASE_INTRUSION: _lease_intrusion,
+    KIND_INCIDENT_TOLD: _incident_told,
 }
 
 

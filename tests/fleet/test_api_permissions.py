@@ -44,6 +44,7 @@ ROWS: list[tuple[str, str, Any, tuple[int, int, int]]] = [
     ("post", "claims/{promoted}/contest", {"note": "flaky"}, (403, 403, 200)),
     ("post", "claims/{promoted}/retract", {"note": "wrong"}, (403, 403, 200)),
     ("get", "timeline?subject=pytest", None, (200, 200, 200)),
+    ("get", "incidents", None, (200, 200, 200)),
     ("get", "cache/manifest", None, (200, 200, 200)),
     ("get", "cache/roster.json", None, (200, 200, 200)),
     ("post", "spool", "NDJSON", (200, 403, 200)),

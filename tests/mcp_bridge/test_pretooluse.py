@@ -116,3 +116,22 @@ def test_it_never_fails_the_turn(repo: Path, tmp_path: Path) -> None:
     no_cache = _hook(repo, _edit(repo, "src/payments/api.py"), cache=False)
     assert (no_cache.returncode, no_cache.stdout) == (0, "")
     assert "not checking leases" in no_cache.stderr
+
+
+def _spooled(repo: Path) -> list[dict[str, Any]]:
+    path = repo.parent / "home" / "spool" / "mcp" / f"{FLEET}.ndjson"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_a_warned_edit_spools_one_intrusion_for_the_holder(repo: Path) -> None:
+    _hook(repo, _edit(repo, "src/payments/api.py"))
+    [event] = _spooled(repo)
+    assert (event["kind"], event["agent"], event["session"]) == ("lease.intrusion", "ada", "s")
+    assert event["payload"] == {"paths": ["src/payments/api.py"], "holder": "bo",
+                                "tool": "edit"}
+
+
+def test_a_denied_or_free_edit_spools_nothing(repo: Path) -> None:
+    _hook(repo, _edit(repo, "src/payments/api.py"), "--strict")  # blocked: nothing happened
+    _hook(repo, _edit(repo, "src/other.py"))
+    assert _spooled(repo) == []

@@ -60,7 +60,9 @@ def test_two_agents_race_for_a_handoff_and_the_loser_is_told(
     assert list(Lease.objects.active().values_list("agent__agent_id", "path")) == [
         ("bo", "src/payments/**")]
     seen_by_bo = tools.fleet_status(bo)
-    assert seen_by_bo["handoffs"] == [] and "yours" not in seen_by_bo
+    assert seen_by_bo["handoffs"] == [] and "refused_handoffs" not in seen_by_bo["yours"]
+    [told] = seen_by_bo["yours"]["incidents"]  # di's refused pickup, told to the taker
+    assert told["kind"] == "pickup_refused" and told["by"] == "di"
     assert [ls["path"] for a in seen_by_bo["agents"] if a["agent_id"] == "bo"
             for ls in a["leases"]] == ["src/payments/**"]
     [refusal] = tools.fleet_status(di)["yours"]["refused_handoffs"]
