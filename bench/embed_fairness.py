@@ -93,23 +93,9 @@ def main() -> int:
               f"{os.getloadavg()[0]:.2f} · {args.clients} clients × {args.requests} requests")
         print(f"  p95 with drippers / without: {ratio:.2f} (target <= 1.20: "
               f"{'met' if ratio <= 1.2 else 'MISSED'})")
-        for pid in _service_pids(home):
+        for pid in embed_service.running(home):
             os.kill(pid, 15)
     return 0
-
-
-def _service_pids(home: Path) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                env = (entry / "environ").read_bytes()
-                cmd = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if b"embedder" in cmd and f"CTXLAKE_HOME={home}".encode() in env:
-                found.append(int(entry.name))
-    return found
 
 
 if __name__ == "__main__":

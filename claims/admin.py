@@ -37,6 +37,7 @@ from claims import (
 from claims.admin_release import ReleaseAction
 from claims.models import Claim, ClaimEvent, Evidence
 from fleet import screen_view
+from fleet.admin import ReadOnly
 from fleet.reveal import has_hidden, reveal
 from mcp_bridge.contract import sanitize, screen
 
@@ -103,7 +104,7 @@ class ClaimChangeList(ChangeList):
             claim.queue_group = groups.get(review.group_root(claim))
 
 
-class ModeratorOnly:
+class ModeratorOnly(ReadOnly):
     """Moderators may view (scoped); nobody adds, changes or deletes through forms."""
 
     def has_module_permission(self, request: HttpRequest) -> bool:
@@ -111,15 +112,6 @@ class ModeratorOnly:
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return admin_scope.is_moderator(request.user)
-
-    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 def with_excerpt_flags(qs: QuerySet[Claim]) -> QuerySet[Claim]:

@@ -341,8 +341,22 @@ class ActivityAdmin(FleetScopedAdmin):
         return False
 
 
+class ReadOnly:
+    """Rows written only by domain functions: viewed here, never added, changed or deleted
+    through a form."""
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(Incident)
-class IncidentAdmin(FleetScopedAdmin):
+class IncidentAdmin(ReadOnly, FleetScopedAdmin):
     """Read-only: incidents are a record (fleet.incidents writes them), not something to
     edit; deleting one is left to the fleet's deletion."""
 
@@ -355,15 +369,6 @@ class IncidentAdmin(FleetScopedAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [f.name for f in Incident._meta.fields]
-
-    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     @admin.display(description="paths")
     def short_paths(self, obj: Incident) -> str:

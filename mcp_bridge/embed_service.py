@@ -142,6 +142,23 @@ def _read_all(s: socket.socket, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def running(home: Path) -> list[int]:
+    """The pids of embedder services whose CTXLAKE_HOME is `home` (Linux /proc; [] where
+    it cannot be read): what tests and benchmarks stop, and check are gone."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            env = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"embedder" in cmd and f"CTXLAKE_HOME={home}".encode() in env:
+            found.append(int(entry.name))
+    return found
+
+
 def start(home: Path) -> int | None:
     """Start the service detached (it exits at once if one already holds the lock)."""
     folder = run_dir(home)

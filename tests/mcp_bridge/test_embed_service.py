@@ -33,19 +33,7 @@ SEARCH = "clippy gate RUSTFLAGS"
 
 
 def _pids(home: Path) -> list[int]:
-    """Service processes whose CTXLAKE_HOME is `home`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes().split(b"\0")
-            env = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"embedder" in cmd and f"CTXLAKE_HOME={home}".encode() in env:
-            found.append(int(entry.name))
-    return found
+    return embed_service.running(home)
 
 
 @pytest.fixture
