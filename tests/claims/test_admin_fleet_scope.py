@@ -33,6 +33,7 @@ from fleet.models import (
     Fleet,
     FleetModerator,
     Handoff,
+    Incident,
     Lease,
     Session,
 )
@@ -59,6 +60,7 @@ TABLE = [
     Row(ApiToken, OK, GONE),  # revoked, never deleted
     Row(Claim, OK, GONE),  # decided through moderation, never deleted
     Row(ClaimEvent, OK, GONE),  # append-only
+    Row(Incident, OK, GONE),  # a record: viewed, never edited or deleted through a form
 ]
 
 
@@ -91,6 +93,8 @@ def _objects(fleet: Fleet, tag: str) -> dict[type[Model], Model]:
         ApiToken: tokens.issue_token(fleet, role="operator", name=f"token-{tag}").token,
         Claim: claim,
         ClaimEvent: claim.events.get(),
+        Incident: Incident.objects.create(fleet=fleet, kind=Incident.Kind.values[0],
+                                          actor=agent, paths=[f"src/{tag}.py"]),
     }
 
 
