@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from claims import conflicts, embeddings
@@ -51,7 +50,8 @@ def find_for(claim: Claim) -> list[Contradiction]:
 def scan_fleet(fleet: Fleet) -> int:
     """Compare every live promoted claim with its neighbours; returns new pairs found."""
     new = 0
-    live = _live(Claim.objects.filter(fleet=fleet)).filter(embedding__isnull=False)
+    live = Claim.objects.for_fleet(fleet).live(timezone.now()).filter(
+        contested=False, embedding__isnull=False)
     for claim in live.iterator(chunk_size=500):
         new += len(find_for(claim))
     if new:
@@ -59,14 +59,9 @@ def scan_fleet(fleet: Fleet) -> int:
     return new
 
 
-def _live(qs: Any) -> Any:
-    now = timezone.now()
-    return (qs.filter(status=Claim.Status.PROMOTED, superseded_by__isnull=True, contested=False)
-            .filter(Q(valid_until__isnull=True) | Q(valid_until__gt=now)))
-
-
 def _is_live(claim: Claim, now: Any) -> bool:
-    """`_live` for one loaded claim (the pairs are few; their claims are already read)."""
+    """ClaimQuerySet.live, uncontested, for one loaded claim (the pairs are few; their
+    claims are already read)."""
     return (claim.status == Claim.Status.PROMOTED and claim.superseded_by_id is None
             and not claim.contested and (claim.valid_until is None or claim.valid_until > now))
 

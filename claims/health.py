@@ -36,8 +36,7 @@ class Health:
 
 
 def live(fleet: Fleet, now: datetime) -> QuerySet[Claim]:
-    return (Claim.objects.for_fleet(fleet).promoted().filter(superseded_by__isnull=True)
-            .exclude(valid_until__lt=now).defer("embedding", "search_vector"))
+    return Claim.objects.for_fleet(fleet).live(now).defer("embedding", "search_vector")
 
 
 def of_fleet(fleet: Fleet, *, now: datetime, days: int = UNSERVED_DAYS) -> Health:

@@ -52,8 +52,12 @@ class ClaimQuerySet(models.QuerySet["Claim"]):
         return self.filter(status=Claim.Status.PROPOSED)
 
     def by_public_id(self, public_id: str) -> ClaimQuerySet:
-        match = re.fullmatch(r"cc-(\d{1,9})", public_id.strip().lower())
+        match = ev.CLAIM_ID_RE.fullmatch(public_id.strip().lower())
         return self.filter(number=int(match[1])) if match else self.none()
+
+    def live(self, now: Any) -> ClaimQuerySet:
+        """Promoted, not superseded, not expired: what agents may be shown."""
+        return self.promoted().filter(superseded_by__isnull=True).exclude(valid_until__lt=now)
 
 
 ClaimType = contract_choices("ClaimType", ev.CLAIM_TYPES)

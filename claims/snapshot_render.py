@@ -240,13 +240,7 @@ def path_claims(
 
 def _live(fleet: Fleet, now: datetime) -> Any:
     """Promoted, not superseded, not expired: what agents may be shown."""
-    return (
-        Claim.objects.for_fleet(fleet)
-        .promoted()
-        .filter(superseded_by__isnull=True)
-        .exclude(valid_until__lt=now)
-        .defer("embedding", "search_vector")
-    )
+    return Claim.objects.for_fleet(fleet).live(now).defer("embedding", "search_vector")
 
 
 def _briefing_row(c: Claim, repos: list[str], conflicts: list[str]) -> dict[str, Any]:

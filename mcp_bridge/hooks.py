@@ -78,18 +78,18 @@ def note_briefing_served(cfg: Config, hook_input: dict[str, Any], cache: Any) ->
     from mcp_bridge.config import clean_session
     from mcp_bridge.contract import events as ev
     from mcp_bridge.contract.spool import Spool
+    from mcp_bridge.served import claim_ids
 
     session = clean_session(hook_input.get("session_id"))
     ids = (cache.manifest().value or {}).get("briefing_claims")
     if not session or not isinstance(ids, list) or hook_input.get("source") == "compact":
         return
-    valid = [i for i in ids if isinstance(i, str) and ev.CLAIM_ID_RE.fullmatch(i)]
+    valid = claim_ids(ids)
     if valid:
         spool = Spool(cfg.spool_dir, fleet=cfg.fleet, agent=cfg.agent, session=session,
                       max_bytes=cfg.spool_max_bytes, file_max_bytes=cfg.spool_file_max_bytes)
         try:
-            spool.append(ev.KIND_CLAIM_SERVED,
-                         {"claims": valid[:ev.CLAIM_IDS_MAX], "via": "briefing"})
+            spool.append(ev.KIND_CLAIM_SERVED, {"claims": valid, "via": "briefing"})
         except (OSError, ValueError) as e:  # the briefing still goes out
             sys.stderr.write(f"ctxlake hook: briefing not recorded as served: {e}\n")
 

@@ -44,9 +44,7 @@ class Served:
     def note(self, claims: Iterable[Any], via: str) -> None:
         """Record that these claims (dicts with an "id", or ids) were shown through `via`.
         Ids that are not claim ids (a test snapshot's) are left out; nothing raises."""
-        ids = [c.get("id") if isinstance(c, dict) else c for c in claims]
-        valid = list(dict.fromkeys(i for i in ids if isinstance(i, str)
-                                   and ev.CLAIM_ID_RE.fullmatch(i)))[:ev.CLAIM_IDS_MAX]
+        valid = claim_ids(claims)
         if not valid or not self.spool.session:
             return
         with self._lock:
@@ -83,3 +81,11 @@ def _merged(batch: list[tuple[list[str], str]]) -> list[tuple[str, list[str]]]:
     return [(via, chunk[i:i + ev.CLAIM_IDS_MAX])
             for via, seen in by_via.items() for chunk in [list(seen)]
             for i in range(0, len(chunk), ev.CLAIM_IDS_MAX)]
+
+
+def claim_ids(claims: Iterable[Any]) -> list[str]:
+    """The distinct claim ids among `claims` (dicts with an "id", or ids), at most as many
+    as one served event names; anything that is not a claim id is left out."""
+    ids = [c.get("id") if isinstance(c, dict) else c for c in claims]
+    return list(dict.fromkeys(i for i in ids if isinstance(i, str)
+                              and ev.CLAIM_ID_RE.fullmatch(i)))[:ev.CLAIM_IDS_MAX]

@@ -388,7 +388,7 @@ def memory_feedback(b: Bridge, claim: str, verdict: str, note: str | None = None
     claim = claim.strip().lower()
     if not events.CLAIM_ID_RE.fullmatch(claim):
         raise Rejected(f"claim must be a claim id such as cc-07; got {claim!r}")
-    snap = b.cache.snapshot().value if b.cache.snapshot().value is not None else None
+    snap = b.cache.snapshot().value
     if snap is not None and not snap.has_claim(claim):
         raise Rejected(f"{claim} is not among this fleet's promoted claims (as of the last "
                        "render); check the id in memory_search's results")

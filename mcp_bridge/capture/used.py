@@ -19,7 +19,7 @@ from mcp_bridge.contract.globs import covers
 
 #: A command quoted in a claim's text: `make test-integration`, `NC_R1_MOCK=1 pytest`.
 _QUOTED = re.compile(r"`([^`\n]{4,200})`")
-_ID = re.compile(r"\bcc-\d{1,9}\b", re.IGNORECASE)
+_ID = re.compile(rf"\b{ev.CLAIM_ID_RE.pattern}\b", re.IGNORECASE)  # the contract's id
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class Known:
 
 
 def ids_in(text: str) -> list[str]:
-    return [m.lower() for m in _ID.findall(text)]
+    return [m[0].lower() for m in _ID.finditer(text)]
 
 
 def used_claims(steps: Sequence[Step], known: Mapping[str, Known], *,
