@@ -5,17 +5,18 @@ interpreter's.
 
 What Claude Code pays before every Edit/Write/MultiEdit/NotebookEdit call and every Bash
 `git commit` (its settings' matcher and `if` rules skip other Bash commands, issue 26): it
-spawns `python -m mcp_bridge hook pre-tool-use`, writes the hook JSON, and waits for the
-exit. Measured here for four cases (an edit hitting another agent's lease, a free edit, a
-Bash command that is not a commit — Codex still spawns for it —, a `git commit` with staged
-files, which runs git) in a temp git repository with a roster of --leases live leases, and
-once as `install` writes it (`sh -c`, the user's link, the launcher, then Python).
-Baselines, measured in the same run and interleaved with the hook runs so load affects
-both alike: `python -c pass` (interpreter start, the floor of any Python hook) and
-`python -S -c pass`. The budgets: 50 ms for PreToolUse and 100 ms for SessionStart (issue
-15; SessionStart prints the briefing), and PreToolUse p50 at most 2x `python -c pass` p50
-(issue 26, printed as a ratio per case). The suite asserts no wall time; the figures
-printed are medians and p90s, never constants.
+spawns the hook (`python -I -S <checkout>/mcp_bridge/pretool.py`, mcp_bridge/pretool.py says
+why; the `python -m mcp_bridge hook pre-tool-use` it replaced is measured beside it), writes
+the hook JSON, and waits for the exit. Measured here for four cases (an edit hitting another
+agent's lease, a free edit, a Bash command that is not a commit — Codex still spawns for it
+—, a `git commit` with staged files, which runs git) in a temp git repository with a roster
+of --leases live leases, and once as `install` writes it (`sh -c`, the user's link, the
+launcher, then Python). Baselines, measured in the same run and interleaved with the hook
+runs so load affects both alike: `python -c pass` (interpreter start, the floor of any
+Python hook) and `python -S -c pass`. The budgets: 50 ms for PreToolUse and 100 ms for
+SessionStart (issue 15; SessionStart prints the briefing), and PreToolUse p50 at most 2x
+`python -c pass` p50 (issue 26, printed as a ratio per case). The suite asserts no wall
+time; the figures printed are medians and p90s, never constants.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ def _spawn(argv: list[str], stdin: bytes, env: dict[str, str], cwd: Path,
 
 
 INSTALLED = "hook as installed (sh, link, launcher): Edit"
+INSTALLED_FREE = "hook as installed: Edit, free path"
 
 
 def _installed_hook(root: Path, repo: Path, env: dict[str, str]) -> str:
@@ -100,7 +102,9 @@ def main() -> None:
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("CTXLAKE_")},
                "PYTHONPATH": str(ROOT), "CTXLAKE_FLEET_ID": "bench", "CTXLAKE_AGENT_ID": "ada",
                "CTXLAKE_HOME": str(root / "home"), "CTXLAKE_CACHE_DIR": str(root / "cache")}
-        hook = [sys.executable, "-m", "mcp_bridge", "hook", "pre-tool-use"]
+        # as install writes it (issue 26): no site, no runpy, the script by its path
+        hook = [sys.executable, "-I", "-S", str(ROOT / "mcp_bridge" / "pretool.py")]
+        hook_m = [sys.executable, "-m", "mcp_bridge", "hook", "pre-tool-use"]
         installed, env["HOME"] = _installed_hook(root, repo, env), str(root / "user")
 
         def edit(path: str) -> bytes:
@@ -120,6 +124,8 @@ def main() -> None:
             "hook: Bash, not a commit": (hook, bash("pytest -q")),
             "hook: Bash git commit (runs git)": (hook, bash("git commit -m x")),
             INSTALLED: (["sh", "-c", installed], edit("src/payments/api.py")),
+            INSTALLED_FREE: (["sh", "-c", installed], edit("src/other.py")),
+            "hook via -m (before issue 26): Edit, free path": (hook_m, edit("src/other.py")),
             START: ([sys.executable, "-m", "mcp_bridge", "hook", "session-start"],
                     b'{"session_id": "s-bench", "hook_event_name": "SessionStart"}'),
         }

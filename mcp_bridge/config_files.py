@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 SERVER_NAME = "ctxlake"
 #: A hook command is ours when it runs one of these; uninstall removes exactly these.
 HOOK_MARK = "-m mcp_bridge hook "
+#: The PreToolUse hook's script, relative to the checkout (install writes its absolute path).
+PRETOOL_SCRIPT = "mcp_bridge/pretool.py"
 LAUNCHER_DIR = ".ctxlake/bin"  # under the user's home: a fixed place a shared file can name
 LAUNCHER_PREFIX = "ctxlake-mcp-"
 LAUNCHER_MARK = f"/{LAUNCHER_DIR}/{LAUNCHER_PREFIX}"
@@ -104,7 +106,8 @@ def json_hooks(text: str, path: Path, groups: dict[str, list[dict[str, Any]]] | 
 
 def _our_hook(hook: Any) -> bool:
     command = str(hook.get("command")) if isinstance(hook, dict) else ""
-    return HOOK_MARK in command or (LAUNCHER_MARK in command and " hook " in command)
+    return HOOK_MARK in command or f"/{PRETOOL_SCRIPT}" in command or (
+        LAUNCHER_MARK in command and " hook " in command)
 
 
 def _without_ours(groups: Any) -> Any:

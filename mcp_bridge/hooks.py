@@ -16,38 +16,21 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from mcp_bridge import contract
+from mcp_bridge import contract, pretool
 from mcp_bridge.config import Config
 
-STDIN_WAIT_SECS = 0.05  # a runtime writes its hook JSON at once; don't wait on a silent pipe
-MAX_STDIN = 1 << 20
 OUTCOMES = contract.SESSION_OUTCOMES
 
 
-def read_hook_input(stream: Any = None, wait: float = STDIN_WAIT_SECS) -> dict[str, Any]:
+def read_hook_input(stream: Any = None, wait: float = pretool.STDIN_WAIT_SECS,
+                    ) -> dict[str, Any]:
     """The runtime's hook JSON from stdin ({} for a terminal, silence or anything not JSON)."""
-    stream = sys.stdin if stream is None else stream
     try:
-        fd = stream.fileno()
-        if os.isatty(fd):
-            return {}
-        chunks: list[bytes]
-        chunks, deadline = [], time.monotonic() + wait
-        while sum(map(len, chunks)) < MAX_STDIN:
-            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                break
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-        value = json.loads(b"".join(chunks) or b"{}")
+        value = json.loads(pretool.read_stdin(stream, wait) or b"{}")
     except (OSError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}
@@ -345,8 +328,7 @@ def main(argv: list[str], *, command: str = "hook") -> int:
 
 # -- PreToolUse: tell the model about another agent's lease before it edits ------------------
 
-EDIT_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path",
-              "NotebookEdit": "notebook_path"}
+EDIT_TOOLS = pretool.EDIT_TOOLS
 #: What Claude Code runs the hook for, decided in its settings rather than inside the hook
 #: (a spawn costs ~0.1-0.6 s before every Bash call): the edit tools by their matcher, and
 #: Bash only for a command holding `git commit`, by a handler's `if` (permission-rule
@@ -361,27 +343,19 @@ COMMIT_RULES = ("Bash(git commit*)", "Bash(git -* commit*)")
 
 def repo_root(start: Path) -> Path | None:
     """The enclosing git work tree (a `.git` dir or file), found without spawning git."""
-    for folder in (start, *start.parents):
-        if (folder / ".git").exists():
-            return folder
-    return None
+    root = pretool.repo_root(str(start))
+    return None if root is None else Path(root)
 
 
 def target_paths(hook_input: dict[str, Any]) -> tuple[Path | None, list[str]]:
     """(repo root, repo-relative paths) the tool call is about to change; [] for none."""
     tool, args = hook_input.get("tool_name"), hook_input.get("tool_input")
-    cwd = Path(str(hook_input.get("cwd") or os.environ.get("CLAUDE_PROJECT_DIR") or "."))
     if not isinstance(args, dict):
         return None, []
     if tool in EDIT_TOOLS:
-        raw = args.get(EDIT_TOOLS[tool])
-        if not isinstance(raw, str) or not raw:
-            return None, []
-        path = Path(os.path.normpath(cwd / raw))
-        root = repo_root(path.parent)
-        if root is None:
-            return None, []
-        return root, [path.relative_to(root).as_posix()]
+        found = pretool.edit_target(hook_input)
+        return (Path(found[0]), [found[1]]) if found else (None, [])
+    cwd = Path(str(hook_input.get("cwd") or os.environ.get("CLAUDE_PROJECT_DIR") or "."))
     command = args.get("command")
     if tool == "Bash" and isinstance(command, str) and _is_git_commit(command):
         root = repo_root(cwd.resolve())

@@ -37,6 +37,7 @@ from mcp_bridge.config_files import (
     AGENT_FILE_RE,
     HOOK_MARK,
     LAUNCHER_DIR,
+    PRETOOL_SCRIPT,
     InstallError,
     json_hooks,
     json_server,
@@ -147,7 +148,15 @@ class Target:
         if self.runtime == "codex":  # a plain argv: right whether or not a shell runs it
             return f"{shlex.quote(str(self.launcher))} hook {event}{extra}"
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env().items())
+        if event == "pre-tool-use":
+            return f"{env} {pretool_command(self.python)}{extra}"
         return f"{env} {shlex.quote(self.python)} {HOOK_MARK}{event}{extra}"
+
+
+def pretool_command(python: str) -> str:
+    """The PreToolUse hook without site, runpy or the package's imports (issue 26: at most
+    2x `python -c pass`): `-I -S` and the script's absolute path (mcp_bridge/pretool.py)."""
+    return f"{shlex.quote(python)} -I -S {shlex.quote(str(PROJECT_ROOT / PRETOOL_SCRIPT))}"
 
 
 def launcher_script(target: Target) -> str:
@@ -160,6 +169,9 @@ def launcher_script(target: Target) -> str:
             "install`, personal to this user (project configs name it, never its contents).\n"
             f"{exports}"
             f': "${{CTXLAKE_AGENT_ID:={agent}}}"\nexport CTXLAKE_AGENT_ID\n'
+            # PreToolUse runs before every edit: the fast script, not `-m` (pretool.py)
+            f'if [ "$1 $2" = "hook pre-tool-use" ]; then shift 2; '
+            f'exec {pretool_command(target.python)} "$@"; fi\n'
             f'exec {shlex.quote(target.python)} -m mcp_bridge "$@"\n')
 
 

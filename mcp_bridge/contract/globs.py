@@ -34,9 +34,14 @@ A pattern is a repo-relative path, read segment by segment (`/` separates):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Any, Final, cast
+
+# `typing` costs the PreToolUse script (mcp_bridge/pretool.py) ~3 ms at every spawn, and
+# only the annotations need it.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any, Final
 
 MAX_PATH_LENGTH: Final = 1024
 WILDCARDS: Final = frozenset("*?[")
@@ -317,5 +322,6 @@ def _segment_meet(p: tuple[Token, ...], q: tuple[Token, ...]) -> bool:
     if not p or not q:
         return False
     # Neither head is STAR (None) here; mypy does not narrow through the STAR alias.
-    a, b = cast("str | Chars", p[0]), cast("str | Chars", q[0])
+    a, b = p[0], q[0]
+    assert a is not None and b is not None
     return _chars_meet(a, b) and _segment_meet(p[1:], q[1:])

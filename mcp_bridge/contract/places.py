@@ -11,8 +11,13 @@ Each function reads the environment when called (tests and `./ctxlake` set it la
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from pathlib import Path
+
+# pathlib and collections.abc cost the PreToolUse script (mcp_bridge/pretool.py) ~8 ms at
+# every spawn: it asks cache_path() for a str; everything else imports pathlib anyway.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
 
 DEFAULT_HOME = "~/.ctxlake"
 
@@ -23,14 +28,27 @@ def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:
 
 def home(env: Mapping[str, str] | None = None) -> Path:
     """$CTXLAKE_HOME, else ~/.ctxlake."""
+    from pathlib import Path
+
     return Path(_env(env).get("CTXLAKE_HOME") or DEFAULT_HOME).expanduser()
 
 
 def cache_dir(env: Mapping[str, str] | None = None) -> Path:
     """$CTXLAKE_CACHE_DIR, else $CTXLAKE_HOME/cache: the rendered per-fleet caches."""
-    return Path(_env(env).get("CTXLAKE_CACHE_DIR") or home(env) / "cache").expanduser()
+    from pathlib import Path
+
+    return Path(cache_path(env))
+
+
+def cache_path(env: Mapping[str, str] | None = None) -> str:
+    """cache_dir() as a str, without importing pathlib."""
+    explicit = _env(env).get("CTXLAKE_CACHE_DIR")
+    root = _env(env).get("CTXLAKE_HOME") or DEFAULT_HOME
+    return os.path.expanduser(explicit or os.path.join(os.path.expanduser(root), "cache"))
 
 
 def spool_dir(env: Mapping[str, str] | None = None) -> Path:
     """$CTXLAKE_SPOOL_DIR, else $CTXLAKE_HOME/spool: the agents' write spools."""
+    from pathlib import Path
+
     return Path(_env(env).get("CTXLAKE_SPOOL_DIR") or home(env) / "spool").expanduser()

@@ -560,3 +560,39 @@ def test_it_refuses_an_agent_id_that_cannot_name_a_launcher(
                       "--home", str(where["home"]), "--project", str(where["project"])],
                      command="install")
     assert not (where["home"] / ".ctxlake").exists()
+
+
+@pytest.mark.parametrize("runtime,scope", [("claude-code", "project"), ("claude-code", "user"),
+                                           ("codex", "user")])
+def test_the_pre_tool_use_hook_starts_the_fast_script_and_warns(
+    where: dict[str, Path], tmp_path: Path, runtime: str, scope: str,
+) -> None:
+    """Issue 26: PreToolUse runs `python -I -S <checkout>/mcp_bridge/pretool.py` (directly,
+    or from the launcher) and still warns about another agent's lease."""
+    from mcp_bridge import testing
+    from tests.mcp_bridge.data import ahead
+
+    assert _run(where, "install", runtime, "--scope", scope) == 0
+    settings = {"codex": where["home"] / ".codex" / "hooks.json",
+                "claude-code": (where["home"] if scope == "user" else where["project"])
+                / ".claude" / "settings.json"}[runtime]
+    command = _parse(settings)["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+    script = f"-I -S {install.PROJECT_ROOT / 'mcp_bridge' / 'pretool.py'}"
+    launcher = where["home"] / ".ctxlake" / "bin" / "ctxlake-mcp-acme.ada"
+    assert script in (command if scope == "user" and runtime == "claude-code"
+                      else launcher.read_text())
+    repo = tmp_path / "repo"
+    (repo / "src" / "payments").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    testing.build_cache(where["root"] / "ctxlake" / "cache", "acme", snapshot=False, agents=[
+        {"agent_id": "bo", "leases": [{"path": "src/payments/**", "reason": "refunds",
+                                       "expires_at": ahead(hours=1)}]}])
+    for path, warned in (("src/payments/api.py", True), ("src/free.py", False)):
+        edit = {"cwd": str(repo), "hook_event_name": "PreToolUse", "session_id": "s",
+                "tool_name": "Edit", "tool_input": {"file_path": str(repo / path)}}
+        done = subprocess.run(["sh", "-c", command], input=json.dumps(edit), text=True,
+                              capture_output=True, timeout=30, cwd=repo,
+                              env={"PATH": os.environ["PATH"], "HOME": str(where["home"])})
+        assert done.returncode == 0 and ("leased by bo" in done.stdout) == warned, done
+    assert _run(where, "uninstall", runtime, "--scope", scope) == 0
+    assert "pretool.py" not in (settings.read_text() if settings.exists() else "")

@@ -1,6 +1,8 @@
 """`hook pre-tool-use`: Claude Code's PreToolUse answer for an edit inside another's lease.
 
-The real hook process, in a real temp git repository, against a cached roster.
+The real hook process, in a real temp git repository, against a cached roster; every test
+runs through both doors: the script install writes (`python -I -S mcp_bridge/pretool.py`,
+which answers the silent cases itself) and `python -m mcp_bridge hook pre-tool-use`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,17 @@ from tests.mcp_bridge.data import ago, ahead
 from tests.mcp_bridge.stdio import ROOT
 
 FLEET = "acme"
+DOORS = {"script": [sys.executable, "-I", "-S", str(ROOT / "mcp_bridge" / "pretool.py")],
+         "module": [sys.executable, "-m", "mcp_bridge", "hook", "pre-tool-use"]}
+_door: list[str] = DOORS["script"]
+
+
+@pytest.fixture(autouse=True, params=sorted(DOORS))
+def door(request: pytest.FixtureRequest) -> list[str]:
+    """Each test, once per way the hook is started (the module's `_hook` reads it)."""
+    global _door
+    _door = DOORS[request.param]
+    return _door
 
 
 @pytest.fixture
@@ -42,7 +55,7 @@ def _hook(repo: Path, body: Any, *args: str, cache: bool = True,
            "CTXLAKE_AGENT_ID": "ada", "CTXLAKE_HOME": str(repo.parent / "home"),
            "CTXLAKE_CACHE_DIR": str(repo.parent / ("cache" if cache else "nothing"))}
     stdin = body if isinstance(body, str) else json.dumps(body)
-    return subprocess.run([sys.executable, "-m", "mcp_bridge", "hook", "pre-tool-use", *args],
+    return subprocess.run([*_door, *args],
                           input=stdin, capture_output=True, text=True, env=env, cwd=repo,
                           timeout=30)
 
