@@ -36,9 +36,20 @@ def read_hook_input(stream: Any = None, wait: float = pretool.STDIN_WAIT_SECS,
     return value if isinstance(value, dict) else {}
 
 
+def hermes_first_turn(hook_input: dict[str, Any]) -> bool:
+    """Hermes Agent (0.19) has no SessionStart that can add context: its shell hook
+    `pre_llm_call` can, and fires every turn with `extra.is_first_turn`; the briefing goes
+    into the first one only (on_session_start's output is ignored)."""
+    extra = hook_input.get("extra")
+    return isinstance(extra, dict) and extra.get("is_first_turn") is True
+
+
 def session_start(cfg: Config, hook_input: dict[str, Any], *, fmt: str) -> str:
     """The briefing, wrapped the way the runtime wants it on stdout."""
     from mcp_bridge.cache import Cache
+
+    if fmt == "hermes" and not hermes_first_turn(hook_input):
+        return ""
 
     leave_session(cfg, hook_input)
     if cfg.problems:
@@ -51,6 +62,8 @@ def session_start(cfg: Config, hook_input: dict[str, Any], *, fmt: str) -> str:
         note_briefing_served(cfg, hook_input, cache)
     if fmt == "plain":
         return text if text.endswith("\n") else text + "\n"
+    if fmt == "hermes":  # pre_llm_call: {"context"} goes into the turn's user message
+        return json.dumps({"context": text}, ensure_ascii=False) + "\n"
     out = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
     return json.dumps(out, ensure_ascii=False) + "\n"
 
@@ -486,8 +499,10 @@ def _main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m mcp_bridge hook")
     p.add_argument("event", choices=("session-start", "session-end", "pre-compact",
                                      "pre-tool-use"))
-    p.add_argument("--format", choices=("claude-code", "plain"), default="claude-code",
-                   help="session-start output: Claude Code hook JSON (default) or the text")
+    p.add_argument("--format", choices=("claude-code", "plain", "hermes"),
+                   default="claude-code",
+                   help="session-start output: Claude Code hook JSON (default), the text, or "
+                        "Hermes' pre_llm_call JSON (first turn only)")
     p.add_argument("--outcome", choices=OUTCOMES, default=None)
     p.add_argument("--summary", default=None)
     p.add_argument("--changed-path", action="append", dest="changed_paths", default=None,

@@ -33,6 +33,20 @@ def test_session_start_prints_the_briefing_as_claude_code_hook_json(live: Config
     assert plain.stdout.decode() == "# Fleet briefing\nada holds src/**\n"
 
 
+def test_session_start_for_hermes_briefs_the_first_turn_only(live: Config) -> None:
+    """Hermes 0.19's pre_llm_call shell hook: stdin as agent/shell_hooks.py sends it; a
+    `{"context"}` answer is added to that turn's user message."""
+    def turn(first: bool) -> bytes:
+        return json.dumps({"hook_event_name": "pre_llm_call", "session_id": "h-1",
+                           "cwd": "/tmp", "extra": {"is_first_turn": first}}).encode()
+
+    done = _hook(live, "session-start", "--format", "hermes", stdin=turn(True))
+    assert done.returncode == 0
+    assert "Fleet briefing" in json.loads(done.stdout)["context"]
+    later = _hook(live, "session-start", "--format", "hermes", stdin=turn(False))
+    assert (later.returncode, later.stdout) == (0, b"")
+
+
 def test_session_start_without_a_cache_still_answers_and_exits_zero(config: Config) -> None:
     done = _hook(config, "session-start")
     context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
