@@ -12,9 +12,10 @@ Rules that keep the two answerers from ever contradicting each other:
 
 - The era is decided by the connection's first request, with the SDK's own rule
   (handshake.era), and that request is always replayed to the SDK so the SDK locks the
-  same era. After a `server/discover` opening, a late `initialize` is the SDK's to refuse
-  (-32022, which clients answer with a re-probe); after an `initialize` opening, a late
-  enveloped `server/discover` is the SDK's to refuse (-32600, clients fall back).
+  same era. After a `server/discover` opening, a late `initialize` is refused here with
+  the SDK's own -32022 (clients answer it with a re-probe; waiting for the SDK to say it
+  made a client whose bridge read late wait seconds more); after an `initialize` opening,
+  a late enveloped `server/discover` is the SDK's to refuse (-32600, clients fall back).
 - A 2025-era request is answered here only after `initialize` was answered here.
 - Every answer is exactly the SDK's (test_server.py compares them request by request);
   server.py builds its tool list and tool results from this module's functions.
@@ -80,11 +81,13 @@ class Answer:
     """What the fast path does with one request.
 
     `result` is sent at once; `call` (a tool to run, off the event loop) produces the
-    result or a BadCall; `replay` also hands the request to the SDK, whose answer is then
-    dropped (the opening request, and every `initialize`, which the SDK must see).
+    result or a BadCall; `error` is sent at once as the request's error; `replay` also
+    hands the request to the SDK, whose answer is then dropped (the opening request, and
+    every `initialize` answered with a result, which the SDK must see).
     """
 
     result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
     call: Callable[[], dict[str, Any]] | None = None
     replay: bool = False
 
@@ -124,7 +127,7 @@ class FastPath:
         else:
             answer = self._modern(method, params, opening)
         if answer is not None and opening and not answer.replay:
-            answer = Answer(answer.result, answer.call, replay=True)
+            answer = Answer(answer.result, answer.error, answer.call, replay=True)
         return answer
 
     def _legacy(self, method: str, params: dict[str, Any], opening: bool) -> Answer | None:
@@ -141,7 +144,10 @@ class FastPath:
         return self._tools(method, params, opening, modern=False)
 
     def _modern(self, method: str, params: dict[str, Any], opening: bool) -> Answer | None:
-        if method == "initialize" or not handshake.envelope_ok(params):
+        if method == "initialize":  # never the opening: that would have made the era legacy
+            plain = isinstance(params, dict)
+            return Answer(error=handshake.initialize_refusal(params)) if plain else None
+        if not handshake.envelope_ok(params):
             return None
         if method == "server/discover":
             return Answer(result=handshake.discover())

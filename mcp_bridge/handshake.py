@@ -42,6 +42,11 @@ CAPABILITIES = {"tools": {"listChanged": False}}
 SERVER_INFO = {"name": SERVER_NAME, "version": SERVER_VERSION}
 
 LEGACY, MODERN = "legacy", "modern"
+#: mcp_types.jsonrpc.UNSUPPORTED_PROTOCOL_VERSION, and the SDK's words for an `initialize`
+#: on a connection locked to the 2026 era (mcp.server.runner._serve_modern_stream).
+UNSUPPORTED_PROTOCOL_VERSION = -32022
+INITIALIZE_ON_MODERN = ("connection is serving the 2026-07-28 protocol; the initialize "
+                        "handshake is not accepted")
 
 
 def negotiate(requested: str) -> str:
@@ -118,3 +123,15 @@ def discover() -> dict[str, Any]:
     """The `server/discover` result (2026 era)."""
     return modern({"capabilities": CAPABILITIES, "instructions": INSTRUCTIONS,
                    "supportedVersions": list(MODERN_VERSIONS)}, cacheable=True)
+
+
+def initialize_refusal(params: dict[str, Any]) -> dict[str, Any]:
+    """The SDK's error for an `initialize` on a 2026-era connection (Claude Code's fallback
+    when its `server/discover` went unanswered for 3 s): answered here so that a client
+    whose bridge started reading late is not also kept waiting for the SDK import. The
+    data is the SDK's `_initialize_after_modern_data`."""
+    requested = params.get("protocolVersion")
+    data: dict[str, Any] = {"supported": list(MODERN_VERSIONS)}
+    if isinstance(requested, str):
+        data["requested"] = requested
+    return {"code": UNSUPPORTED_PROTOCOL_VERSION, "message": INITIALIZE_ON_MODERN, "data": data}

@@ -220,6 +220,8 @@ class Transport:
             self.forward.put_nowait(frame)
         if answer.result is not None:
             self.write({"jsonrpc": "2.0", "id": frame["id"], "result": answer.result})
+        elif answer.error is not None:
+            self.write({"jsonrpc": "2.0", "id": frame["id"], "error": answer.error})
         elif answer.call is not None:
             task = asyncio.get_running_loop().create_task(self._call(frame["id"], answer.call))
             self.tasks.add(task)

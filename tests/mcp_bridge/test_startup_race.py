@@ -28,7 +28,7 @@ import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from mcp_bridge import toolspec
+from mcp_bridge import handshake, toolspec
 from mcp_bridge.config import Config
 from tests.mcp_bridge.stdio import ROOT, bridge_env
 
@@ -275,6 +275,29 @@ def test_a_ping_as_the_first_frame_needs_no_sdk(live: Config, tmp_path: Path) ->
         assert client.answer(1, timeout=60) == {"jsonrpc": "2.0", "id": 1, "result": {}}
         client.send(2, "initialize", init_params())
         assert client.answer(2, timeout=60)["result"]["serverInfo"]["name"] == "ctxlake"
+    finally:
+        client.proc.kill()
+        client.proc.wait(timeout=60)
+
+
+def test_claude_codes_fallback_initialize_is_refused_without_the_sdk(live: Config,
+                                                                     tmp_path: Path) -> None:
+    """Claude Code opens with `server/discover` and, unanswered after 3 s (a bridge that
+    started reading late), sends `initialize` too. Both reach the bridge together; the
+    discover locks the 2026 era and the initialize gets the SDK's own -32022 refusal —
+    from the fast path, with the SDK's import held for 120 s, so the client connects as
+    soon as the bridge reads instead of after the import (9-11 s at load 10, issue 29)."""
+    client = RawClient(slow_env(live, tmp_path, 120.0))
+    try:
+        client.send("d1", "server/discover", {"_meta": ENVELOPE})
+        client.send("i1", "initialize", init_params("2025-11-25"))
+        assert "supportedVersions" in json.dumps(client.answer("d1", timeout=60))
+        refusal = client.answer("i1", timeout=60)
+        assert refusal["error"] == {
+            "code": -32022, "message": handshake.INITIALIZE_ON_MODERN,
+            "data": {"supported": ["2026-07-28"], "requested": "2025-11-25"}}
+        client.send("t1", "tools/list", {"_meta": ENVELOPE})
+        assert len(client.answer("t1", timeout=60)["result"]["tools"]) == len(toolspec.TOOLS)
     finally:
         client.proc.kill()
         client.proc.wait(timeout=60)
