@@ -304,6 +304,7 @@ def _yaml_block(value: dict[str, Any], indent: int) -> str:
 
     yaml = YAML()
     yaml.indent(mapping=2, sequence=4, offset=2)
+    yaml.width = 4096  # a long command stays one line (folded, it ends in a trailing blank)
     out = io.StringIO()
     yaml.dump(value, out)
     pad = " " * indent
@@ -317,3 +318,141 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list):
         return [_plain(v) for v in value]
     return value
+
+
+def yaml_hooks(text: str, path: Path, hooks: dict[str, list[dict[str, Any]]] | None) -> str:
+    """Set (event → our entries) or remove (None) ctxlake's entries under Hermes' `hooks:`.
+
+    Like yaml_server, line splices located by ruamel.yaml, one at a time (each re-parses, so
+    line numbers are never stale): first every entry of ours is taken out, with the event
+    list (and the `hooks:` key) it leaves empty; then ours go in at the end of each event's
+    list. Other hooks and every comment stay byte for byte; a run that would change nothing
+    returns `text` itself.
+    """
+    data = _yaml_load(text, path)
+    if hooks is not None and _yaml_our_hooks(data, path) == hooks:
+        return text
+    lines = _yaml_lines(text)
+    while (spot := _yaml_next_ours(data, path)) is not None:
+        lines = _yaml_cut(lines, data, *spot)
+        data = _yaml_load("".join(lines), path)
+    for event, entries in (hooks or {}).items():
+        lines = _yaml_lines("".join(_yaml_add(lines, data, event, entries)))
+        data = _yaml_load("".join(lines), path)
+    result = "".join(lines)
+    if hooks is not None and _yaml_our_hooks(data, path) != hooks:
+        raise InstallError(f"{path}: could not place ctxlake's hooks safely; add them by hand")
+    return result
+
+
+def _yaml_lines(text: str) -> list[str]:
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    return lines
+
+
+def _yaml_hooks_map(data: Any, path: Path) -> Any:
+    """The `hooks:` mapping (None when absent or empty); refuses shapes it cannot edit."""
+    hooks = data.get("hooks") if data is not None else None
+    if hooks is None:
+        return None
+    if not isinstance(hooks, dict) or cast("CommentedMap", hooks).fa.flow_style():
+        raise InstallError(f"{path}: hooks is not a block mapping; add ctxlake's hooks by hand")
+    return hooks
+
+
+def _yaml_our_hooks(data: Any, path: Path) -> dict[str, list[dict[str, Any]]]:
+    """Event → our entries, as plain values (what an install compares with its own)."""
+    hooks = _yaml_hooks_map(data, path) or {}
+    found = {str(event): [_plain(e) for e in entries if _our_hook(e)]
+             for event, entries in hooks.items() if isinstance(entries, list)}
+    return {event: entries for event, entries in found.items() if entries}
+
+
+def _yaml_next_ours(data: Any, path: Path) -> tuple[str, int] | None:
+    for event, entries in (_yaml_hooks_map(data, path) or {}).items():
+        if isinstance(entries, list):
+            for i, entry in enumerate(entries):
+                if _our_hook(entry) and cast("CommentedMap", entries).fa.flow_style():
+                    raise InstallError(f"{path}: hooks.{event} is in flow style; edit it by hand")
+                if _our_hook(entry):
+                    return str(event), i
+    return None
+
+
+def _yaml_end(lines: list[str], default: int, parent: Any, key: Any) -> int:
+    """The line after `parent[key]`'s block: where its next sibling (or the parent's own
+    next sibling) starts, less the blank and comment lines before that."""
+    keys = list(parent)
+    i = keys.index(key)
+    if i + 1 < len(keys):
+        return _trim(lines, int(parent.lc.key(keys[i + 1])[0]))
+    return default
+
+
+def _yaml_block_end(lines: list[str], data: Any, key: str) -> int:
+    """The end of top-level `key`'s block."""
+    return _yaml_end(lines, _trim(lines, len(lines)), data, key)
+
+
+def _yaml_cut(lines: list[str], data: Any, event: str, index: int) -> list[str]:
+    """`lines` without hooks[event][index]; without the event (and `hooks:`) it empties."""
+    hooks = data["hooks"]
+    entries = hooks[event]
+    hooks_end = _yaml_block_end(lines, data, "hooks")
+    event_end = _yaml_end(lines, hooks_end, hooks, event)
+    if len(entries) > 1:
+        first = entries.lc.item(index)[0]
+        last = (_trim(lines, entries.lc.item(index + 1)[0]) if index + 1 < len(entries)
+                else event_end)
+    elif len(hooks) > 1:
+        first, last = hooks.lc.key(event)[0], event_end
+    else:  # ours was the only hook: `hooks:` goes, with the blank line an install put before
+        first, last = data.lc.key("hooks")[0], hooks_end
+        if first and not lines[first - 1].strip():
+            first -= 1
+    return lines[:first] + lines[last:]
+
+
+def _yaml_add(lines: list[str], data: Any, event: str,
+              entries: list[dict[str, Any]]) -> list[str]:
+    """Pieces of the text with `entries` at the end of hooks[event] (made if absent)."""
+    hooks = data.get("hooks") if data is not None else None
+    if hooks is None:
+        if data is not None and "hooks" in data:  # `hooks:` with nothing under it
+            at = data.lc.key("hooks")[0]
+            return lines[:at] + [_yaml_block({"hooks": {event: entries}}, 0)] + lines[at + 1:]
+        body = "".join(lines).rstrip("\n")
+        return [(body + "\n\n" if body else ""), _yaml_block({"hooks": {event: entries}}, 0)]
+    hooks_end = _yaml_block_end(lines, data, "hooks")
+    key_col = hooks.lc.key(next(iter(hooks)))[1]
+    current = hooks.get(event)
+    if event not in hooks:
+        return lines[:hooks_end] + [_yaml_block({event: entries}, key_col)] + lines[hooks_end:]
+    if current is None:  # `pre_llm_call:` with nothing under it
+        at = hooks.lc.key(event)[0]
+        return lines[:at] + [_yaml_block({event: entries}, key_col)] + lines[at + 1:]
+    if not isinstance(current, list) or cast("CommentedMap", current).fa.flow_style():
+        raise InstallError(f"hooks.{event} is not a block list; add ctxlake's hook by hand")
+    end = _yaml_end(lines, hooks_end, hooks, event)
+    if current:
+        line, col = cast("CommentedMap", current).lc.item(0)
+        dash = lines[line].rindex("-", 0, col)
+    else:
+        dash = key_col + 2
+    return lines[:end] + [_yaml_items(entries, dash)] + lines[end:]
+
+
+def _yaml_items(entries: list[dict[str, Any]], dash: int) -> str:
+    """List items whose dash sits at column `dash`."""
+    import io
+
+    from ruamel.yaml import YAML
+
+    yaml = YAML()
+    yaml.indent(mapping=2, sequence=2, offset=0)
+    yaml.width = 4096
+    out = io.StringIO()
+    yaml.dump(entries, out)
+    return "".join(" " * dash + line for line in out.getvalue().splitlines(keepends=True))

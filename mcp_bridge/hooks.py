@@ -200,15 +200,46 @@ def spooled_by(cfg: Config, session: str) -> bool:
     return False
 
 
+def hermes_end_input(hook_input: dict[str, Any], env: Any = None) -> dict[str, Any]:
+    """Hermes' on_session_finalize stdin as the session-end hook reads Claude Code's.
+
+    Hermes (0.19) writes no transcript file and names none: the session's messages are in
+    `$HERMES_HOME/state.db` (default ~/.hermes; a profile sets HERMES_HOME for its hooks),
+    so that database is the transcript, and the capture reads the session out of it
+    (capture/hermes.py). Its `reason` ("shutdown", "session_boundary") is under `extra`.
+    """
+    env = os.environ if env is None else env
+    home = str(env.get("HERMES_HOME") or "").strip() or os.path.expanduser("~/.hermes")
+    extra = hook_input.get("extra")
+    reason = extra.get("reason") if isinstance(extra, dict) else None
+    return {**hook_input, "transcript_path": os.path.join(home, "state.db"),
+            "reason": reason if isinstance(reason, str) else None}
+
+
+def _exchanged(hook_input: dict[str, Any], session: str, fmt: str) -> bool:
+    """Did the session's transcript hold an exchange? Hermes' state.db that cannot be read
+    raises (a ValueError: the hook says why and spools nothing)."""
+    path = hook_input.get("transcript_path")
+    if fmt == "hermes":
+        from mcp_bridge.capture import hermes
+
+        return hermes.has_exchange(str(path), session)
+    return transcript_has_exchange(path)
+
+
 def session_end(cfg: Config, hook_input: dict[str, Any], *, outcome: str | None,
-                summary: str | None, changed_paths: list[str] | None = None) -> str | None:
+                summary: str | None, changed_paths: list[str] | None = None,
+                fmt: str = "claude-code") -> str | None:
     """Spool a session.end event if the session did something; returns its id or None.
 
     "Did something": a transcript with at least one user/assistant exchange, a spooled
     write carrying this session id, or the caller saying so (--outcome/--summary/
     --changed-path). `claude mcp list` fires SessionEnd with none of these: no trace.
-    ValueError says what is missing.
+    ValueError says what is missing. `fmt` "hermes": the stdin is Hermes'
+    on_session_finalize (hermes_end_input).
     """
+    if fmt == "hermes":
+        hook_input = hermes_end_input(hook_input)
     if cfg.problems:
         raise ValueError("; ".join(cfg.problems))
     explicit = cfg.session if cfg.session_source != "generated" else None
@@ -223,8 +254,7 @@ def session_end(cfg: Config, hook_input: dict[str, Any], *, outcome: str | None,
     if len(paths) > MAX_CHANGED_PATHS:
         raise ValueError(f"at most {MAX_CHANGED_PATHS} --changed-path values")
     said = outcome is not None or bool((summary or "").strip()) or bool(paths)
-    if not (said or transcript_has_exchange(hook_input.get("transcript_path"))
-            or spooled_by(cfg, session)):
+    if not (_exchanged(hook_input, session, fmt) or said or spooled_by(cfg, session)):
         return None
     transcript = _transcript(hook_input)
     if transcript and _capture_mode(cfg).reads_transcript:
@@ -502,7 +532,8 @@ def _main(argv: list[str]) -> int:
     p.add_argument("--format", choices=("claude-code", "plain", "hermes"),
                    default="claude-code",
                    help="session-start output: Claude Code hook JSON (default), the text, or "
-                        "Hermes' pre_llm_call JSON (first turn only)")
+                        "Hermes' pre_llm_call JSON (first turn only); session-end input: "
+                        "Claude Code's or Codex's (default) or Hermes' on_session_finalize")
     p.add_argument("--outcome", choices=OUTCOMES, default=None)
     p.add_argument("--summary", default=None)
     p.add_argument("--changed-path", action="append", dest="changed_paths", default=None,
@@ -529,7 +560,7 @@ def _run(event: str, *, fmt: str, outcome: str | None, summary: str | None,
         return 0
     try:
         if session_end(cfg, hook_input, outcome=outcome, summary=summary,
-                       changed_paths=changed_paths) is None:
+                       changed_paths=changed_paths, fmt=fmt) is None:
             sys.stderr.write("ctxlake hook session-end: the session did nothing (no exchange "
                              "in its transcript, no spooled write); nothing recorded\n")
     except (ValueError, OSError) as e:

@@ -2,7 +2,7 @@
 
 Stdlib only (ruamel.yaml for Hermes, lazily, in config_files). The runtime owns its config
 file, so this edits as little as it can (mcp_bridge.config_files, one editor per format):
-one server entry (and, for Claude Code and Codex, its hook entries) is added, replaced or
+one server entry (and, for Claude Code, Codex and Hermes, its hook entries) is added, replaced or
 removed, and everything else — other servers, other hooks, comments — is left as it was. Every
 change writes a backup first, goes through a temp file + rename, and is shown as a
 unified diff; `--dry-run` shows the diff and writes nothing. Running it twice is a no-op
@@ -47,6 +47,7 @@ from mcp_bridge.config_files import (
     toml_drop_hooks_flag,
     toml_server,
     toml_warn_hooks_off,
+    yaml_hooks,
     yaml_server,
 )
 from mcp_bridge.contract import atomic, places
@@ -65,6 +66,10 @@ class Hook:
     matcher: str | None = None  # the tool-name pattern (PreToolUse)
     rule: str | None = None  # Claude Code's `if`: a permission rule the call must match
     timeout: int = 10  # seconds
+
+    def entry(self, command: str) -> dict[str, Any]:
+        """The hook entry as Hermes' `hooks:` lists spell it."""
+        return {"command": command, "timeout": self.timeout}
 
     def group(self, command: str) -> dict[str, Any]:
         """The hook group as Claude Code's settings.json and Codex's hooks.json spell it."""
@@ -92,7 +97,14 @@ CODEX_HOOKS: dict[str, tuple[Hook, ...]] = {
     "SessionEnd": (Hook("session-end", timeout=CODEX_SESSION_END_SECS),),
     "PreCompact": (Hook("pre-compact"),),
     "PreToolUse": (Hook("pre-tool-use", "Bash"),)}
-HOOK_EVENTS = {"claude-code": CLAUDE_HOOKS, "codex": CODEX_HOOKS}
+#: Hermes Agent (0.19, shell hooks under `hooks:` in its config.yaml): pre_llm_call is the
+#: one event whose answer reaches the model ({"context"}, and the hook briefs only the
+#: first turn); on_session_finalize fires once as a session ends (exit, /new), with its
+#: id, and the capture reads the session from Hermes' state.db. Hermes runs the command
+#: as an argv (shlex, no shell), so it is the launcher, never `VAR=… python`.
+HERMES_HOOKS: dict[str, tuple[Hook, ...]] = {
+    "pre_llm_call": (Hook("session-start"),), "on_session_finalize": (Hook("session-end"),)}
+HOOK_EVENTS = {"claude-code": CLAUDE_HOOKS, "codex": CODEX_HOOKS, "hermes": HERMES_HOOKS}
 #: Environment passed through to the server entry when the installer's own env sets it.
 PASSTHROUGH = ("CTXLAKE_HOME", "CTXLAKE_CACHE_DIR", "CTXLAKE_SPOOL_DIR")
 
@@ -138,7 +150,7 @@ class Target:
 
     @property
     def needs_launcher(self) -> bool:
-        return self.shared or (self.runtime == "codex" and self.hooks is not None)
+        return self.shared or (self.runtime in ("codex", "hermes") and self.hooks is not None)
 
     def hook_command(self, event: str) -> str:
         extra = " --strict" if self.strict and event == "pre-tool-use" else ""
@@ -147,6 +159,8 @@ class Target:
             return f"[ ! -x {script} ] || exec {script} hook {event}{extra}"
         if self.runtime == "codex":  # a plain argv: right whether or not a shell runs it
             return f"{shlex.quote(str(self.launcher))} hook {event}{extra}"
+        if self.runtime == "hermes":  # an argv too (Hermes splits it; no shell runs it)
+            return f"{shlex.quote(str(self.launcher))} hook {event} --format hermes"
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env().items())
         if event == "pre-tool-use":
             return f"{env} {pretool_command(self.python)}{extra}"
@@ -200,9 +214,10 @@ def config_paths(runtime: str, scope: str, *, home: Path, project: Path,
         env_home = os.environ.get("CODEX_HOME") if home == Path.home() else None
         codex = Path(env_home or home / ".codex")
         return codex / "config.toml", codex / "hooks.json"
-    if runtime == "hermes":  # so does Hermes Agent
+    if runtime == "hermes":  # so does Hermes Agent; its hooks go into the same file
         env_home = os.environ.get("HERMES_HOME") if home == Path.home() else None
-        return Path(env_home or home / ".hermes") / "config.yaml", None
+        config = Path(env_home or home / ".hermes") / "config.yaml"
+        return config, config
     raise InstallError(f"unknown runtime {runtime!r}; one of {', '.join(RUNTIMES)}")
 
 
@@ -252,7 +267,13 @@ def plan(target: Target, *, remove: bool) -> list[Change]:
             return json_server(text, target.config, None if remove else entry)
     before = _read(target.config)
     changes = [Change(target.config, before, edit(before))]
-    if target.hooks is not None:
+    if target.hooks is not None and target.runtime == "hermes":  # the same config.yaml
+        after = changes[0].after or ""
+        ours = None if remove else {
+            event: [hook.entry(target.hook_command(hook.sub)) for hook in entries]
+            for event, entries in HERMES_HOOKS.items()}
+        changes[0] = Change(target.config, before, yaml_hooks(after, target.config, ours))
+    elif target.hooks is not None:
         groups = None if remove else {
             event: [hook.group(target.hook_command(hook.sub)) for hook in entries]
             for event, entries in HOOK_EVENTS[target.runtime].items()}
@@ -366,7 +387,7 @@ def main(argv: list[str], *, command: str = "install") -> int:
     remove = command == "uninstall"
     p = argparse.ArgumentParser(prog=f"python -m mcp_bridge {command}",
                                 description=f"{command.capitalize()} ctxlake's MCP server entry "
-                                "(and Claude Code's session hooks) in a runtime's own config.")
+                                "(and the runtime's session hooks) in a runtime's own config.")
     p.add_argument("--runtime", required=True, choices=RUNTIMES)
     p.add_argument("--fleet", required=not remove, default="", help="CTXLAKE_FLEET_ID")
     p.add_argument("--agent", required=not remove, default="", help="CTXLAKE_AGENT_ID")
@@ -398,6 +419,8 @@ def main(argv: list[str], *, command: str = "install") -> int:
         config = a.config
         if a.runtime == "codex":  # Codex reads hooks.json beside its config.toml
             hooks = a.config.parent / "hooks.json"
+        elif a.runtime == "hermes":  # Hermes reads its hooks from the same config.yaml
+            hooks = a.config
     if a.hooks_config:
         hooks = a.hooks_config
     shared = a.scope == "project" and a.runtime in HOME_VAR and not a.config

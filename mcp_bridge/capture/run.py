@@ -70,7 +70,7 @@ def _capture(cfg: Any, done: dict[str, Any], *, path: str, session: str, reason:
 
     if mode.reads_transcript:
         try:
-            t = parsed or transcript.read(path)
+            t = parsed or transcript.read(path, session=session)
         except OSError as e:
             t = transcript.Transcript("unknown", notes=[f"cannot read the transcript: {e}"])
     else:

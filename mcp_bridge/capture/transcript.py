@@ -1,5 +1,7 @@
 """Read a Claude Code or Codex transcript (JSONL) into one neutral list of steps.
 
+(Hermes Agent writes no transcript file: `read` hands its state.db to capture/hermes.py.)
+
 Stdlib only: this runs in the detached capture process a SessionEnd hook starts, never
 in the hook itself. Both runtimes write one JSON object per line:
 
@@ -54,7 +56,7 @@ class Step:
 
 @dataclass
 class Transcript:
-    format: str  # "claude-code" | "codex" | "unknown"
+    format: str  # "claude-code" | "codex" | "hermes" | "unknown"
     steps: list[Step] = field(default_factory=list)
     session_id: str = ""
     cwd: str = ""
@@ -72,8 +74,23 @@ def bounded(text: str, keep: int = TEXT_KEEP) -> str:
     return text[:half] + "\n[…]\n" + text[-half:]
 
 
-def read(path: str | Path, *, max_bytes: int = MAX_TRANSCRIPT_BYTES) -> Transcript:
-    """Parse the transcript at `path`; never raises for bad content (notes say what)."""
+def read(path: str | Path, *, max_bytes: int = MAX_TRANSCRIPT_BYTES,
+         session: str = "") -> Transcript:
+    """Parse the transcript at `path`; never raises for bad content (notes say what).
+
+    A sqlite file is Hermes' state.db, which holds every session: `session` picks one.
+    """
+    from mcp_bridge.capture import hermes
+
+    out = hermes.read(path, session) if hermes.is_sqlite(path) else _jsonl(path, max_bytes)
+    stamps = [s.at for s in out.steps if s.at]
+    if stamps:
+        out.started_at, out.ended_at = out.started_at or min(stamps), max(stamps)
+    return out
+
+
+def _jsonl(path: str | Path, max_bytes: int) -> Transcript:
+    """A Claude Code or Codex transcript, whichever its first lines are."""
     entries: list[tuple[int, dict[str, Any]]] = []
     notes: list[str] = []
     bad = 0
@@ -107,9 +124,6 @@ def read(path: str | Path, *, max_bytes: int = MAX_TRANSCRIPT_BYTES) -> Transcri
         notes.append("unknown transcript format (neither Claude Code's nor Codex's JSONL): "
                      "nothing extracted")
     out.notes = notes + out.notes
-    stamps = [s.at for s in out.steps if s.at]
-    if stamps:
-        out.started_at, out.ended_at = out.started_at or min(stamps), max(stamps)
     return out
 
 
@@ -173,13 +187,13 @@ def _claude(entries: list[tuple[int, dict[str, Any]]]) -> Transcript:
                 t.steps.append(Step("result", uid, at, out, call_id=str(b.get("tool_use_id")
                                                                         or ""), failed=failed))
         text = "\n".join(texts).strip()
-        if text and not (kind == "user" and _is_harness_text(text)):
+        if text and not (kind == "user" and is_harness_text(text)):
             t.steps.append(Step(kind, uid, at, bounded(text)))
-    _pair(t.steps)
+    pair(t.steps)
     return t
 
 
-def _is_harness_text(text: str) -> bool:
+def is_harness_text(text: str) -> bool:
     """Text the runtime injected in the user's turn (slash-command echoes, reminders)."""
     return text.startswith(("<command-", "<local-command", "Caveat:", "<system-reminder>",
                             "<user_instructions>", "<environment_context>",
@@ -192,13 +206,13 @@ def _claude_call(b: dict[str, Any], uid: str, at: str) -> Step:
     step = Step("call", uid, at, tool=name, call_id=str(b.get("id") or ""))
     if name in EDIT_TOOLS and isinstance(args.get(EDIT_TOOLS[name]), str):
         step.paths = [args[EDIT_TOOLS[name]]]
-        step.text = bounded(_written(args))
+        step.text = bounded(written(args))
     elif isinstance(args.get("command"), str):
         step.command = args["command"][:2000]
     return step
 
 
-def _written(args: dict[str, Any]) -> str:
+def written(args: dict[str, Any]) -> str:
     """What an edit call writes, so evidence can quote the change itself: the lines of
     each new string that its old string did not have (a Write: its content)."""
     many = args.get("edits")
@@ -215,7 +229,7 @@ def _written(args: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _pair(steps: list[Step]) -> None:
+def pair(steps: list[Step]) -> None:
     """Give each result its call's tool and command (results carry only the call id)."""
     calls = {s.call_id: s for s in steps if s.kind == "call" and s.call_id}
     for s in steps:
@@ -253,7 +267,7 @@ def _codex(entries: list[tuple[int, dict[str, Any]]]) -> Transcript:
             step = _codex_item(p, n, at)
             if step is not None:
                 t.steps.append(step)
-    _pair(t.steps)
+    pair(t.steps)
     return t
 
 
@@ -262,7 +276,7 @@ def _codex_item(p: dict[str, Any], n: int, at: str) -> Step | None:
     sid = str(p.get("id") or p.get("call_id") or f"line-{n}")
     if kind == "message" and p.get("role") in ("user", "assistant"):
         text = _text_of(p.get("content")).strip()
-        if not text or _is_harness_text(text):
+        if not text or is_harness_text(text):
             return None
         return Step(str(p["role"]), sid, at, bounded(text))
     if kind in ("function_call", "custom_tool_call", "local_shell_call"):

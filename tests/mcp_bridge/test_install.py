@@ -322,8 +322,9 @@ def test_hermes_round_trips_every_shape_of_mcp_servers(where: dict[str, Path],
     assert _run(where, "install", "hermes") == 0
     data = _parse(where["hermes"])
     assert data["mcp_servers"]["ctxlake"]["args"] == ["-m", "mcp_bridge"]
-    assert {k: v for k, v in data.items() if k != "mcp_servers"} == {
-        k: v for k, v in (yaml.safe_load(original) or {}).items() if k != "mcp_servers"}
+    ours = ("mcp_servers", "hooks")  # the hooks: test_hermes_hooks_go_in_beside_the_users…
+    assert {k: v for k, v in data.items() if k not in ours} == {
+        k: v for k, v in (yaml.safe_load(original) or {}).items() if k not in ours}
     for line in original.splitlines():
         assert line in where["hermes"].read_text().splitlines()  # every user line kept
     assert _run(where, "install", "hermes", "--agent", "ada-2") == 0  # replaced in place
@@ -596,3 +597,66 @@ def test_the_pre_tool_use_hook_starts_the_fast_script_and_warns(
         assert done.returncode == 0 and ("leased by bo" in done.stdout) == warned, done
     assert _run(where, "uninstall", runtime, "--scope", scope) == 0
     assert "pretool.py" not in (settings.read_text() if settings.exists() else "")
+
+
+HERMES_USER_HOOKS = """\
+model: x
+hooks:
+  # audit every shell command
+  pre_tool_call:
+    - command: "~/bin/audit.sh"   # mine
+      matcher: terminal
+  pre_llm_call:
+      -   command: ~/bin/today.sh
+hooks_auto_accept: false
+"""
+
+
+@pytest.mark.parametrize("original", ["", "model: x   # mine\n", "hooks:\n", HERMES_USER_HOOKS])
+def test_hermes_hooks_go_in_beside_the_users_and_come_out_alone(where: dict[str, Path],
+                                                                 original: str) -> None:
+    """Hermes 0.19 runs `hooks:` entries as argv (no shell): ours start the launcher, the
+    briefing on pre_llm_call, the capture on on_session_finalize; theirs stay as they were."""
+    where["hermes"].write_text(original)
+    assert _run(where, "install", "hermes") == 0
+    text = where["hermes"].read_text()
+    hooks = _parse(where["hermes"])["hooks"]
+    launcher = where["home"] / ".ctxlake" / "bin" / "ctxlake-mcp-acme.ada"
+    assert hooks["pre_llm_call"][-1] == {
+        "command": f"{launcher} hook session-start --format hermes", "timeout": 10}
+    assert hooks["on_session_finalize"] == [{
+        "command": f"{launcher} hook session-end --format hermes", "timeout": 10}]
+    assert launcher.stat().st_mode & 0o100
+    for line in original.splitlines():
+        if line != "hooks:":  # an empty `hooks:` gets its first entries
+            assert line in text.splitlines()  # every user line kept, byte for byte
+    if original == HERMES_USER_HOOKS:
+        assert hooks["pre_llm_call"][0] == {"command": "~/bin/today.sh"}
+        assert hooks["pre_tool_call"] == [{"command": "~/bin/audit.sh", "matcher": "terminal"}]
+    assert _run(where, "install", "hermes") == 0
+    assert where["hermes"].read_text() == text  # idempotent, byte for byte
+    assert _run(where, "uninstall", "hermes") == 0
+    if original.strip() in ("", "hooks:"):  # emptied (a bare `hooks:` holds nothing): gone
+        assert not where["hermes"].exists()
+    else:
+        assert where["hermes"].read_text() == original
+
+
+def test_hermes_reinstall_as_another_agent_replaces_its_hooks(where: dict[str, Path]) -> None:
+    where["hermes"].write_text(HERMES_USER_HOOKS)
+    assert _run(where, "install", "hermes") == 0
+    assert _run(where, "install", "hermes", "--agent", "ada-2") == 0
+    hooks = _parse(where["hermes"])["hooks"]
+    commands = [h["command"] for entries in hooks.values() for h in entries]
+    assert [c for c in commands if "ctxlake-mcp-" in c] == [
+        f"{where['home']}/.ctxlake/bin/ctxlake-mcp-acme.ada-2 hook session-start --format "
+        "hermes",
+        f"{where['home']}/.ctxlake/bin/ctxlake-mcp-acme.ada-2 hook session-end --format hermes"]
+    assert _run(where, "uninstall", "hermes") == 0
+    assert where["hermes"].read_text() == HERMES_USER_HOOKS
+
+
+def test_hermes_no_hooks_writes_only_the_server(where: dict[str, Path]) -> None:
+    where["hermes"].write_text("model: x\n")
+    assert _run(where, "install", "hermes", "--no-hooks") == 0
+    assert "hooks" not in _parse(where["hermes"])

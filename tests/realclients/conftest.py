@@ -33,7 +33,7 @@ CLAIM_TEXT = "Stripe webhooks are retried for three days, so handlers must be id
 BRIEFING_MARK = "briefing-mark-4c1e: deploy freeze until Friday"
 LEASED_GLOB, LEASE_REASON = "src/payments/**", "rewriting webhook retries"
 #: Inherited variables that would point a client elsewhere than this test's stand-ins.
-FOREIGN_ENV = ("CTXLAKE_", "ANTHROPIC_", "CLAUDE", "OPENAI_", "CODEX_", "MCP_")
+FOREIGN_ENV = ("CTXLAKE_", "ANTHROPIC_", "CLAUDE", "OPENAI_", "CODEX_", "MCP_", "HERMES_")
 
 #: client → (its binary, its npm package); the closing summary reports their versions.
 CLIENTS = {"claude-code": ("claude", "@anthropic-ai/claude-code"),
@@ -43,7 +43,7 @@ CLIENTS = {"claude-code": ("claude", "@anthropic-ai/claude-code"),
 CLIENT_OF_MODULE = {"test_claude_code": "claude-code", "test_inspector": "mcp-inspector",
                     "test_codex": "codex", "test_capture_e2e": "claude-code",
                     "test_codex_capture": "codex", "test_handoff_pickup": "claude-code",
-                    "test_usefulness_claude": "claude-code"}
+                    "test_usefulness_claude": "claude-code", "test_hermes": "hermes"}
 VERSIONS: dict[str, str] = {}
 MATRIX: list[tuple[str, str, str, str]] = []
 
