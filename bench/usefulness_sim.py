@@ -20,8 +20,12 @@ beside the repository, never copied into it; bench/retrieval_dev.py):
 - its outcome: failed with --p-fail-wrong if it used a planted-wrong claim, else with
   --p-fail (sessions fail for many reasons); otherwise success.
 - feedback: after using a wrong claim the agent says "wrong" with --p-feedback (most
-  agents never report); after using a correct one, spuriously, with --p-spurious. No
-  moderator resolves anything, so flags stay open.
+  agents never report); after using a correct one, spuriously, with --p-spurious.
+- the moderator: every --review-every sessions (1,000 by default; 0: never) works the
+  feedback tasks and dismisses the flags on correct claims, which restores them
+  (claims.usefulness.resolve_feedback). A flag on a planted-wrong claim is left open: a
+  moderator would retract the claim, which takes it out of every ranking, and what is
+  measured here is what the ranking learns by itself.
 
 Tallies are kept as the server keeps them (claims/tallies.py): served = sessions shown the
 claim, used, succeeded / failed among the used, flags = distinct agents with an open
@@ -38,18 +42,18 @@ Measured at each checkpoint on the snapshot sessions then see, for every query:
   over the queries that have one (the target: ≥ 99 % of the value before);
 - the mean confidence of the wrong and of the correct query-claims, and the open flags.
 
-Then the same fleet again with --p-feedback 0, 0.05, 0.1 and 0.3 up to the last checkpoint,
-to show how much comes from outcomes alone. What-ifs, in this process only and printed:
---prior, --useful-floor, --flag-factor and --flag-floor override the rule's constants;
---flags-as-failures N counts each open flag as N more failed uses in the rule's posterior
-instead of halving the claim; --odds measures usefulness as the odds ratio of the claim's
-posterior success against the fleet's rate instead of their ratio.
+Then the same fleet and sessions again up to the last checkpoint with one thing changed:
+the previous rule (usefulness as the ratio of a Beta posterior to the fleet's rate: the
+baseline, measured in the same run), no moderator, and --p-feedback 0 / 0.05 / 0.3 (how
+much comes from outcomes alone). What-ifs, in this process only and printed: --prior-bad,
+--bad-share, --useful-floor, --flag-factor and --flag-floor override the rule's constants;
+--flags-as-failures N counts each open flag as N more failed uses instead of a factor.
 
 Exit status 1 unless both targets are met at the last checkpoint. The first run embeds
 the 1,000 abstracts (about a minute on two cores; cached outside the repository after).
 
     .venv/bin/python bench/usefulness_sim.py [--checkpoints 0,250,...,16000] [--lexical]
-        [--seed 1] [--no-sensitivity] [--p-feedback 0.1] [--prior 4] [--data DIR]
+        [--seed 1] [--no-comparisons] [--review-every 1000] [--previous-rule] [--data DIR]
 """
 
 from __future__ import annotations
@@ -86,8 +90,10 @@ TARGET_MRR = 0.99
 SERVED_K = 5
 EVAL_K = 10
 #: The rule's constants a what-if may override (flag → module attribute).
-OVERRIDES = {"prior": "PRIOR_SESSIONS", "useful_floor": "USEFUL_FLOOR",
-             "flag_factor": "FLAG_FACTOR", "flag_floor": "FLAG_FLOOR"}
+OVERRIDES = {"prior_bad": "PRIOR_BAD", "bad_share": "BAD_SHARE",
+             "useful_floor": "USEFUL_FLOOR", "flag_factor": "FLAG_FACTOR",
+             "flag_floor": "FLAG_FLOOR"}
+PREVIOUS_PRIOR = 4.0  # the previous rule's pseudo-sessions
 
 
 @dataclass(frozen=True)
@@ -101,7 +107,8 @@ class Params:
     agents: int = 20
     seed: int = 1
     flags_as_failures: int = 0  # what-if: an open flag counts as this many failed uses, not ×
-    odds: bool = False  # what-if: usefulness as the odds ratio, not the ratio of rates
+    review_every: int = 1000  # a moderator works the feedback queue every N sessions; 0: never
+    previous_rule: bool = False  # the rule before this one (a Beta posterior's ratio to the rate)
 
 
 @dataclass
@@ -145,6 +152,8 @@ class Point:
     flags_wrong: int  # open flags on planted-wrong claims
     flags_correct: int
     rate: float
+    dismissed: int = 0  # spurious flags a moderator has dismissed so far
+    never_used: int = 0  # of the wrong cases in the top 5 before, claims no session used yet
 
 
 # -- the fleet ---------------------------------------------------------------------------------
@@ -205,14 +214,13 @@ def search(snap: Snapshot, query: dict[str, Any], k: int) -> list[str]:
                                          query_vector=query["vector"]).results]
 
 
-def odds_confidence(r: rule.Record, rate: float) -> float:
-    """What-if (--odds), not the shipped rule: rule.confidence with usefulness as the odds
-    ratio of the claim's posterior success against the fleet's rate, same prior and bounds."""
+def ratio_confidence(r: rule.Record, rate: float) -> float:
+    """The previous rule, measured beside the shipped one in the same run (--previous-rule
+    alone): usefulness as the ratio of a Beta posterior (4 pseudo-sessions at the fleet's
+    rate) to the fleet's rate, same bounds."""
     n = r.succeeded + r.partial + r.failed
-    posterior = (r.succeeded + 0.5 * r.partial + rule.PRIOR_SESSIONS * rate) / (
-        n + rule.PRIOR_SESSIONS)
-    ratio = (posterior / (1 - posterior)) / (rate / (1 - rate))
-    useful = min(rule.USEFUL_CEILING, max(rule.USEFUL_FLOOR, ratio))
+    posterior = (r.succeeded + 0.5 * r.partial + PREVIOUS_PRIOR * rate) / (n + PREVIOUS_PRIOR)
+    useful = min(rule.USEFUL_CEILING, max(rule.USEFUL_FLOOR, posterior / rate))
     value = (rule.evidence(r.evidence_sessions) * useful * rule.flags(r.flags)
              * (rule.CONTESTED_FACTOR if r.contested else 1.0))
     return round(min(1.0, max(0.0, value)), 3)
@@ -231,6 +239,7 @@ class Fleet:
         self.pick = random.Random(f"{params.seed}-queries")  # same queries whatever else varies
         self.dice = random.Random(f"{params.seed}-outcomes")
         self.served: dict[str, list[str]] = {}  # query id → results on this snapshot
+        self.dismissed = 0
         self.snap = render(world, self.confidence(), cache)
 
     def rate(self) -> float:
@@ -239,7 +248,7 @@ class Fleet:
     def confidence(self) -> dict[str, float]:
         """Every claim's confidence, as the server derives it (claims/tallies.py)."""
         rate, n = self.rate(), self.params.flags_as_failures
-        derive = odds_confidence if self.params.odds else rule.confidence
+        derive = ratio_confidence if self.params.previous_rule else rule.confidence
         return {cid: derive(t.record(n), rate) for cid, t in self.tallies.items()}
 
     def rerender(self) -> None:
@@ -269,6 +278,17 @@ class Fleet:
             tally.flaggers.add(agent)
 
 
+    def review(self) -> None:
+        """A moderator works the feedback queue: a flag on a correct claim is dismissed,
+        which restores the claim (claims.usefulness.resolve_feedback). A flag on a planted-
+        wrong claim is left open: acting on it (retracting the claim) would take the claim
+        out of every ranking, and the sim measures what the ranking learns by itself."""
+        for cid, tally in self.tallies.items():
+            if tally.flaggers and cid not in self.world.wrong:
+                self.dismissed += len(tally.flaggers)
+                tally.flaggers.clear()
+
+
 def measure(fleet: Fleet, sessions: int, before: dict[str, list[str]] | None
             ) -> tuple[Point, dict[str, list[str]]]:
     """Search every query on the current snapshot; the Point against `before` (the ranking
@@ -291,7 +311,8 @@ def measure(fleet: Fleet, sessions: int, before: dict[str, list[str]] | None
         conf_correct=_mean(conf[c] for c in correct),
         flags_wrong=sum(len(fleet.tallies[c].flaggers) for c in w.wrong),
         flags_correct=sum(len(t.flaggers) for c, t in fleet.tallies.items() if c not in w.wrong),
-        rate=fleet.rate())
+        rate=fleet.rate(), dismissed=fleet.dismissed,
+        never_used=sum(1 for _, c in was_in if not fleet.tallies[c].used))
     return point, ranked
 
 
@@ -317,6 +338,8 @@ def simulate(world: World, params: Params) -> list[Point]:
         points = [first] if 0 in params.sessions else []
         for n in range(1, max(params.sessions) + 1):
             fleet.session()
+            if params.review_every and n % params.review_every == 0:
+                fleet.review()
             if n % params.render_every == 0:
                 fleet.rerender()
             if n in params.sessions:
@@ -334,13 +357,15 @@ def simulate(world: World, params: Params) -> list[Point]:
 
 def curve(points: list[Point]) -> str:
     head = ("| sessions | wrong left top 5 | wrong out of top 5 (all cases) | MRR@10 correct | "
-            "Δ MRR | mean conf wrong / correct | open flags wrong / correct | fleet rate |")
-    rows = [head, "| " + " | ".join(["---"] * 8) + " |"]
+            "Δ MRR | mean conf wrong / correct | open flags wrong / correct | dismissed | "
+            "wrong never used | fleet rate |")
+    rows = [head, "| " + " | ".join(["---"] * 10) + " |"]
     mrr0 = points[0].mrr
     for p in points:
         rows.append(f"| {p.sessions:,} | {p.left:.1%} | {p.out:.1%} | {p.mrr:.4f} | "
                     f"{_delta(p.mrr, mrr0)} | {p.conf_wrong:.3f} / {p.conf_correct:.3f} | "
-                    f"{p.flags_wrong} / {p.flags_correct} | {p.rate:.3f} |")
+                    f"{p.flags_wrong} / {p.flags_correct} | {p.dismissed} | {p.never_used} | "
+                    f"{p.rate:.3f} |")
     return "\n".join(rows)
 
 
@@ -360,16 +385,22 @@ def verdict(points: list[Point]) -> tuple[bool, bool, str]:
     return left_ok, mrr_ok, text
 
 
-def sensitivity(world: World, params: Params, main: tuple[float, list[Point]]) -> str:
-    rows = ["| p_feedback | wrong left top 5 | wrong out (all) | MRR@10 correct | Δ MRR | "
+def comparisons(world: World, params: Params, main: list[Point]) -> str:
+    """The same fleet and sessions to the last checkpoint with one thing changed: the
+    previous rule (the baseline, measured in this run), no moderator, other feedback rates."""
+    rows = ["| variant | wrong left top 5 | wrong out (all) | MRR@10 correct | Δ MRR | "
             "open flags wrong / correct |", "| --- | --- | --- | --- | --- | --- |"]
-    for p in SENSITIVITY:
-        points = main[1] if p == main[0] else simulate(
-            world, replace(params, p_feedback=p, sessions=(0, max(params.sessions))))
-        first, last = points[0], points[-1]
-        rows.append(f"| {p:g} | {last.left:.1%} | {last.out:.1%} | {last.mrr:.4f} | "
-                    f"{_delta(last.mrr, first.mrr)} | {last.flags_wrong} / "
-                    f"{last.flags_correct} |")
+    last = (0, max(params.sessions))
+    variants = [("shipped rule (above)", None),
+                ("previous rule (ratio to the fleet's rate)", replace(params, previous_rule=True)),
+                ("shipped rule, no moderator", replace(params, review_every=0))]
+    variants += [(f"shipped rule, p_feedback {p:g}", replace(params, p_feedback=p))
+                 for p in SENSITIVITY if p != params.p_feedback]
+    for name, variant in variants:
+        points = main if variant is None else simulate(world, replace(variant, sessions=last))
+        first, end = points[0], points[-1]
+        rows.append(f"| {name} | {end.left:.1%} | {end.out:.1%} | {end.mrr:.4f} | "
+                    f"{_delta(end.mrr, first.mrr)} | {end.flags_wrong} / {end.flags_correct} |")
     return "\n".join(rows)
 
 
@@ -397,13 +428,17 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--p-feedback", type=float, default=Params.p_feedback)
     p.add_argument("--p-spurious", type=float, default=Params.p_spurious)
     p.add_argument("--agents", type=int, default=Params.agents)
+    p.add_argument("--review-every", type=int, default=Params.review_every, metavar="N",
+                   help="a moderator dismisses the flags on correct claims every N sessions "
+                        "(0: no moderator)")
     p.add_argument("--seed", type=int, default=Params.seed)
     p.add_argument("--lexical", action="store_true", help="words only: no embedder")
-    p.add_argument("--no-sensitivity", action="store_true", help="skip the p_feedback table")
+    p.add_argument("--no-comparisons", action="store_true",
+                   help="skip the previous rule, no-moderator and p_feedback runs")
     p.add_argument("--flags-as-failures", type=int, default=0, metavar="N",
                    help="what-if: each open flag counts as N failed uses instead of a factor")
-    p.add_argument("--odds", action="store_true",
-                   help="what-if: usefulness as an odds ratio against the fleet's rate")
+    p.add_argument("--previous-rule", action="store_true",
+                   help="run the previous rule (ratio of a Beta posterior to the rate) instead")
     for flag, name in OVERRIDES.items():
         p.add_argument("--" + flag.replace("_", "-"), type=float,
                        help=f"override usefulness.{name} (now {getattr(rule, name):g})")
@@ -418,7 +453,9 @@ def main(argv: list[str] | None = None) -> int:
                     render_every=args.render_every, p_fail_wrong=args.p_fail_wrong,
                     p_fail=args.p_fail, p_feedback=args.p_feedback,
                     p_spurious=args.p_spurious, agents=args.agents, seed=args.seed,
-                    flags_as_failures=args.flags_as_failures, odds=args.odds)
+                    review_every=args.review_every,
+                    flags_as_failures=args.flags_as_failures,
+                    previous_rule=args.previous_rule)
     world = scifact(retrieval_dev.data_dir(args.data), claims=args.claims, wrong=args.wrong,
                     queries=args.queries, seed=args.seed, hybrid=not args.lexical)
     built = time.monotonic() - started
@@ -431,9 +468,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{curve(points)}\n")
     left_ok, mrr_ok, text = verdict(points)
     print(text)
-    if not args.no_sensitivity:
-        print(f"\nsensitivity at {max(params.sessions):,} sessions:\n"
-              f"{sensitivity(world, params, (params.p_feedback, points))}")
+    if not args.no_comparisons:
+        print(f"\nat {max(params.sessions):,} sessions, one thing changed:\n"
+              f"{comparisons(world, params, points)}")
     load = os.getloadavg()
     print(f"\nfleet built in {built:.0f}s; {time.monotonic() - started:.0f}s in all; load "
           f"average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({os.cpu_count()} cores)")

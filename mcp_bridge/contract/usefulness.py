@@ -10,11 +10,18 @@ simulates a fleet (bench/usefulness_sim.py) calls the very same function.
 
 - evidence: 0.8 for one session's word, towards 1.0 as independent sessions corroborate.
 - usefulness: how the sessions that *used* the claim (cited it, or acted on it) ended,
-  against how the fleet's sessions end in general. A Beta posterior with PRIOR_SESSIONS
-  pseudo-sessions at the fleet's own success rate: a new claim scores exactly 1 (no
-  punishment for being new), a claim used in sessions that fail more often than the
-  fleet's do sinks, one used in sessions that succeed rises a little (at most
-  USEFUL_CEILING). Sessions that were only *shown* a claim say nothing about it.
+  weighed as evidence between two hypotheses: the claim is sound (its sessions succeed at
+  the fleet's own rate) or it hurts (they succeed at only BAD_SHARE of that rate). Starting
+  from PRIOR_BAD, each success or failure moves the probability that it hurts by its
+  likelihood ratio; usefulness is the probability that it is sound over the prior's, so a
+  new claim scores exactly 1 (no punishment for being new), one whose sessions end as the
+  fleet's do rises to 1 / (1 − PRIOR_BAD) = USEFUL_CEILING, and one whose sessions fail
+  far more often sinks towards USEFUL_FLOOR only as fast as the evidence for it grows: a
+  few unlucky sessions of a sound claim move it little, twenty sessions that mostly failed
+  move it all the way. Sessions that were only *shown* a claim say nothing about it.
+  (The previous rule, the ratio of a Beta posterior to the fleet's rate, left claims whose
+  sessions succeeded 35 % of the time against the fleet's 79 % at ~0.5 and in the top 5:
+  bench/usefulness_sim.py measures both in one run, docs/benchmarks.md.)
 - flags: each agent with an open "wrong" or "outdated" feedback halves it, to at most
   FLAG_FLOOR: an agent can push a claim down, never out, and a moderator who dismisses
   the feedback restores it.
@@ -26,17 +33,23 @@ audited); that value then stands until a moderator clears it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Final
 
 EVIDENCE_ONE_SESSION: Final = 0.8
-PRIOR_SESSIONS: Final = 4.0
+#: A claim that hurts: the sessions using it succeed at most this share of the fleet's rate.
+BAD_SHARE: Final = 0.5
+#: The probability that a claim hurts before any session used it (one in five).
+PRIOR_BAD: Final = 0.2
 #: The fleet success rate assumed until it has this many ended sessions with an outcome.
 BASE_RATE_DEFAULT: Final = 0.75
 BASE_RATE_MIN_SESSIONS: Final = 20
 BASE_RATE_BOUNDS: Final = (0.2, 0.95)
 USEFUL_FLOOR: Final = 0.2
-USEFUL_CEILING: Final = 1.25
+USEFUL_CEILING: Final = 1.0 / (1.0 - PRIOR_BAD)  # sound beyond doubt: 1.25
+#: Past this the likelihood ratio is certainty either way (and exp() stays finite).
+MAX_LOG_EVIDENCE: Final = 50.0
 FLAG_FACTOR: Final = 0.5
 FLAG_FLOOR: Final = 0.25
 CONTESTED_FACTOR: Final = 0.5
@@ -74,11 +87,16 @@ def evidence(sessions: int) -> float:
 
 
 def usefulness(r: Record, rate: float = BASE_RATE_DEFAULT) -> float:
-    """Posterior success of the sessions that used the claim, over the fleet's rate."""
-    n = r.succeeded + r.partial + r.failed
+    """The probability that the claim is sound given how its sessions ended, over the
+    prior's (see the module docstring); a partial session counts half each way."""
     credit = r.succeeded + 0.5 * r.partial
-    posterior = (credit + PRIOR_SESSIONS * rate) / (n + PRIOR_SESSIONS)
-    return min(USEFUL_CEILING, max(USEFUL_FLOOR, posterior / rate))
+    lost = r.failed + 0.5 * r.partial
+    bad = rate * BAD_SHARE
+    log_lr = credit * math.log(bad / rate) + lost * math.log((1.0 - bad) / (1.0 - rate))
+    odds = PRIOR_BAD / (1.0 - PRIOR_BAD) * math.exp(
+        max(-MAX_LOG_EVIDENCE, min(MAX_LOG_EVIDENCE, log_lr)))
+    p_bad = odds / (1.0 + odds)
+    return min(USEFUL_CEILING, max(USEFUL_FLOOR, (1.0 - p_bad) / (1.0 - PRIOR_BAD)))
 
 
 def flags(n: int) -> float:

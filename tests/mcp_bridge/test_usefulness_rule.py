@@ -29,18 +29,28 @@ def test_failures_lower_it_and_successes_raise_it_a_little() -> None:
     new = confidence(Record())
     failing = [confidence(Record(used=n, failed=n)) for n in (1, 3, 10)]
     assert new > failing[0] > failing[1] > failing[2]
-    assert confidence(Record(used=4, succeeded=1, partial=3)) < new  # 2.5 of 4 < 0.75
+    assert confidence(Record(used=4, partial=4)) < new  # 2 of 4, nearer 0.375 than 0.75
     succeeding = Record(used=50, succeeded=50)
     assert new < confidence(succeeding) <= rule.EVIDENCE_ONE_SESSION * rule.USEFUL_CEILING
-    assert rule.usefulness(succeeding) == rule.USEFUL_CEILING  # not 1 / 0.75
+    assert rule.usefulness(succeeding) == pytest.approx(rule.USEFUL_CEILING)  # not 1 / 0.75
 
 
-def test_sessions_that_end_as_the_fleets_do_leave_it_alone() -> None:
-    """Usefulness is against the fleet's own rate: half-successful is average in a fleet
-    where half the sessions succeed, and bad in one where most succeed."""
+def test_it_is_judged_against_the_fleets_own_rate() -> None:
+    """Half-successful is sound in a fleet where half the sessions succeed (it earns
+    trust), and hurts in one where most succeed."""
     r = Record(used=10, succeeded=5, failed=5)
-    assert rule.usefulness(r, 0.5) == pytest.approx(1.0)
-    assert rule.usefulness(r, 0.9) < 1.0
+    assert rule.usefulness(r, 0.5) > 1.0
+    assert rule.usefulness(r, 0.9) < 0.5
+
+
+def test_a_few_unlucky_sessions_move_it_little_and_many_failures_all_the_way() -> None:
+    """The evidence, not the point estimate, moves it: a sound claim (fleet rate 0.8) with
+    6 of 10 sessions succeeding keeps nearly all of it, while 7 of 23 takes it to the floor
+    (the previous rule, a ratio of rates, put them at 0.82 and 0.47)."""
+    assert rule.usefulness(Record(used=10, succeeded=6, failed=4), 0.8) > 0.9
+    assert rule.usefulness(Record(used=23, succeeded=7, failed=16), 0.8) == rule.USEFUL_FLOOR
+    one_failure = rule.usefulness(Record(used=1, failed=1), 0.8)
+    assert 0.7 < one_failure < 1.0
 
 
 def test_only_used_sessions_count_not_shown_ones() -> None:
