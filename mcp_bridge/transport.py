@@ -11,9 +11,13 @@ driven from one asyncio loop:
    era; everything else, and every request the SDK must see to keep its state (the
    opening request, each `initialize`), is queued for the SDK. When both answer, the
    SDK's answer is dropped (`swallow`); the two are pinned equal by tests.
-3. The forwarder loads the SDK (importing in a daemon thread) when a request needs it or
-   SDK_PRELOAD_DELAY after start, whichever is first, then feeds it the queue in arrival
-   order.
+3. The forwarder loads the SDK (importing in a daemon thread) only when a request needs
+   it, then feeds it the queue in arrival order. A session the fast path answers whole
+   (every client we know of: the opening, `tools/list`, `tools/call`, `ping`) never pays
+   the import: ~2.3 s of CPU and ~50 MiB per bridge at load, and an import under way
+   competes with tool calls for the GIL. Until then at most PENDING_NOTIFICATIONS
+   notifications are kept for it (a bare `notifications/initialized` is the one that
+   matters); later ones are dropped.
 4. Tool calls run one at a time on a daemon worker thread, so a slow call (the first
    vector query loads the embedder) never stalls framing, `tools/list` or shutdown.
 
@@ -43,9 +47,9 @@ log = logging.getLogger("mcp_bridge")
 Emit = Callable[[dict[str, Any]], None]
 DRAIN_TIMEOUT = 30.0  # seconds to finish in-flight requests after stdin closes
 SIGNAL_GRACE = 0.08  # seconds to finish in-flight requests after SIGINT/SIGTERM
-#: Seconds after start before the SDK import begins when no request needs it sooner:
-#: importing it at once competes for the GIL with the first answers (~2x slower ready).
-SDK_PRELOAD_DELAY = 1.0
+#: Notifications kept for an SDK that has not been needed yet (the SDK itself replays 8
+#: frames ahead of a connection's first request: mcp.server.runner).
+PENDING_NOTIFICATIONS = 64
 T = TypeVar("T")
 
 
@@ -121,6 +125,7 @@ class Transport:
         self.tasks: set[asyncio.Task[None]] = set()
         self.lines: asyncio.Queue[bytes | None] = asyncio.Queue()
         self.need_sdk = asyncio.Event()
+        self.pending_notifications = 0
         self.grace = DRAIN_TIMEOUT
 
     def write(self, frame: dict[str, Any]) -> None:
@@ -206,8 +211,12 @@ class Transport:
             return
         frame = verdict.frame
         assert frame is not None
-        if "id" not in frame:
-            self.forward.put_nowait(frame)  # notifications are the SDK's
+        if "id" not in frame:  # notifications are the SDK's
+            if self.backend is None and not self.need_sdk.is_set():
+                self.pending_notifications += 1
+                if self.pending_notifications > PENDING_NOTIFICATIONS:
+                    return  # nothing has needed the SDK yet: keep memory bounded
+            self.forward.put_nowait(frame)
             return
         answer = self.fast.answer(frame) if self.fast is not None else None
         if answer is None:  # the SDK's to answer: load it now if it is not loading yet
@@ -241,9 +250,8 @@ class Transport:
         self._end(key)
 
     async def _forwarder(self) -> None:
-        if self.fast is not None:  # the fast path answers the start; the SDK comes later
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.need_sdk.wait(), SDK_PRELOAD_DELAY)
+        if self.fast is not None:  # the fast path answers what it can; the SDK if needed
+            await self.need_sdk.wait()
         try:
             backend = await self.load_backend(self.emit)
         except Exception:

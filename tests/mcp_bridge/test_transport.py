@@ -103,21 +103,57 @@ def test_a_slow_tool_call_never_holds_up_tools_list() -> None:
     assert out[2]["result"]["structuredContent"] == {"tool": "fleet_status"}
 
 
-def test_after_a_discover_opening_initialize_is_left_to_the_sdk() -> None:
-    backends: list[Echo] = []
+def test_after_a_discover_opening_initialize_is_refused_without_the_sdk() -> None:
+    """Claude Code's fallback `initialize` beside its discover: refused at once with the
+    SDK's -32022, and nothing loads the SDK for it."""
+    loads: list[Echo] = []
 
-    async def slow_load(emit: Any) -> Echo:
-        await asyncio.sleep(0.3)
-        backends.append(Echo(emit))
-        return backends[0]
+    async def load(emit: Any) -> Echo:
+        loads.append(Echo(emit))
+        return loads[0]
 
-    out = serve(frame("d", "server/discover", {"_meta": ENVELOPE}) + INIT, slow_load,
+    out = serve(frame("d", "server/discover", {"_meta": ENVELOPE}) + INIT, load,
                 FastPath(SlowBridge))
     assert [r["id"] for r in out] == ["d", 1]
-    assert out[0]["result"]["supportedVersions"] == ["2026-07-28"]  # at once, from the fast path
-    assert out[1]["result"] == {"echo": "initialize"}  # the SDK's (it would refuse: -32022)
-    # The SDK saw the opening too, so it locks the same era; its answer to it was dropped.
-    assert [f["method"] for f in backends[0].seen] == ["server/discover", "initialize"]
+    assert out[0]["result"]["supportedVersions"] == ["2026-07-28"]
+    assert out[1]["error"]["code"] == -32022
+    assert loads == []
+
+
+def test_a_session_the_fast_path_answers_whole_never_loads_the_sdk() -> None:
+    loads: list[Echo] = []
+
+    async def load(emit: Any) -> Echo:
+        loads.append(Echo(emit))
+        return loads[0]
+
+    notes = b"".join(frame(None, "notifications/progress") for _ in range(200))
+    out = serve(INIT + frame(None, "notifications/initialized") + notes + frame(2, "tools/list")
+                + frame(3, "ping") + frame(4, "tools/call", {"name": "fleet_status",
+                                                             "arguments": {}}),
+                load, FastPath(SlowBridge))
+    assert [r["id"] for r in out] == [1, 2, 3, 4]
+    assert loads == []
+
+
+def test_a_request_the_fast_path_cannot_answer_loads_it_with_what_it_must_see() -> None:
+    """The SDK, loaded late, still sees the opening and the first notifications (at most
+    PENDING_NOTIFICATIONS of them), in arrival order."""
+    from mcp_bridge.transport import PENDING_NOTIFICATIONS
+
+    loads: list[Echo] = []
+
+    async def load(emit: Any) -> Echo:
+        loads.append(Echo(emit))
+        return loads[0]
+
+    notes = b"".join(frame(None, "notifications/progress") for _ in range(200))
+    out = serve(INIT + frame(None, "notifications/initialized") + notes
+                + frame("r", "resources/list"), load, FastPath(SlowBridge))
+    assert [r["id"] for r in out] == [1, "r"]
+    seen = [f["method"] for f in loads[0].seen]
+    assert seen[:2] == ["initialize", "notifications/initialized"]
+    assert len(seen) == 1 + PENDING_NOTIFICATIONS + 1 and seen[-1] == "resources/list"
 
 
 def test_after_an_initialize_opening_discover_is_left_to_the_sdk() -> None:
