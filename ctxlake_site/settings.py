@@ -15,7 +15,7 @@ from pathlib import Path
 import dj_database_url
 import django_stubs_ext
 
-from ctxlake_site import paths
+from ctxlake_site import gunicorn_conf, paths
 from ctxlake_site.env import (
     BadSetting,
     env_bool,
@@ -200,6 +200,13 @@ WHITENOISE_MANIFEST_STRICT = False  # a stale collection falls back to unhashed 
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("CTXLAKE_MAX_BODY_BYTES", 2_621_440, minimum=1024)
 # How many live leases one agent may hold; a claim past it is refused (fleet.leases).
 CTXLAKE_MAX_LIVE_LEASES_PER_AGENT = env_int("CTXLAKE_MAX_LIVE_LEASES_PER_AGENT", 500, minimum=1)
+# Push (fleet/change_feed.py): long-polls waiting at once in one web process, and per API
+# token in one process. A waiting long-poll holds a request thread, so by default at most
+# half of a gunicorn process's threads wait and the rest keep serving REST.
+CTXLAKE_LONGPOLL_WAITERS = env_int(
+    "CTXLAKE_LONGPOLL_WAITERS", max(1, gunicorn_conf.threads // 2), minimum=1
+)
+CTXLAKE_LONGPOLL_PER_TOKEN = env_int("CTXLAKE_LONGPOLL_PER_TOKEN", 2, minimum=1)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -26,6 +26,7 @@ from ctxlake_site import briefing, db_health, paths
 from ctxlake_site.drain import Applier, Drainer, DrainReport
 from fleet import (
     cache_render,
+    change_feed,
     incidents,
     leases,
     rendering,
@@ -266,6 +267,7 @@ def _render_fleet(fleet: Fleet, *, max_tokens: int | None) -> RenderReport:
             "briefing_claims": [c["id"] for c in [*about_leases, *visible] if c["id"] in text],
         },
     )
+    change_feed.announce(fleet.slug, now.isoformat())  # at COMMIT: wakes hosts long-polling
     return RenderReport(fleet.slug, claims, time.monotonic() - started)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from fleet import api_sync, views
+from fleet import api_changes, api_sync, views
 
 app_name = "fleet-api"
 
@@ -58,4 +58,5 @@ urlpatterns = [
         name="cache-file",
     ),
     path("spool", api_sync.SpoolViewSet.as_view({"post": "upload"}), name="spool"),
+    path("changes", api_changes.ChangesViewSet.as_view({"get": "changes"}), name="changes"),
 ]

@@ -9,11 +9,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission, User
 
+from fleet import change_feed
 from fleet.models import Agent, Fleet
 
 _EMBEDDED_WAS_RUNNING = pytest.StashKey[bool | None]()
@@ -31,6 +33,14 @@ def pytest_configure(config: Any) -> None:
         from tests.leftovers import embedded_server_running
 
         config.stash[_EMBEDDED_WAS_RUNNING] = embedded_server_running()
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None) -> Iterator[None]:
+    """pytest-django's, plus: stop this process's change-feed listener before the test
+    database is dropped (its LISTEN connection would keep the database from dropping)."""
+    yield
+    change_feed.FEED.stop()
 
 
 @pytest.fixture(autouse=True)

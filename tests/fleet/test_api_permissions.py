@@ -48,6 +48,7 @@ ROWS: list[tuple[str, str, Any, tuple[int, int, int]]] = [
     ("get", "cache/manifest", None, (200, 200, 200)),
     ("get", "cache/roster.json", None, (200, 200, 200)),
     ("post", "spool", "NDJSON", (200, 403, 200)),
+    ("get", "changes", None, (200, 200, 200)),
     ("get", "export", None, (403, 403, 200)),
 ]
 ROLES = ("agent", "integration", "operator")

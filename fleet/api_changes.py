@@ -1,0 +1,101 @@
+"""GET /api/v1/fleets/<fleet>/changes: a long-poll that answers when the fleet's render changes.
+
+`?after=<version>&wait=<secs>`: 200 `{"version": …}` at once when the fleet's latest render
+is not `after` (or `after` is absent: how a host learns the version before its first pull),
+else when one is announced within `wait` seconds; 204 when none was. A host pulls on 200,
+and on 204 too if its interval is up, then asks again with the version it holds.
+Too many waiting from one token, or in one server process: 429 with Retry-After, at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.validators import RegexValidator
+from django.db import connection
+from django.http import HttpResponse, HttpResponseBase
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import exceptions, serializers, status
+from rest_framework.response import Response
+
+from fleet import change_feed
+from fleet.models import ApiToken
+from fleet.permissions import READ, FleetRequest
+from fleet.views import FLEET_PARAM, FleetViewSet
+
+#: What a version looks like on the wire: printable ASCII, no space (a render's stamp).
+VERSION_RE = r"\A[!-~]{1,128}\Z"
+DEFAULT_WAIT_SECS = 25
+
+
+class ChangesQuerySerializer(serializers.Serializer[Any]):
+    after = serializers.CharField(
+        required=False,
+        max_length=128,
+        validators=[RegexValidator(VERSION_RE, "A version is 1-128 printable ASCII characters.")],
+        help_text="The version this host last saw (from a previous answer); absent: answer now.",
+    )
+    wait = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=change_feed.MAX_WAIT_SECS,
+        default=DEFAULT_WAIT_SECS,
+        help_text=f"Seconds to wait for a change, 0-{change_feed.MAX_WAIT_SECS}.",
+    )
+
+
+class ChangesSerializer(serializers.Serializer[Any]):
+    version = serializers.CharField(help_text="The fleet's latest render version.")
+
+
+@extend_schema(tags=["sync"], parameters=[FLEET_PARAM])
+class ChangesViewSet(FleetViewSet):
+    roles = {"changes": READ}
+    serializer_class = ChangesSerializer
+    pagination_class = None
+
+    @extend_schema(
+        summary="Wait (long-poll) until the fleet's rendered cache changes",
+        parameters=[ChangesQuerySerializer],
+        responses={
+            200: ChangesSerializer,
+            204: OpenApiResponse(description="No change within `wait` seconds"),
+            429: OpenApiResponse(description="Too many long-polls waiting; see Retry-After"),
+        },
+    )
+    def changes(self, request: FleetRequest, fleet: str) -> HttpResponseBase:
+        query = ChangesQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        after: str | None = query.validated_data.get("after")
+        slug = request.fleet.slug
+        if after is None:
+            return Response({"version": change_feed.current_version(slug)})
+        try:  # a place first (429 costs no query), then the read: see Feed.enter
+            ticket = change_feed.FEED.enter(slug, _holder(request))
+        except change_feed.Busy as busy:
+            raise exceptions.Throttled(wait=busy.retry_after, detail=str(busy)) from None
+        try:
+            current = change_feed.current_version(slug)
+            if current != after:
+                return Response({"version": current})
+            _release_database()
+            new = change_feed.FEED.wait(ticket, after, timeout=query.validated_data["wait"])
+        finally:
+            change_feed.FEED.leave(ticket)
+        if new is None:
+            return HttpResponse(status=status.HTTP_204_NO_CONTENT)
+        return Response({"version": new})
+
+
+def _holder(request: FleetRequest) -> str:
+    token = request.auth
+    return f"token:{token.pk}" if isinstance(token, ApiToken) else f"user:{request.user.pk}"
+
+
+def _release_database() -> None:
+    """Give the connection back before parking the thread: a waiter must not hold one.
+
+    Inside a transaction (a test's, or ATOMIC_REQUESTS) it cannot be closed; it stays.
+    """
+    if not connection.in_atomic_block:
+        connection.close()

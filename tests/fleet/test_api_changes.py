@@ -1,0 +1,190 @@
+"""The change feed (GET changes): wakes on a published render, times out, bounds its waiters.
+
+Waiting tests run against pytest-django's live_server (real HTTP, one thread per request,
+the test database committed for real, since NOTIFY is delivered only at COMMIT).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.cache import cache
+from django.db import connection
+
+from ctxlake_site import workers
+from fleet import change_feed, tokens
+from fleet.models import Fleet
+from tests.fleet.conftest import ApiAs, World
+
+FEED = change_feed.FEED
+
+
+@dataclass
+class Answer:
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str]
+    seconds: float
+
+
+@pytest.fixture(autouse=True)
+def feed() -> Iterator[change_feed.Feed]:
+    """Each test's listener ends with it: its connection would keep the test DB from dropping."""
+    yield FEED
+    FEED.stop()
+
+
+@pytest.fixture
+def server(
+    transactional_db: None,
+    live_server: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    fleet_a: Fleet,
+) -> Callable[..., Answer]:
+    """get(secret, **query) → the answer to GET changes over real HTTP."""
+    monkeypatch.setenv("CTXLAKE_CACHE_DIR", str(tmp_path / "cache"))
+    cache.delete(change_feed.version_key(fleet_a.slug))  # the cache table outlives a flush
+
+    def get(secret: str, **query: str) -> Answer:
+        url = f"{live_server.url}/api/v1/fleets/{fleet_a.slug}/changes"
+        req = urllib.request.Request(
+            f"{url}?{urllib.parse.urlencode(query)}", headers={"Authorization": f"Bearer {secret}"}
+        )
+        started = time.monotonic()
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                raw, status, headers = r.read(), r.status, dict(r.headers)
+        except urllib.error.HTTPError as e:
+            raw, status, headers = e.read(), e.code, dict(e.headers)
+        body = json.loads(raw) if raw else {}
+        return Answer(status, body, headers, time.monotonic() - started)
+
+    return get
+
+
+def _secret(fleet: Fleet, name: str) -> str:
+    return tokens.issue_token(fleet, role="integration", name=name).secret
+
+
+def _until(check: Callable[[], bool], what: str) -> None:
+    """Wait for an event the test expects (never a fixed sleep), failing after 30 s."""
+    deadline = time.monotonic() + 30
+    while not check():
+        assert time.monotonic() < deadline, f"gave up waiting: {what}"
+        time.sleep(0.02)
+
+
+def _parked(n: int) -> Callable[[], bool]:
+    return lambda: FEED.counts()[0] == n
+
+
+def test_it_wakes_a_waiting_long_poll_when_a_render_is_published(
+    server: Callable[..., Answer], fleet_a: Fleet
+) -> None:
+    secret = _secret(fleet_a, "host-1")
+    workers.render_fleet(fleet_a)
+    first = server(secret)  # no `after`: the version now, at once
+    assert first.status == 200 and first.body["version"] != change_feed.NO_VERSION
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(server, secret, after=first.body["version"], wait="30")
+        _until(_parked(1), "the long-poll to wait")
+        workers.render_fleet(fleet_a)
+        woke = waiting.result()
+    assert woke.status == 200
+    assert woke.body["version"] not in (first.body["version"], change_feed.NO_VERSION)
+    assert woke.body["version"] == change_feed.current_version(fleet_a.slug)
+    assert woke.seconds < 30  # the render woke it: it did not run out its wait
+    assert FEED.counts() == (0, 0)
+
+
+def test_it_answers_204_when_nothing_changes_and_at_once_when_behind(
+    server: Callable[..., Answer], fleet_a: Fleet
+) -> None:
+    secret = _secret(fleet_a, "host-1")
+    now = server(secret).body["version"]
+    assert now == change_feed.NO_VERSION  # nothing rendered yet: a version all the same
+    quiet = server(secret, after=now, wait="1")
+    assert (quiet.status, quiet.body) == (204, {})
+    behind = server(secret, after="2020-01-01T00:00:00Z", wait="30")
+    assert (behind.status, behind.body) == (200, {"version": now})
+    assert behind.seconds < 30
+    assert FEED.counts() == (0, 0)
+
+
+def test_a_waiter_holds_no_database_connection(
+    server: Callable[..., Answer], fleet_a: Fleet
+) -> None:
+    secrets = [_secret(fleet_a, f"host-{i}") for i in range(4)]
+    assert server(secrets[0], after="none", wait="0").status == 204  # listener up
+    before = _connections()
+    with ThreadPoolExecutor(4) as pool:
+        waiting = [pool.submit(server, s, after="none", wait="30") for s in secrets]
+        _until(_parked(4), "four long-polls to wait")
+        during = _connections()
+        workers.render_fleet(fleet_a)
+        assert {f.result().status for f in waiting} == {200}
+    assert during <= before + 1, (before, during)  # not one per waiter
+
+
+def test_too_many_long_polls_from_one_token_get_429_and_others_keep_working(
+    server: Callable[..., Answer], fleet_a: Fleet, settings: Any
+) -> None:
+    settings.CTXLAKE_LONGPOLL_PER_TOKEN, settings.CTXLAKE_LONGPOLL_WAITERS = 2, 3
+    flood, other, third = (_secret(fleet_a, n) for n in ("flood", "other", "third"))
+    version = server(flood).body["version"]
+    with ThreadPoolExecutor(24) as pool:
+        held = [pool.submit(server, flood, after=version, wait="30") for _ in range(2)]
+        _until(_parked(2), "the token's two long-polls to wait")
+        refused = [pool.submit(server, flood, after=version, wait="30") for _ in range(200)]
+        answers = [f.result() for f in refused]
+        assert {a.status for a in answers} == {429}
+        assert all(a.headers["Retry-After"] == str(change_feed.MAX_WAIT_SECS) for a in answers)
+        assert "long-poll(s) waiting" in answers[0].body["detail"]
+        assert FEED.counts() == (2, 1)  # the refused left nothing behind
+        theirs: Future[Answer] = pool.submit(server, other, after=version, wait="30")
+        _until(_parked(3), "another token's long-poll to wait")
+        full = server(third, after=version, wait="30")
+        assert full.status == 429 and "server process" in full.body["detail"]
+        workers.render_fleet(fleet_a)
+        assert [f.result().status for f in [*held, theirs]] == [200, 200, 200]
+    assert FEED.counts() == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ({"after": "\x00"}, "after"),
+        ({"after": "v" * 129}, "after"),
+        ({"after": "v\u202e1"}, "after"),
+        ({"after": "two words"}, "after"),
+        ({"after": "v1", "wait": "-1"}, "wait"),
+        ({"after": "v1", "wait": "1e309"}, "wait"),
+        ({"after": "v1", "wait": "abc"}, "wait"),
+        ({"after": "v1", "wait": "31"}, "wait"),
+        ({"after": "v1", "wait": "nan"}, "wait"),
+    ],
+)
+def test_it_refuses_hostile_parameters_with_a_clear_400(
+    api_as: ApiAs, world: World, query: dict[str, str], field: str
+) -> None:
+    response = api_as(world.ada).get(f"/api/v1/fleets/{world.fleet.slug}/changes", query)
+    assert response.status_code == 400, response.content
+    assert list(response.json()) == [field] and response.json()[field][0]
+    assert FEED.counts() == (0, 0)
+
+
+def _connections() -> int:
+    with connection.cursor() as cur:
+        cur.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
+        return int(cur.fetchone()[0])
