@@ -267,7 +267,7 @@ def _render_fleet(fleet: Fleet, *, max_tokens: int | None) -> RenderReport:
             "briefing_claims": [c["id"] for c in [*about_leases, *visible] if c["id"] in text],
         },
     )
-    change_feed.announce(fleet.slug, now.isoformat())  # at COMMIT: wakes hosts long-polling
+    change_feed.announce(fleet.slug, f"{now:%Y-%m-%dT%H:%M:%S.%fZ}")  # at COMMIT: wakes waiters
     return RenderReport(fleet.slug, claims, time.monotonic() - started)
 
 

@@ -10,6 +10,9 @@ The bridge itself never touches the network; this separate process does, on its 
   the local spool only the lines whose event id the server acknowledged, by rewriting each
   spool file (temp + fsync + rename) under the bridge's own flock, so no append is lost.
   Lines the server rejects move to `<spool>/rejected/<fleet>.ndjson` with the reason.
+- **wait**: between syncs the loop long-polls GET changes (the server's change feed) and
+  pulls as soon as it answers that the fleet's render changed, else every `interval`; an
+  older server (404), a refusal or an error falls back to sleeping out the interval.
 
 Server down, 5xx, 503: `ServerDown` (the loop backs off; the spool is kept). 401/403/404:
 `AuthError` (a revoked token, a wrong fleet): a clear message and exit status 2. Lines the
@@ -26,6 +29,7 @@ import random
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -66,10 +70,13 @@ class Remote:
         base = self.server.rstrip("/").removesuffix("/api/v1")
         return f"{base}/api/v1/fleets/{self.fleet}/{tail}"
 
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}", "Accept": "*/*",
+                "User-Agent": "ctxlake-sync/1"}
+
     def open(self, tail: str, *, etag: str | None = None, body: bytes | None = None) -> Any:
         """The response (caller closes it), or None for 304; errors mapped to our two kinds."""
-        headers = {"Authorization": f"Bearer {self.token}", "Accept": "*/*",
-                   "User-Agent": "ctxlake-sync/1"}
+        headers = self.headers()
         if etag:
             headers["If-None-Match"] = etag
         if body is not None:
@@ -353,6 +360,97 @@ def _append_dead(path: Path, records: list[bytes]) -> None:
         os.close(fd)
 
 
+# -- push: wait on the server's change feed instead of sleeping ------------------------------
+
+FEED_MAX_WAIT = 30  # seconds; the server refuses longer waits (fleet/change_feed.py)
+
+
+class NoFeed(Exception):
+    """The server has no change feed (an older server: 404, or it refused our query)."""
+
+
+class Busy(Exception):
+    """The server has too many long-polls waiting (429); poll until Retry-After."""
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(f"busy; retry after {retry_after:.0f}s")
+        self.retry_after = retry_after
+
+
+def changed_version(remote: Remote, after: str | None, wait: int) -> str | None:
+    """GET changes: the fleet's version if it is not `after` (now, or within `wait` s), else None.
+
+    Errors map to NoFeed (poll instead), Busy (429), AuthError (401/403) and ServerDown.
+    """
+    query = urllib.parse.urlencode({"wait": wait, **({"after": after} if after else {})})
+    req = urllib.request.Request(remote.url(f"changes?{query}"), headers=remote.headers())
+    try:
+        with urllib.request.urlopen(req, timeout=wait + remote.timeout) as response:
+            if response.status == 204:
+                return None
+            version = json.loads(response.read()).get("version")
+    except urllib.error.HTTPError as e:
+        retry_after = e.headers.get("Retry-After", "")
+        e.close()
+        if e.code == 429:
+            raise Busy(float(retry_after) if retry_after.isdigit() else FEED_MAX_WAIT) from None
+        if e.code in (400, 404, 405):
+            raise NoFeed(f"{remote.server} answered {e.code} on changes") from None
+        raise _http_error(e.code, remote, "changes") from None
+    except (urllib.error.URLError, OSError, ValueError, AttributeError) as e:
+        raise ServerDown(f"{remote.server}: change feed failed ({_reason(e)})") from None
+    if not isinstance(version, str) or not version:
+        raise NoFeed(f"{remote.server} sent no version on changes")
+    return version
+
+
+@dataclass
+class Push:
+    """The host's side of the change feed: learn the version, then wait for the next one.
+
+    The version is asked for *before* each pull, so a render published during the pull
+    still differs from it and wakes the next wait: a change is never slept through.
+    """
+
+    remote: Remote
+    log: Callable[[str], object]
+    sleep: Callable[[float], None]
+    version: str | None = None
+    available: bool = True
+
+    def before_pull(self) -> None:
+        if self.available and self.version is None:
+            try:
+                self.version = changed_version(self.remote, None, 0)
+            except (NoFeed, Busy) as e:
+                self._give_up(e)
+
+    def wait(self, seconds: float) -> None:
+        """Return as soon as the fleet changes (pull now), or after `seconds` (pull anyway)."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            if not self.available or self.version is None or left < 1:
+                self.sleep(left)
+                return
+            try:
+                new = changed_version(self.remote, self.version, int(min(left, FEED_MAX_WAIT)))
+            except Busy as e:
+                self.sleep(min(left, e.retry_after))
+                continue
+            except (NoFeed, ServerDown) as e:
+                if isinstance(e, NoFeed):
+                    self._give_up(e)
+                self.sleep(max(0.0, deadline - time.monotonic()))
+                return
+            if new is not None:
+                self.version = new
+                return
+
+    def _give_up(self, why: Exception) -> None:
+        self.available = False
+        self.log(f"ctxlake sync: no change feed ({why}); polling instead")
+
+
 # -- the loop and the command line -----------------------------------------------------------
 
 def sync_once(remote: Remote, cache_dir: Path, spool_dir: Path) -> tuple[PushReport, PullReport]:
@@ -363,12 +461,15 @@ def sync_once(remote: Remote, cache_dir: Path, spool_dir: Path) -> tuple[PushRep
 
 def run_loop(remote: Remote, cache_dir: Path, spool_dir: Path, *, interval: float,
              log: Callable[[str], object], sleep: Callable[[float], None] = time.sleep,
-             cycles: int | None = None) -> int:
-    """Sync every `interval` seconds; back off (jittered, ≤ 5 min) while the server is down."""
+             cycles: int | None = None, push: bool = True) -> int:
+    """Sync every `interval` seconds, and at once when the server's change feed says so;
+    back off (jittered, ≤ 5 min) while the server is down. `cycles`: stop after that many."""
     failures = 0
+    feed = Push(remote, log, sleep, available=push)
     while cycles is None or cycles > 0:
         cycles = None if cycles is None else cycles - 1
         try:
+            feed.before_pull()
             pushed, pulled = sync_once(remote, cache_dir, spool_dir)
             failures = 0
             if pushed.sent or pulled.changed:
@@ -384,7 +485,12 @@ def run_loop(remote: Remote, cache_dir: Path, spool_dir: Path, *, interval: floa
         except AuthError as e:
             log(f"ctxlake sync: {e}")
             return 2
-        sleep(wait)
+        if cycles == 0:
+            break
+        if failures:
+            sleep(wait)
+        else:
+            feed.wait(wait)
     return 0
 
 

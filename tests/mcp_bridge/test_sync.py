@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -21,7 +22,7 @@ from typing import Any
 import pytest
 
 from ctxlake_site import workers
-from fleet import leases, tokens
+from fleet import change_feed, leases, tokens
 from fleet.models import Agent, Fleet, Lease
 from mcp_bridge import contract, sync
 from mcp_bridge.cache import Cache
@@ -116,6 +117,49 @@ def test_server_down_keeps_the_spool_and_the_loop_backs_off(host: Host) -> None:
     assert code == 0 and len(read_events(host.spool, host.fleet.slug)) == 1
     assert waits[0] < waits[1] < waits[2] and all(w <= sync.MAX_BACKOFF * 1.2 for w in waits)
     assert "spool kept" in logged[0]
+
+
+@pytest.fixture
+def feed() -> Iterator[change_feed.Feed]:
+    yield change_feed.FEED
+    change_feed.FEED.stop()  # its LISTEN connection would outlive the test
+
+
+def test_the_loop_pulls_as_soon_as_the_server_publishes_a_render(
+    host: Host, feed: change_feed.Feed
+) -> None:
+    slept: list[float] = []
+    codes: list[int] = []
+    loop = threading.Thread(target=lambda: codes.append(sync.run_loop(
+        host.remote, host.cache, host.spool, interval=600, log=len, sleep=slept.append,
+        cycles=2)))
+    loop.start()
+    deadline = time.monotonic() + 30
+    while feed.counts()[0] != 1:  # pulled once, now waiting on the feed
+        assert loop.is_alive() and time.monotonic() < deadline, codes
+        time.sleep(0.02)
+    assert host.roster().value["agents"] == []
+    leases.claim_paths(host.agent, ["src/**"], ttl=timedelta(minutes=30))
+    workers.render_fleet(host.fleet)
+    loop.join(timeout=60)  # far below the 600 s interval: only the feed can have woken it
+    assert not loop.is_alive() and codes == [0]
+    assert host.roster().value["agents"][0]["leases"][0]["path"] == "src/**"
+    assert slept == []  # never fell back to sleeping
+
+
+def test_without_a_change_feed_the_loop_sleeps_out_its_interval(
+    host: Host, feed: change_feed.Feed
+) -> None:
+    """An older server (404 on changes) or a refusal: poll every interval, as before."""
+    logged: list[str] = []
+    slept: list[float] = []
+    elsewhere = sync.Remote(host.remote.server, "not-this-tokens-fleet", host.remote.token)
+    push = sync.Push(elsewhere, logged.append, slept.append, version="v1")
+    push.wait(7)
+    assert not push.available and len(slept) == 1 and 6 < slept[0] <= 7
+    assert "no change feed" in logged[0] and "polling instead" in logged[0]
+    push.wait(7)  # and it does not ask again
+    assert len(slept) == 2 and len(logged) == 1
 
 
 def _sync_cli(host: Host, *args: str) -> subprocess.CompletedProcess[str]:
