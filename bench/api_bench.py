@@ -1,7 +1,7 @@
 """REST API bench: claims search at 10k and 100k claims (with vectors), lease claim, and
 the roster (status, a page of leases, the roster render) with 10k live leases, over HTTP.
 
-Runs the production server (gunicorn sync workers, as `./ctxlake up` runs it) on
+Runs the production server (gunicorn gthread workers, as `./ctxlake up` runs it) on
 127.0.0.1 against the configured database, in a throwaway fleet that is deleted at the
 end. Claims carry embeddings (seeded random unit vectors under the current model's name:
 latency does not depend on what they mean), so every search runs both lists; every
@@ -124,6 +124,8 @@ def start_server(port: int, workers: int) -> subprocess.Popen[bytes]:
             "-m",
             "gunicorn",
             "ctxlake_site.wsgi",
+            "--config",
+            "python:ctxlake_site.gunicorn_conf",
             "--bind",
             f"127.0.0.1:{port}",
             "--workers",
@@ -305,7 +307,7 @@ def main() -> None:
         port = free_port()
         server = start_server(port, args.workers)
         print(
-            f"gunicorn sync workers: {args.workers}; clients: {c}; requests/scenario: {n}; "
+            f"gunicorn gthread workers: {args.workers}; clients: {c}; requests/scenario: {n}; "
             f"cores: {os.cpu_count()}"
         )
         baseline = measure(port, reader, trivial, n, c)
