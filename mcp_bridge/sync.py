@@ -434,9 +434,9 @@ class Push:
                 return
             try:
                 new = changed_version(self.remote, self.version, int(min(left, FEED_MAX_WAIT)))
-            except Busy as e:
+            except Busy as e:  # the server is full: poll this round, try again the next
                 self.sleep(min(left, e.retry_after))
-                continue
+                return
             except (NoFeed, ServerDown) as e:
                 if isinstance(e, NoFeed):
                     self._give_up(e)

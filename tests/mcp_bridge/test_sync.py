@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -160,6 +161,26 @@ def test_without_a_change_feed_the_loop_sleeps_out_its_interval(
     assert "no change feed" in logged[0] and "polling instead" in logged[0]
     push.wait(7)  # and it does not ask again
     assert len(slept) == 2 and len(logged) == 1
+
+
+def test_a_full_server_makes_the_loop_poll_this_round_and_ask_again_the_next(
+    host: Host, feed: change_feed.Feed, settings: Any
+) -> None:
+    settings.CTXLAKE_LONGPOLL_PER_TOKEN = 1
+    version = sync.changed_version(host.remote, None, 0)
+    assert version is not None
+    with ThreadPoolExecutor(1) as pool:
+        held = pool.submit(sync.changed_version, host.remote, version, 30)
+        deadline = time.monotonic() + 30
+        while feed.counts()[0] != 1:
+            assert time.monotonic() < deadline and not held.done()
+            time.sleep(0.02)
+        slept: list[float] = []
+        push = sync.Push(host.remote, len, slept.append, version=version)
+        push.wait(9)  # 429: Retry-After is 30 s, the round has 9 left
+        assert push.available and len(slept) == 1 and 8 < slept[0] <= 9
+        workers.render_fleet(host.fleet)
+        assert held.result() not in (None, version)  # the one held was served all along
 
 
 def _sync_cli(host: Host, *args: str) -> subprocess.CompletedProcess[str]:
