@@ -86,6 +86,7 @@ class Feed:
         self._latest: dict[str, str] = {}
         self._notices: Counter[str] = Counter()  # per fleet, bumped by every notification
         self._by_holder: Counter[str] = Counter()
+        self._by_fleet: Counter[str] = Counter()  # waiters per fleet, for _catch_up
         self._waiting = 0
         self._listening = threading.Event()
         self._stopping = threading.Event()
@@ -115,6 +116,7 @@ class Feed:
                     retry_after=MAX_WAIT_SECS // 2,
                 )
             self._by_holder[holder] += 1
+            self._by_fleet[fleet] += 1
             self._waiting += 1
             return Ticket(fleet, holder, self._notices[fleet])
 
@@ -123,6 +125,9 @@ class Feed:
             self._by_holder[ticket.holder] -= 1
             if self._by_holder[ticket.holder] <= 0:
                 del self._by_holder[ticket.holder]  # no entry left behind per token
+            self._by_fleet[ticket.fleet] -= 1
+            if self._by_fleet[ticket.fleet] <= 0:
+                del self._by_fleet[ticket.fleet]
             self._waiting -= 1
 
     def wait(self, ticket: Ticket, after: str, timeout: float) -> str | None:
@@ -159,11 +164,15 @@ class Feed:
         if started:
             self._listening.wait(LISTEN_READY_SECS)
 
-    def _listen_forever(self) -> None:
-        """1. connect (its own connection, autocommit) 2. LISTEN 3. fan out each notice.
+    def listening(self) -> bool:
+        return self._listening.is_set()
 
-        Notices sent while disconnected are lost; waiters then time out and their hosts pull
-        anyway, so a reconnect only needs to resume listening.
+    def _listen_forever(self) -> None:
+        """1. connect (its own connection, autocommit) 2. LISTEN 3. catch up 4. fan out.
+
+        Notices sent while disconnected are lost, so after LISTEN the thread reads the
+        versions of the fleets that have waiters (one query) and delivers them as notices:
+        a render committed during an outage still wakes its waiters, one a moment later.
         """
         backoff = RECONNECT_SECS[0]
         while True:
@@ -172,6 +181,7 @@ class Feed:
                     conn.execute(f"LISTEN {CHANNEL}")
                     self._listening.set()
                     backoff = RECONNECT_SECS[0]
+                    self._catch_up()
                     while not self._stopping.is_set():  # looks up once a second, for stop()
                         for notice in conn.notifies(timeout=1.0):
                             self._deliver(notice.payload)
@@ -194,6 +204,20 @@ class Feed:
         thread.join()
         self._stopping.clear()
 
+    def _catch_up(self) -> None:
+        with self._cond:
+            fleets = list(self._by_fleet)
+        if not fleets:
+            return
+        try:
+            found = cache.get_many([version_key(f) for f in fleets])
+        finally:
+            connection.close()  # this thread's Django connection: not kept between outages
+        for fleet in fleets:
+            version = found.get(version_key(fleet))
+            if isinstance(version, str):
+                self._deliver(f"{fleet} {version}")
+
     def _deliver(self, payload: str) -> None:
         fleet, _, version = payload.partition(" ")
         if not fleet or not version:
@@ -209,6 +233,7 @@ def _listen_connection() -> psycopg.Connection[tuple[object, ...]]:
     params = connections["default"].get_connection_params()
     for key in ("cursor_factory", "context", "prepare_threshold"):
         params.pop(key, None)
+    params["application_name"] = "ctxlake-change-feed"  # so pg_stat_activity says what it is
     return psycopg.connect(**params, autocommit=True)
 
 

@@ -122,6 +122,31 @@ def test_it_answers_204_when_nothing_changes_and_at_once_when_behind(
     assert FEED.counts() == (0, 0)
 
 
+def test_a_render_during_a_listener_outage_still_wakes_the_waiter(
+    server: Callable[..., Answer], fleet_a: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listener's connection is killed; the render's NOTIFY goes nowhere; on reconnect
+    the listener reads the versions of the fleets with waiters and wakes them."""
+    monkeypatch.setattr(change_feed, "RECONNECT_SECS", (3.0, 30.0))  # a wide outage window
+    secret = _secret(fleet_a, "host-1")
+    version = server(secret).body["version"]
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(server, secret, after=version, wait="30")
+        _until(_parked(1), "the long-poll to wait")
+        with connection.cursor() as cur:
+            cur.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name = 'ctxlake-change-feed'"
+            )
+            assert cur.fetchone() == (True,)
+        _until(lambda: not FEED.listening(), "the listener to notice")
+        workers.render_fleet(fleet_a)
+        woke = waiting.result()
+    assert woke.status == 200 and woke.body["version"] != version
+    assert woke.seconds < 30  # woken by the catch-up, not by its timeout
+    assert FEED.listening()
+
+
 def test_a_waiter_holds_no_database_connection(
     server: Callable[..., Answer], fleet_a: Fleet
 ) -> None:
