@@ -191,6 +191,8 @@ def test_too_many_long_polls_from_one_token_get_429_and_others_keep_working(
     [
         ({"after": "\x00"}, "after"),
         ({"after": "v" * 129}, "after"),
+        ({"after": "v" * 100_000}, "after"),
+        ({"after": "\u00e9t\u00e9-\U0001f600"}, "after"),
         ({"after": "v\u202e1"}, "after"),
         ({"after": "two words"}, "after"),
         ({"after": "v1", "wait": "-1"}, "wait"),
