@@ -190,7 +190,7 @@ class SpoolViewSet(FleetViewSet):
             outcome = api_spool.receive(
                 request.fleet, lines, agent_id=bound.agent_id if bound else None
             )
-        except api_spool.SpoolFull as exc:
+        except api_spool.InboxFull as exc:
             return Response(
                 {"detail": str(exc)},
                 status=status.HTTP_503_SERVICE_UNAVAILABLE,
