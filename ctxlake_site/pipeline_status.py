@@ -127,9 +127,8 @@ def for_fleet(fleet: Fleet, *, spool_dir: Path | None = None) -> FleetPipeline:
     spool_dir = spool_dir or paths.spool_dir()
     out = FleetPipeline(fleet.slug)
     backlogs = [_backlog(path) for path in drain.fleet_files(spool_dir).get(fleet.slug, [])]
-    out.inbox_lines = inbox.pending_count(fleet)
-    if out.inbox_lines:
-        backlogs.append((out.inbox_lines, inbox.oldest(fleet)))
+    out.inbox_lines, received = inbox.backlog(fleet)
+    backlogs.append((out.inbox_lines, received))
     for lines, oldest in backlogs:
         out.backlog_lines += lines
         if oldest and (out.backlog_oldest is None or oldest < out.backlog_oldest):

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from django.db import connection, transaction
-from django.db.models import Min
+from django.db.models import Count, Min
 
 from fleet.models import Fleet, InboxEvent
 
@@ -86,12 +86,10 @@ def pending_count(fleet: Fleet) -> int:
     return InboxEvent.objects.filter(fleet=fleet).count()
 
 
-def oldest(fleet: Fleet) -> datetime | None:
-    """When the oldest unapplied row was received."""
-    found: datetime | None = InboxEvent.objects.filter(fleet=fleet).aggregate(
-        at=Min("received_at")
-    )["at"]
-    return found
+def backlog(fleet: Fleet) -> tuple[int, datetime | None]:
+    """How many rows wait for the drain, and when the oldest was received (one query)."""
+    found = InboxEvent.objects.filter(fleet=fleet).aggregate(n=Count("id"), at=Min("received_at"))
+    return found["n"], found["at"]
 
 
 #: The advisory lock class of "draining this fleet's inbox" (a two-key lock: this, fleet id).

@@ -795,7 +795,8 @@ class InboxEvent(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=("fleet", "event_id"), name="fleet_inbox_once"),
+            # event_id first: the upload also looks an id up across fleets
+            models.UniqueConstraint(fields=("event_id", "fleet"), name="fleet_inbox_once"),
         ]
         indexes = [models.Index(fields=("fleet", "id"), name="fleet_inbox_in_order")]
 

@@ -78,8 +78,10 @@ CITE = [{"session_id": "s-1", "message_id": "m-1"}]
 def world(fleet_a: Fleet, ada: Agent, mod: Any, tmp_path: Path, settings: Any) -> World:
     settings.CTXLAKE_CACHE_DIR = tmp_path / "cache"
     settings.CTXLAKE_SPOOL_DIR = tmp_path / "spool"
-    (tmp_path / "cache").mkdir(parents=True)
-    # a render as the workers store it: what every web host serves
+    (tmp_path / "cache" / fleet_a.slug).mkdir(parents=True)  # this host's local copy
+    (tmp_path / "cache" / fleet_a.slug / "roster.json").write_text('{"agents": []}')
+    (tmp_path / "cache" / fleet_a.slug / "manifest.json").write_text('{"format_version": 1}')
+    # the same render as the workers store it: what every web host serves
     artifacts.publish(fleet_a, {"roster.json": b'{"agents": []}',
                                 "manifest.json": b'{"format_version": 1}'}, at=timezone.now())
     session = Session.objects.create(fleet=fleet_a, agent=ada, session_id="s-1")
