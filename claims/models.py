@@ -333,6 +333,7 @@ class EventKind(models.TextChoices):
     SUPERSEDED = "superseded", "superseded"
     VALID_UNTIL = "valid_until", "valid until set"
     CONFIDENCE = "confidence", "confidence set"
+    SENT_BACK = "sent_back", "sent back for review"
 
 
 class ClaimEvent(models.Model):

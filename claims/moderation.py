@@ -571,6 +571,20 @@ def retract_claim(claim: Claim, *, by: Any, note: str) -> Claim:
 
 
 @transaction.atomic
+def send_back_claim(claim: Claim, *, by: Any, note: str) -> Claim:
+    """Take a promoted claim out of agents' memory and back into the review queue, where
+    it must pass the promotion gate again (memory health's "re-review"); it is proposed
+    once more, with its evidence and tallies, in fleet scope."""
+    if not note or not note.strip():
+        raise GateRefused("Sending a claim back for review needs a note.")
+    claim = _decide(claim, by, allowed_from=(ClaimStatus.PROMOTED,), status=ClaimStatus.PROPOSED,
+                    promoted_at=None, promoted_by=None)
+    _event(claim, ClaimEvent.Kind.SENT_BACK, note=note.strip(), **_actor(by))
+    rendering.request_render(claim.fleet)
+    return claim
+
+
+@transaction.atomic
 def edit_claim(claim: Claim, *, by: Any, text: str, note: str = "") -> Claim:
     """Reword a proposed claim before promotion; the original text is kept in the event."""
     if not can_moderate(by, claim.fleet):
