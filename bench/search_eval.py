@@ -167,11 +167,11 @@ def server_capture(fleet: Fleet, label: dict[int, str], query: str, subject: str
 
     def lists(k: int) -> Lists:
         n = ranking.depth(k)
-        lex, cov = search._lexical(everything, narrow, query, k, n,
-                                   lambda: search.collection_size(fleet, statuses))
+        stats = lambda: search.collection_stats(fleet, statuses)  # noqa: E731
+        lex, cov = search._lexical(fleet, everything, narrow, query, k, n, stats)
         vec = search._vector(everything.filter(narrow), qvec, n) if qvec is not None else []
-        anyterm = [pk for pk, _ in search._anyterm(everything, narrow, terms, n)[0]] if terms \
-            else []
+        anyterm = [pk for pk, _ in search._anyterm(fleet, everything, narrow, query, n,
+                                                   stats)] if terms else []
         return Lists([label[pk] for pk in lex], {label[pk]: c for pk, c in cov.items()},
                      [label[pk] for pk in vec], [label[pk] for pk in anyterm], public)
 
