@@ -270,7 +270,7 @@ def _anyterm(
     bench/search_eval.py, as the bridge's `_bm25` over the OR of the terms is."""
     where = _filters(fleet, everything, narrow)
     phrases = bm25.phrases(ranking.query_terms(query))
-    return _bm25(where, phrases, _phrase_hits(where, phrases), n, stats, every=False)[0]
+    return _bm25(where, phrases, _phrase_hits(where, phrases), n, stats, tail=True)[1]
 
 
 def _lexical_lists(
@@ -280,13 +280,14 @@ def _lexical_lists(
     if not terms:
         return [], {}
     phrases = bm25.phrases(terms)
-    extra = _phrase_hits(where, phrases)
-    found, _ = _bm25(where, phrases, extra, n, stats, every=True)
+    # One statement ranks both passes: the any-term list comes along unless there is no
+    # tail to take it for (one term), and costs one more sort of rows already scored.
+    found, anyterm, df = _bm25(where, phrases, _phrase_hits(where, phrases), n, stats,
+                               tail=len(terms) > 1)
     if len(found) >= k or len(terms) == 1:
         return [pk for pk, _ in found], {}
     seen = {pk for pk, _ in found}
-    tail, df = _bm25(where, phrases, extra, n, stats, every=False)
-    tail = [row for row in tail if row[0] not in seen][: n - len(found)]
+    tail = [row for row in anyterm if row[0] not in seen][: n - len(found)]
     if not tail:
         return [pk for pk, _ in found], {}
     by_term = {terms[i]: count for i, count in df.items()}
@@ -336,14 +337,22 @@ df AS (SELECT i, count(*)::float8 AS df FROM found GROUP BY i),
 scored AS (
     SELECT f.claim_id, min(f.number) AS claim_number, array_agg(f.i ORDER BY f.i) AS matched,
            sum({_IDF} * {_SATURATION} ORDER BY f.i) AS score
-    FROM found f JOIN df USING (i) WHERE f.keep GROUP BY f.claim_id %(having)s
-    ORDER BY score DESC, claim_number ASC LIMIT %(limit)s
+    FROM found f JOIN df USING (i) WHERE f.keep GROUP BY f.claim_id
+),
+chosen AS (
+    (SELECT *, TRUE AS every FROM scored WHERE cardinality(matched) = %(m)s
+     ORDER BY score DESC, claim_number ASC LIMIT %(limit)s)
+    UNION ALL
+    (SELECT *, FALSE FROM scored ORDER BY score DESC, claim_number ASC LIMIT %(tail)s)
 )
-SELECT s.matched, (SELECT array_agg(i ORDER BY i) FROM df),
+SELECT s.every, s.matched, (SELECT array_agg(i ORDER BY i) FROM df),
        (SELECT array_agg(df ORDER BY i) FROM df), {{select}}
-FROM scored s JOIN {_TABLE} ON {_TABLE}.id = s.claim_id
-ORDER BY s.score DESC, s.claim_number ASC
+FROM chosen s JOIN {_TABLE} ON {_TABLE}.id = s.claim_id
+ORDER BY s.every DESC, s.score DESC, s.claim_number ASC
 """
+
+
+Ranked = list[tuple[int, list[int]]]  # claim ids, best first, each with its phrases
 
 
 def _bm25(
@@ -353,30 +362,31 @@ def _bm25(
     n: int,
     stats: Callable[[], Stats],
     *,
-    every: bool,
-) -> tuple[list[tuple[int, list[int]]], dict[int, int]]:
-    """The top n claims `where` keeps matching every phrase (`every`) or any, by BM25:
-    each id with the phrases it matches (indexes), and each phrase's document frequency
-    over the collection (0-based index → count; phrases nothing matches are absent)."""
-    if every and not all(phrases):
-        return [], {}  # an empty phrase matches no row (FTS5 reads `"__"` so)
+    tail: bool,
+) -> tuple[Ranked, Ranked, dict[int, int]]:
+    """By BM25, the top n claims `where` keeps that match every phrase, and (`tail`) the
+    top n that match any; each id with the phrases it matches (0-based indexes); and each
+    phrase's document frequency over the collection (phrases nothing matches are absent).
+    An empty phrase matches no row, as FTS5 reads `"__"`."""
     single = [p[0] if len(p) == 1 else None for p in phrases]
     if not any(single) and not extra:
-        return [], {}
+        return [], [], {}
     st = stats()
     collection_sql, params = _named(*where.collection, "c")
     narrow_sql, narrow_params = _named(*where.narrow, "w") if where.narrow[0] else ("TRUE", {})
     sql = (_BM25.replace("{select}", _SELECT).replace("%(collection)s", collection_sql)
-           .replace("%(narrow)s", narrow_sql)
-           .replace("%(having)s", "HAVING count(*) = %(m)s" if every else ""))
+           .replace("%(narrow)s", narrow_sql))
     rows = _fetch(sql, {
         **params, **narrow_params, "terms": single, "fleet": where.fleet_id,
         "pc": [e[0] for e in extra], "pi": [e[1] for e in extra], "pf": [e[2] for e in extra],
         "n": float(st.claims), "avgdl": st.avgdl, "m": len(phrases), "limit": n,
+        "tail": n if tail else 0,
     })
-    where.rows.update((row[3], _Row(row[3:])) for row in rows)
-    df = {int(i): int(c) for i, c in zip(rows[0][1], rows[0][2], strict=True)} if rows else {}
-    return [(row[3], [int(i) for i in row[0]]) for row in rows], df
+    where.rows.update((row[4], _Row(row[4:])) for row in rows)
+    df = {int(i): int(c) for i, c in zip(rows[0][2], rows[0][3], strict=True)} if rows else {}
+    every = [(row[4], [int(i) for i in row[1]]) for row in rows if row[0]]
+    anyterm = [(row[4], [int(i) for i in row[1]]) for row in rows if not row[0]]
+    return every, anyterm, df
 
 
 def _named(sql: str, params: Sequence[Any], prefix: str) -> tuple[str, dict[str, Any]]:
