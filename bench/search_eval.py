@@ -164,7 +164,15 @@ def _rowids(snap: Snapshot) -> dict[int, str]:
 
 
 def server_capture(fleet: Fleet, label: dict[int, str], query: str, subject: str | None,
-                   public: dict[str, str]) -> Capture:
+                   public: dict[str, str], qvec: Any = None) -> Capture:
+    """`qvec`: the query vector the bridge was given. The public sets' query vectors are
+    embedded in batches and cached (retrieval_dev), and a batch's int8 quantisation moves
+    a vector a little (cosine ~0.99 to the query embedded alone, which the server does), so
+    the server gets the bridge's vector: the sides are compared on the same input, as in
+    the product, where both embed the query alone."""
+    if qvec is not None:
+        with _query_vector(qvec):
+            return server_capture(fleet, label, query, subject, public)
     now = timezone.now()
     statuses = [Claim.Status.PROMOTED]
     everything = search.collection(fleet, statuses)
@@ -187,6 +195,16 @@ def server_capture(fleet: Fleet, label: dict[int, str], query: str, subject: str
         return [label[c.pk] for c in found.claims]
 
     return Capture(lists(K), lists(DEEP), real(K), real(DEEP))
+
+
+@contextmanager
+def _query_vector(qvec: Any) -> Iterator[None]:
+    saved = search._query_vector
+    search._query_vector = lambda query: qvec  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        search._query_vector = saved  # type: ignore[assignment]
 
 
 # -- fusion, offline -------------------------------------------------------------------------
@@ -341,7 +359,7 @@ def run_public(base: Path, name: str, paths: set[str]) -> list[Run]:
             started = time.monotonic()
             tiebreak = {label[c.pk]: c.public_id for c in Claim.objects.filter(fleet=fleet)}
             caps = [server_capture(fleet, label, q["query"], q["group"] if ds.grouped else None,
-                                   tiebreak) for q in ds.queries]
+                                   tiebreak, qvecs[i]) for i, q in enumerate(ds.queries)]
             out.append(Run(name, "server", ds.queries, caps, time.monotonic() - started))
     return out
 
