@@ -16,7 +16,7 @@ from typing import Any, cast
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from claims import contradictions, tallies, tasks
+from claims import contradictions, lexicon, tallies, tasks
 from claims.models import (
     Claim,
     ClaimEvent,
@@ -606,6 +606,7 @@ def edit_claim(claim: Claim, *, by: Any, text: str, note: str = "") -> Claim:
     except IntegrityError as exc:
         raise GateRefused(f"The edited text is not valid: {exc}") from exc
     locked.refresh_from_db()
+    lexicon.index_claims([locked])  # update() skips save(), which keeps the terms
     _event(locked, ClaimEvent.Kind.EDITED, user=by, note=note, original=original)
     tasks.request_embedding()
     return locked
@@ -633,6 +634,8 @@ def redact_claim(claim: Claim, *, by: Any = None, note: str = "secrets redacted"
             text=text, subject=subject, text_hash=text_hash(text), embedding=None,
             embedding_model="", **_screened(locked),
         )
+        locked.subject = subject
+        lexicon.index_claims([locked])  # update() skips save(), which keeps the terms
     for e in evidence:
         changes = {f: redact.scrub_text(getattr(e, f))[: FIELD_LIMITS[f]] for f in CITATION_FIELDS}
         changes = {f: v for f, v in changes.items() if v != getattr(e, f)}

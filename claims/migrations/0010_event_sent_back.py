@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('claims', '0008_usefulness_loop'),
+        ('claims', '0009_claim_terms'),
         ('fleet', '0012_inbox_and_cache_artifacts'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
