@@ -108,6 +108,58 @@ def server_query(fleet: Fleet, method: Any, q: str) -> object:
     return search_claims(fleet, q, k=10, method=method)
 
 
+# The lexical list as it was before BM25 (Postgres ts_rank over the generated
+# search_vector, english config): the baseline the BM25 statements are timed against, in
+# the same run, interleaved query by query.
+_TSQUERY = "websearch_to_tsquery('english'::regconfig, %s)"
+_TSRANK = f"ts_rank('{{0.1,0.2,0.5,1.0}}'::float4[], search_vector, {_TSQUERY}, 1)"
+
+
+def tsrank_lexical(fleet: Fleet, q: str, k: int = 10) -> list[int]:
+    """The previous lexical list's two statements (conjunctive; any-term with window
+    document frequencies when that found fewer than k), coverage left out."""
+    base = f"fleet_id = %s AND status = 'promoted' AND search_vector @@ {_TSQUERY}"
+    terms = search.ranking.query_terms(q)
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT id FROM claims_claim WHERE {base} ORDER BY {_TSRANK} DESC, "
+                    "number LIMIT 100", [fleet.pk, q, q])
+        found = [r[0] for r in cur.fetchall()]
+        if len(found) >= k or len(terms) < 2:
+            return found
+        anyterm = " or ".join(terms)
+        counts = ", ".join(f"count(id) FILTER (WHERE search_vector @@ {_TSQUERY}) OVER ()"
+                           for _ in terms)
+        cur.execute(f"SELECT id, {counts} FROM claims_claim WHERE {base} "
+                    f"ORDER BY {_TSRANK} DESC, number LIMIT 100",
+                    [*terms, fleet.pk, anyterm, anyterm])
+        return found + [r[0] for r in cur.fetchall()]
+
+
+def bm25_lexical(fleet: Fleet, q: str, k: int = 10) -> list[int]:
+    """The shipped lexical list (BM25 over ClaimTerm rows), coverage included."""
+    everything = search.collection(fleet, ["promoted"])
+    narrow = search.narrowing(None, None, None, False, timezone.now())
+    stats = partial(search.collection_stats, fleet, ["promoted"])
+    return search._lexical(fleet, everything, narrow, q, k, 100, stats)[0]
+
+
+def lexical_pair(fleet: Fleet, rounds: int) -> str:
+    """p50 of the BM25 lexical list against the ts_rank baseline, interleaved."""
+    new: list[float] = []
+    old: list[float] = []
+    for q in QUERIES:
+        bm25_lexical(fleet, q), tsrank_lexical(fleet, q)  # warm
+    for i in range(rounds):
+        q = QUERIES[i % len(QUERIES)]
+        for fn, into in ((bm25_lexical, new), (tsrank_lexical, old))[:: 1 if i % 2 else -1]:
+            t = time.perf_counter()
+            fn(fleet, q)
+            into.append(time.perf_counter() - t)
+    (a, a95), (b, b95) = p50(new), p50(old)
+    return (f"lexical list alone: BM25 p50 {a:.1f} ms p95 {a95:.1f}; ts_rank baseline p50 "
+            f"{b:.1f} ms p95 {b95:.1f} (interleaved)")
+
+
 def vector_recall(fleet: Fleet) -> str:
     """Recall of the shipped vector scan (before its cosine floor) against an exact scan
     of the same rows."""
@@ -138,6 +190,8 @@ def bridge_query(snap: Snapshot):  # type: ignore[no-untyped-def]
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--server-only", action="store_true",
+                        help="stop after the server sizes (no bridge, reembed or render)")
     parser.add_argument("--server", type=int, nargs="*", default=[10_000, 100_000],
                         help="claims in the server fleets (the first one must be 10k or less: "
                              "it is kept for the snapshot render)")
@@ -168,10 +222,13 @@ def main() -> int:
             print(f"server {size // 1000}k: hybrid p50 {server[0]:.1f} ms p95 {server[1]:.1f} ms "
                   f"(lexical p50 {lexical[0]:.1f}, vector p50 {vector[0]:.1f}); target p50 <= "
                   f"30 ms at 10k  [{loadavg()}]")
+            print(f"  {lexical_pair(fleet, args.queries)}  [{loadavg()}]")
             print(f"  {vector_recall(fleet)}")
             if fleets[0] is not fleet:  # keep the first fleet for the snapshot render below
                 fleet.delete()
                 fleets.remove(fleet)
+        if args.server_only:
+            return 0
         fleet = fleets[0]
         for n in (10_000, 100_000):
             with tempfile.TemporaryDirectory() as tmp:

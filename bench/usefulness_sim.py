@@ -46,8 +46,7 @@ Then the same fleet and sessions again up to the last checkpoint with one thing 
 the previous rule (usefulness as the ratio of a Beta posterior to the fleet's rate: the
 baseline, measured in the same run), no moderator, and --p-feedback 0 / 0.05 / 0.3 (how
 much comes from outcomes alone). What-ifs, in this process only and printed: --prior-bad,
---bad-share, --useful-floor, --flag-factor and --flag-floor override the rule's constants;
---flags-as-failures N counts each open flag as N more failed uses instead of a factor.
+--bad-share, --useful-floor and --flag-as-failed override the rule's constants.
 
 Exit status 1 unless both targets are met at the last checkpoint. The first run embeds
 the 1,000 abstracts (about a minute on two cores; cached outside the repository after).
@@ -91,9 +90,9 @@ SERVED_K = 5
 EVAL_K = 10
 #: The rule's constants a what-if may override (flag → module attribute).
 OVERRIDES = {"prior_bad": "PRIOR_BAD", "bad_share": "BAD_SHARE",
-             "useful_floor": "USEFUL_FLOOR", "flag_factor": "FLAG_FACTOR",
-             "flag_floor": "FLAG_FLOOR"}
+             "useful_floor": "USEFUL_FLOOR", "flag_as_failed": "FLAG_AS_FAILED"}
 PREVIOUS_PRIOR = 4.0  # the previous rule's pseudo-sessions
+PREVIOUS_FLAG_FACTOR, PREVIOUS_FLAG_FLOOR = 0.5, 0.25  # and its flags: halved per agent
 
 
 @dataclass(frozen=True)
@@ -106,7 +105,6 @@ class Params:
     p_spurious: float = 0.01
     agents: int = 20
     seed: int = 1
-    flags_as_failures: int = 0  # what-if: an open flag counts as this many failed uses, not ×
     review_every: int = 1000  # a moderator works the feedback queue every N sessions; 0: never
     previous_rule: bool = False  # the rule before this one (a Beta posterior's ratio to the rate)
 
@@ -132,13 +130,10 @@ class Tally:
     failed: int = 0
     flaggers: set[int] = field(default_factory=set)
 
-    def record(self, flags_as_failures: int = 0) -> rule.Record:
-        """The rule's Record; with `flags_as_failures` (a what-if, not the shipped rule)
-        each open flag is that many more failed uses instead of a factor."""
-        extra = flags_as_failures * len(self.flaggers)
-        return rule.Record(evidence_sessions=1, served=self.served, used=self.used + extra,
-                           succeeded=self.succeeded, failed=self.failed + extra,
-                           flags=0 if flags_as_failures else len(self.flaggers))
+    def record(self) -> rule.Record:
+        return rule.Record(evidence_sessions=1, served=self.served, used=self.used,
+                           succeeded=self.succeeded, failed=self.failed,
+                           flags=len(self.flaggers))
 
 
 @dataclass(frozen=True)
@@ -221,7 +216,8 @@ def ratio_confidence(r: rule.Record, rate: float) -> float:
     n = r.succeeded + r.partial + r.failed
     posterior = (r.succeeded + 0.5 * r.partial + PREVIOUS_PRIOR * rate) / (n + PREVIOUS_PRIOR)
     useful = min(rule.USEFUL_CEILING, max(rule.USEFUL_FLOOR, posterior / rate))
-    value = (rule.evidence(r.evidence_sessions) * useful * rule.flags(r.flags)
+    flags = max(PREVIOUS_FLAG_FLOOR, PREVIOUS_FLAG_FACTOR ** r.flags)
+    value = (rule.evidence(r.evidence_sessions) * useful * flags
              * (rule.CONTESTED_FACTOR if r.contested else 1.0))
     return round(min(1.0, max(0.0, value)), 3)
 
@@ -247,9 +243,9 @@ class Fleet:
 
     def confidence(self) -> dict[str, float]:
         """Every claim's confidence, as the server derives it (claims/tallies.py)."""
-        rate, n = self.rate(), self.params.flags_as_failures
+        rate = self.rate()
         derive = ratio_confidence if self.params.previous_rule else rule.confidence
-        return {cid: derive(t.record(n), rate) for cid, t in self.tallies.items()}
+        return {cid: derive(t.record(), rate) for cid, t in self.tallies.items()}
 
     def rerender(self) -> None:
         self.snap.close()
@@ -435,8 +431,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--lexical", action="store_true", help="words only: no embedder")
     p.add_argument("--no-comparisons", action="store_true",
                    help="skip the previous rule, no-moderator and p_feedback runs")
-    p.add_argument("--flags-as-failures", type=int, default=0, metavar="N",
-                   help="what-if: each open flag counts as N failed uses instead of a factor")
     p.add_argument("--previous-rule", action="store_true",
                    help="run the previous rule (ratio of a Beta posterior to the rate) instead")
     for flag, name in OVERRIDES.items():
@@ -454,7 +448,6 @@ def main(argv: list[str] | None = None) -> int:
                     p_fail=args.p_fail, p_feedback=args.p_feedback,
                     p_spurious=args.p_spurious, agents=args.agents, seed=args.seed,
                     review_every=args.review_every,
-                    flags_as_failures=args.flags_as_failures,
                     previous_rule=args.previous_rule)
     world = scifact(retrieval_dev.data_dir(args.data), claims=args.claims, wrong=args.wrong,
                     queries=args.queries, seed=args.seed, hybrid=not args.lexical)

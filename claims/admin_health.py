@@ -1,6 +1,7 @@
 """The memory-health page: per fleet, the promoted claims to look at again (unused,
 failing, flagged by agents, possibly stale, contradicting), with bulk actions that go
-through claims.moderation (contest, retract, set valid-until), one claim at a time."""
+through claims.moderation (contest, retract, send back for review, set valid-until), one
+claim at a time."""
 
 from __future__ import annotations
 
@@ -19,7 +20,10 @@ from claims.models import Claim
 if TYPE_CHECKING:
     from claims.admin import ClaimAdmin
 
-ACTIONS = {"contest": "Contest", "retract": "Retract", "valid_until": "Set valid until"}
+ACTIONS = {"contest": "Contest", "retract": "Retract", "send_back": "Send back for review",
+           "valid_until": "Set valid until"}
+#: The actions that must say why.
+NOTE_NEEDED = ("contest", "retract", "send_back")
 
 
 class HealthActionForm(forms.Form):
@@ -34,8 +38,8 @@ class HealthActionForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        if data.get("action") in ("contest", "retract") and not data.get("note", "").strip():
-            raise forms.ValidationError("Say why: contest and retract need a note.")
+        if data.get("action") in NOTE_NEEDED and not data.get("note", "").strip():
+            raise forms.ValidationError("Say why: contest, retract and send back need a note.")
         return data
 
 
@@ -79,6 +83,8 @@ def _act(admin: ClaimAdmin, request: HttpRequest, claims: list[Claim],
                                            note=data["note"])
             elif data["action"] == "contest":
                 moderation.contest_claim(claim, by=request.user, note=data["note"])
+            elif data["action"] == "send_back":
+                moderation.send_back_claim(claim, by=request.user, note=data["note"])
             else:
                 moderation.retract_claim(claim, by=request.user, note=data["note"])
             done += 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from django.conf import settings
@@ -25,6 +25,7 @@ from pgvector.django import HnswIndex, VectorField
 
 from fleet.constraints import contract_choices, in_choices
 from fleet.models import Agent, ApiToken, Fleet, Screened, Session, take_claim_numbers
+from mcp_bridge.contract import bm25
 from mcp_bridge.contract import events as ev
 
 EMBEDDING_DIMS = 384
@@ -58,6 +59,19 @@ class ClaimQuerySet(models.QuerySet["Claim"]):
     def live(self, now: Any) -> ClaimQuerySet:
         """Promoted, not superseded, not expired: what agents may be shown."""
         return self.promoted().filter(superseded_by__isnull=True).exclude(valid_until__lt=now)
+
+    def bulk_create(self, objs: Iterable[Claim], *args: Any, **kwargs: Any) -> list[Claim]:
+        """Insert claims with their lexical terms (claims.lexicon), in one transaction: a
+        bulk insert skips save(), which keeps them for a single claim."""
+        from claims import lexicon  # lexicon imports this module
+
+        claims = list(objs)
+        with transaction.atomic(savepoint=False):
+            cut = lexicon.cut(claims)
+            made = super().bulk_create(claims, *args, **kwargs)
+            # ignore_conflicts leaves pk unset: a skipped row keeps the terms it had
+            lexicon.write_terms([(c, t) for c, t in zip(made, cut, strict=True) if c.pk])
+        return made
 
 
 ClaimType = contract_choices("ClaimType", ev.CLAIM_TYPES)
@@ -179,6 +193,11 @@ class Claim(Screened):
         help_text="What marked it possibly stale: \"bo changed src/x.py\".",
     )
 
+    lexical_length = models.PositiveIntegerField(
+        default=0, editable=False,
+        help_text="Terms in text and subject, as FTS5 counts them (BM25's document length).",
+    )
+
     extractor = models.CharField(
         max_length=max(map(len, ev.CAPTURE_EXTRACTORS)),
         blank=True,
@@ -189,6 +208,7 @@ class Claim(Screened):
     )
 
     objects = ClaimQuerySet.as_manager()
+    _lexed: tuple[str | None, str | None] | None = None  # (text, subject) its terms are of
 
     class Meta:
         ordering = ("fleet_id", "number")
@@ -251,12 +271,33 @@ class Claim(Screened):
     def __str__(self) -> str:
         return f"{self.public_id}: {self.text[:60]}"
 
-    def save(self, *args: object, **kwargs: object) -> None:
+    @classmethod
+    def from_db(cls, db: str | None, field_names: Collection[str], values: Collection[Any],
+                **kwargs: Any) -> Claim:
+        """As loaded, remembering the text and subject its stored terms are of."""
+        claim = super().from_db(db, field_names, values, **kwargs)
+        claim._lexed = (claim.__dict__.get("text"), claim.__dict__.get("subject"))
+        return claim
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Save, keeping what is derived from the text in the same transaction: its hash,
+        and (when text or subject changed) its lexical terms (claims.lexicon)."""
+        from claims import lexicon  # lexicon imports this module
+
         self.text_hash = text_hash(self.text)
+        fields = kwargs.get("update_fields")
+        relex = (self.text, self.subject) != getattr(self, "_lexed", None) and (
+            fields is None or bool({"text", "subject"} & set(fields)))
+        if relex and fields is not None:
+            kwargs["update_fields"] = [*fields, "lexical_length", "text_hash"]
         with transaction.atomic(savepoint=False):
             if self.number is None:
                 self.number = take_claim_numbers(self.fleet_id)
-            super().save(*args, **kwargs)  # type: ignore[arg-type]
+            cut = lexicon.cut([self]) if relex else []
+            super().save(*args, **kwargs)
+            if relex:
+                lexicon.write_terms([(self, cut[0])])
+                self._lexed = (self.text, self.subject)
 
     @property
     def public_id(self) -> str:
@@ -272,6 +313,35 @@ class Claim(Screened):
             for row in rows if row.screen_pending or (row.screen_flags and not pending)
             for name, spans in row.screen_flags.items()
         }
+
+
+class ClaimTerm(models.Model):
+    """One term of a claim's text and subject as the bridge's FTS5 index holds it, with
+    its count in each: what the server's BM25 reads (claims/search.py). Written with the
+    claim, in its transaction, by claims.lexicon; never edited."""
+
+    claim = models.ForeignKey(Claim, on_delete=models.CASCADE, related_name="terms",
+                              db_index=False)  # the unique constraint leads with it
+    # the claim's fleet, so one index finds a term's claims within a fleet
+    fleet = models.ForeignKey(Fleet, on_delete=models.CASCADE, related_name="+",
+                              db_index=False)
+    term = models.CharField(max_length=bm25.MAX_TERM_CHARS)
+    text_count = models.PositiveIntegerField()
+    subject_count = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=("claim", "term"), name="claims_term_once_per_claim"),
+        ]
+        indexes = [
+            # covering: a term's doclist within a fleet is an index-only scan
+            models.Index(fields=("fleet", "term"), include=("claim", "text_count",
+                                                          "subject_count"),
+                         name="claims_term_doclist"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.term} in claim {self.claim_id}"
 
 
 class Evidence(Screened):
@@ -333,6 +403,7 @@ class EventKind(models.TextChoices):
     SUPERSEDED = "superseded", "superseded"
     VALID_UNTIL = "valid_until", "valid until set"
     CONFIDENCE = "confidence", "confidence set"
+    SENT_BACK = "sent_back", "sent back for review"
 
 
 class ClaimEvent(models.Model):

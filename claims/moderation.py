@@ -16,7 +16,7 @@ from typing import Any, cast
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from claims import contradictions, tallies, tasks
+from claims import contradictions, lexicon, tallies, tasks
 from claims.models import (
     Claim,
     ClaimEvent,
@@ -571,6 +571,20 @@ def retract_claim(claim: Claim, *, by: Any, note: str) -> Claim:
 
 
 @transaction.atomic
+def send_back_claim(claim: Claim, *, by: Any, note: str) -> Claim:
+    """Take a promoted claim out of agents' memory and back into the review queue, where
+    it must pass the promotion gate again (memory health's "re-review"); it is proposed
+    once more, with its evidence and tallies, in fleet scope."""
+    if not note or not note.strip():
+        raise GateRefused("Sending a claim back for review needs a note.")
+    claim = _decide(claim, by, allowed_from=(ClaimStatus.PROMOTED,), status=ClaimStatus.PROPOSED,
+                    promoted_at=None, promoted_by=None)
+    _event(claim, ClaimEvent.Kind.SENT_BACK, note=note.strip(), **_actor(by))
+    rendering.request_render(claim.fleet)
+    return claim
+
+
+@transaction.atomic
 def edit_claim(claim: Claim, *, by: Any, text: str, note: str = "") -> Claim:
     """Reword a proposed claim before promotion; the original text is kept in the event."""
     if not can_moderate(by, claim.fleet):
@@ -592,6 +606,7 @@ def edit_claim(claim: Claim, *, by: Any, text: str, note: str = "") -> Claim:
     except IntegrityError as exc:
         raise GateRefused(f"The edited text is not valid: {exc}") from exc
     locked.refresh_from_db()
+    lexicon.index_claims([locked])  # update() skips save(), which keeps the terms
     _event(locked, ClaimEvent.Kind.EDITED, user=by, note=note, original=original)
     tasks.request_embedding()
     return locked
@@ -619,6 +634,8 @@ def redact_claim(claim: Claim, *, by: Any = None, note: str = "secrets redacted"
             text=text, subject=subject, text_hash=text_hash(text), embedding=None,
             embedding_model="", **_screened(locked),
         )
+        locked.subject = subject
+        lexicon.index_claims([locked])  # update() skips save(), which keeps the terms
     for e in evidence:
         changes = {f: redact.scrub_text(getattr(e, f))[: FIELD_LIMITS[f]] for f in CITATION_FIELDS}
         changes = {f: v for f, v in changes.items() if v != getattr(e, f)}

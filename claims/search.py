@@ -30,32 +30,41 @@ from typing import Any, Literal, cast
 
 import psycopg
 from django.db import connection
-from django.db.models import Q
+from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from claims import embeddings
-from claims.models import Claim, ClaimQuerySet
+from claims.models import Claim, ClaimQuerySet, ClaimTerm
 from fleet.models import Fleet
-from mcp_bridge.contract import ranking
+from mcp_bridge.contract import bm25, ranking
 
 log = logging.getLogger(__name__)
 
 MAX_ROWS = 200
 DEFAULT_K = 10
-CONFIG = "english"  # must match the config of Claim.search_vector
-# ts_rank weights {D, C, B, A}: subject (B) weighs half the text (A), as the bridge's BM25.
-WEIGHTS = [0.1, 0.2, 0.5, 1.0]
-RANK_NORMALISATION = 1  # divide by 1 + log(length): long claims do not win on bulk
 # The HNSW candidate queue is embeddings.ef_search: as deep as the rows a scan returns
 # (ranking.depth), never below embeddings.EF_SEARCH. Twice that floor (200, as before)
 # cost 1.8x the Postgres CPU per vector scan at 100k claims; in search_eval only SciFact's
 # server recall@100 moved (0.9471 -> 0.9446; nDCG@10, recall@5 and MRR unchanged on every
 # set): docs/search.md.
 
-SIZE_TTL = 60.0  # seconds a fleet's collection size (idf's N) is reused, per process
-_sizes: dict[tuple[int, tuple[str, ...]], tuple[float, int]] = {}
+SIZE_TTL = 60.0  # seconds a fleet's collection statistics (N, avgdl) are reused, per process
+_sizes: dict[tuple[int, tuple[str, ...]], tuple[float, Stats]] = {}
 
 Method = Literal["hybrid", "lexical", "vector"]
+
+
+@dataclass(frozen=True)
+class Stats:
+    """BM25's collection-wide figures: N (claims) and their terms in all (for avgdl)."""
+
+    claims: int
+    terms: int
+
+    @property
+    def avgdl(self) -> float:
+        """FTS5's average document length (1.0 for an empty collection, never read then)."""
+        return self.terms / self.claims if self.claims and self.terms else 1.0
 
 
 @dataclass(frozen=True)
@@ -89,9 +98,9 @@ def search_claims(
     n = ranking.depth(k)
     qvec = _query_vector(query) if method != "lexical" else None
     mode = "lexical" if qvec is None else method
-    where = _filters(everything, narrow)
+    where = _filters(fleet, everything, narrow)
     lexical, cover = (
-        _lexical_lists(where, query, k, n, lambda: collection_size(fleet, statuses))
+        _lexical_lists(where, query, k, n, lambda: collection_stats(fleet, statuses))
         if method != "vector"
         else ([], {})
     )
@@ -138,12 +147,13 @@ def collection(fleet: Fleet, statuses: Iterable[str]) -> ClaimQuerySet:
     return Claim.objects.for_fleet(fleet).filter(status__in=list(statuses))
 
 
-def collection_size(fleet: Fleet, statuses: Iterable[str]) -> int:
-    """idf's N: how many claims the collection holds, counted at most once per SIZE_TTL
-    seconds per fleet and statuses in this process. Counting a fleet's rows costs
+def collection_stats(fleet: Fleet, statuses: Iterable[str]) -> Stats:
+    """N and the collection's terms (BM25's idf and avgdl), counted at most once per
+    SIZE_TTL seconds per fleet and statuses in this process. Counting a fleet's rows costs
     1.5–7 ms at 10k claims here (fat rows; more before autovacuum) and grows with the
-    fleet; N moving by a few claims barely moves idf, and the bridge's N lags the same
-    way, by the age of its snapshot."""
+    fleet; N moving by a few claims barely moves idf or avgdl, and the bridge's lag the
+    same way, by the age of its snapshot. The terms' document frequencies are not cached:
+    each search counts them (claims.lexicon says why)."""
     key = (fleet.pk, tuple(sorted(statuses)))
     now = time.monotonic()
     hit = _sizes.get(key)
@@ -151,9 +161,15 @@ def collection_size(fleet: Fleet, statuses: Iterable[str]) -> int:
         return hit[1]
     if len(_sizes) >= 1024:
         _sizes.clear()
-    size = collection(fleet, statuses).count()
-    _sizes[key] = (now, size)
-    return size
+    counted = collection(fleet, statuses).aggregate(n=Count("pk"), terms=Sum("lexical_length"))
+    stats = Stats(claims=counted["n"], terms=counted["terms"] or 0)
+    _sizes[key] = (now, stats)
+    return stats
+
+
+def collection_size(fleet: Fleet, statuses: Iterable[str]) -> int:
+    """idf's N (collection_stats, cached as it is)."""
+    return collection_stats(fleet, statuses).claims
 
 
 def narrowing(
@@ -194,9 +210,6 @@ def factors(claim: Claim | _Row, now: datetime) -> ranking.Factors:
 # it replaced compiled to, ordering and ties included.
 
 _TABLE = Claim._meta.db_table
-_TSQUERY = f"websearch_to_tsquery('{CONFIG}'::regconfig, %s)"
-_WEIGHTS = "{" + ",".join(str(w) for w in WEIGHTS) + "}"
-_RANK = f"ts_rank('{_WEIGHTS}'::float4[], search_vector, {_TSQUERY}, {RANK_NORMALISATION})"
 
 
 @dataclass(frozen=True)
@@ -207,6 +220,7 @@ class _Filters:
 
     collection: tuple[str, list[Any]]
     narrow: tuple[str, list[Any]]  # ("", []) when nothing narrows
+    fleet_id: int = 0  # the collection's fleet: where the lexical statements look terms up
     rows: dict[int, _Row] = field(default_factory=dict)
 
     @property
@@ -227,95 +241,191 @@ def _where(qs: ClaimQuerySet) -> tuple[str, list[Any]]:
     return sql, list(params)
 
 
-def _filters(everything: ClaimQuerySet, narrow: Q) -> _Filters:
+def _filters(fleet: Fleet, everything: ClaimQuerySet, narrow: Q) -> _Filters:
     narrowed = _where(Claim.objects.filter(narrow)) if narrow else ("", [])
-    return _Filters(_where(everything), narrowed)
+    return _Filters(_where(everything), narrowed, fleet.pk)
 
 
-def _fetch(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+def _fetch(sql: str, params: Sequence[Any] | dict[str, Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cur:
         cur.execute(sql, params)
         return cast("list[tuple[Any, ...]]", cur.fetchall())
 
 
 def _lexical(
-    everything: ClaimQuerySet, narrow: Q, query: str, k: int, n: int, size: Callable[[], int]
+    fleet: Fleet, everything: ClaimQuerySet, narrow: Q, query: str, k: int, n: int,
+    stats: Callable[[], Stats],
 ) -> tuple[list[int], dict[int, float]]:
-    """Conjunctive websearch first; any-term when that found fewer than k. Returns the
+    """Conjunctive first; any-term when that found fewer than k, both by BM25. Returns the
     ids and, for the any-term tail, each hit's query coverage (ranking.coverage, document
     frequencies counted over `everything`); conjunctive hits cover the whole query."""
-    return _lexical_lists(_filters(everything, narrow), query, k, n, size)
+    return _lexical_lists(_filters(fleet, everything, narrow), query, k, n, stats)
+
+
+def _anyterm(
+    fleet: Fleet, everything: ClaimQuerySet, narrow: Q, query: str, n: int,
+    stats: Callable[[], Stats],
+) -> list[tuple[int, list[int]]]:
+    """The any-term BM25 list alone (no conjunctive pass): plain RRF's lexical list in
+    bench/search_eval.py, as the bridge's `_bm25` over the OR of the terms is."""
+    where = _filters(fleet, everything, narrow)
+    phrases = bm25.phrases(ranking.query_terms(query))
+    return _bm25(where, phrases, _phrase_hits(where, phrases), n, stats, tail=True)[1]
 
 
 def _lexical_lists(
-    where: _Filters, query: str, k: int, n: int, size: Callable[[], int]
+    where: _Filters, query: str, k: int, n: int, stats: Callable[[], Stats]
 ) -> tuple[list[int], dict[int, float]]:
     terms = ranking.query_terms(query)
     if not terms:
         return [], {}
-    found = _ranked_text(where, query, n)
+    phrases = bm25.phrases(terms)
+    # One statement ranks both passes: the any-term list comes along unless there is no
+    # tail to take it for (one term), and costs one more sort of rows already scored.
+    found, anyterm, df = _bm25(where, phrases, _phrase_hits(where, phrases), n, stats,
+                               tail=len(terms) > 1)
     if len(found) >= k or len(terms) == 1:
-        return found, {}
-    seen = set(found)
-    tail, df = _anyterm_rows(where, terms, n)
-    tail = [row for row in tail if row[0] not in seen][: n - len(found)]
+        return [pk for pk, _ in found], {}
+    seen = {pk for pk, _ in found}
+    tail = [row for row in anyterm if row[0] not in seen][: n - len(found)]
     if not tail:
-        return found, {}
-    total = size()
+        return [pk for pk, _ in found], {}
+    by_term = {terms[i]: count for i, count in df.items()}
+    total = stats().claims
     cover = {
-        pk: ranking.coverage(
-            terms, {t for t, hit in zip(terms, flags, strict=True) if hit}, df, total
-        )
-        for pk, flags in tail
+        pk: ranking.coverage(terms, {terms[i] for i in matched}, by_term, total)
+        for pk, matched in tail
     }
-    return found + [pk for pk, _ in tail], cover
+    return [pk for pk, _ in found] + [pk for pk, _ in tail], cover
 
 
-def _ranked_text(where: _Filters, query: str, n: int) -> list[int]:
-    """The top n of the rows `where` keeps matching the websearch query, by ts_rank."""
-    sql, params = where.base
-    rows = _fetch(
-        f"SELECT {_SELECT} FROM {_TABLE} WHERE {sql} AND search_vector @@ {_TSQUERY} "
-        f"ORDER BY {_RANK} DESC, number ASC LIMIT %s",
-        [*params, query, query, n],
-    )
-    where.rows.update((row[0], _Row(row)) for row in rows)
-    return [row[0] for row in rows]
+# One statement per pass. The phrases' doclists come from ClaimTerm's covering index
+# (single-token phrases) or from `_phrase_hits` (the rest), as (claim, phrase, f) rows;
+# document frequencies count them over the whole collection, the score sums over the
+# claims the narrowing keeps, phrase by phrase in query order, in float8 — the very
+# operations, in the very order, of FTS5's bm25 (mcp_bridge.contract.bm25), so equal
+# inputs give equal scores, bit for bit, on both sides. Equal scores break by number (the
+# snapshot's rowid order, which the bridge breaks them by). The top n are chosen before
+# the claims' columns are read: joining every match first cost 3,000 index lookups for a
+# long SciFact query.
+def _f8(x: float) -> str:
+    return f"{x!r}::float8"
 
 
-def _anyterm(
-    everything: ClaimQuerySet, narrow: Q, terms: Sequence[str], n: int
-) -> tuple[list[tuple[int, tuple[bool, ...]]], dict[str, int]]:
-    """The any-term pass in one scan of the collection's matches: the top n of the rows
-    `narrow` keeps, by rank, each with which terms it matches, and each term's document
-    frequency over all the matches (window counts, taken before the limit)."""
-    return _anyterm_rows(_filters(everything, narrow), terms, n)
+_W_TEXT, _W_SUBJECT = (_f8(w) for w in bm25.WEIGHTS)
+_RATIO = "((%(n)s - df.df + 0.5::float8) / (df.df + 0.5::float8))"
+_IDF = f"(CASE WHEN {_RATIO} > 1 THEN ln({_RATIO}) ELSE {_f8(bm25.IDF_FLOOR)} END)"
+_SATURATION = (
+    f"((f.f * {_f8(bm25.K1 + 1.0)}) / (f.f + {_f8(bm25.K1)} * ({_f8(1 - bm25.B)} "
+    f"+ {_f8(bm25.B)} * f.len::float8 / %(avgdl)s)))"
+)
+_BM25 = f"""
+WITH q AS (SELECT term, i - 1 AS i FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, i)),
+hits AS (
+    SELECT t.claim_id, q.i, t.text_count * {_W_TEXT} + t.subject_count * {_W_SUBJECT} AS f
+    FROM q JOIN {ClaimTerm._meta.db_table} t ON t.fleet_id = %(fleet)s AND t.term = q.term
+    UNION ALL
+    SELECT * FROM unnest(%(pc)s::bigint[], %(pi)s::bigint[], %(pf)s::float8[])
+),
+found AS (
+    SELECT h.claim_id, h.i, h.f, {_TABLE}.lexical_length AS len, {_TABLE}.number,
+           (%(narrow)s) AS keep
+    FROM hits h JOIN {_TABLE} ON {_TABLE}.id = h.claim_id
+    WHERE %(collection)s
+),
+df AS (SELECT i, count(*)::float8 AS df FROM found GROUP BY i),
+scored AS (
+    SELECT f.claim_id, min(f.number) AS claim_number, array_agg(f.i ORDER BY f.i) AS matched,
+           sum({_IDF} * {_SATURATION} ORDER BY f.i) AS score
+    FROM found f JOIN df USING (i) WHERE f.keep GROUP BY f.claim_id
+),
+chosen AS (
+    (SELECT *, TRUE AS every FROM scored WHERE cardinality(matched) = %(m)s
+     ORDER BY score DESC, claim_number ASC LIMIT %(limit)s)
+    UNION ALL
+    (SELECT *, FALSE FROM scored ORDER BY score DESC, claim_number ASC LIMIT %(tail)s)
+)
+SELECT s.every, s.matched, (SELECT array_agg(i ORDER BY i) FROM df),
+       (SELECT array_agg(df ORDER BY i) FROM df), {{select}}
+FROM chosen s JOIN {_TABLE} ON {_TABLE}.id = s.claim_id
+ORDER BY s.every DESC, s.score DESC, s.claim_number ASC
+"""
 
 
-def _anyterm_rows(
-    where: _Filters, terms: Sequence[str], n: int
-) -> tuple[list[tuple[int, tuple[bool, ...]]], dict[str, int]]:
-    # Terms are \w+ runs, so "a or b" cannot be a websearch syntax error.
-    collection_sql, collection_params = where.collection
-    narrow_sql, narrow_params = where.narrow
-    flags = ", ".join(f"search_vector @@ {_TSQUERY}" for _ in terms)
-    counts = ", ".join(
-        f"count(id) FILTER (WHERE search_vector @@ {_TSQUERY}) OVER ()" for _ in terms
-    )
-    rows = _fetch(
-        f"SELECT id, {narrow_sql or 'TRUE'} AS keep, {flags}, {counts}, {_SELECT} "
-        f"FROM {_TABLE} "
-        f"WHERE {collection_sql} AND search_vector @@ {_TSQUERY} "
-        f"ORDER BY keep DESC, {_RANK} DESC, number ASC LIMIT %s",
-        [
-            *narrow_params, *terms, *terms, *collection_params,
-            " or ".join(terms), " or ".join(terms), n,
-        ],
-    )
-    m = len(terms)
-    df = {t: int(rows[0][2 + m + i]) for i, t in enumerate(terms)} if rows else {}
-    where.rows.update((row[0], _Row(row[2 + 2 * m :])) for row in rows if row[1])
-    return [(row[0], tuple(row[2 : 2 + m])) for row in rows if row[1]], df
+Ranked = list[tuple[int, list[int]]]  # claim ids, best first, each with its phrases
+
+
+def _bm25(
+    where: _Filters,
+    phrases: Sequence[tuple[str, ...]],
+    extra: Sequence[tuple[int, int, float]],
+    n: int,
+    stats: Callable[[], Stats],
+    *,
+    tail: bool,
+) -> tuple[Ranked, Ranked, dict[int, int]]:
+    """By BM25, the top n claims `where` keeps that match every phrase, and (`tail`) the
+    top n that match any; each id with the phrases it matches (0-based indexes); and each
+    phrase's document frequency over the collection (phrases nothing matches are absent).
+    An empty phrase matches no row, as FTS5 reads `"__"`."""
+    single = [p[0] if len(p) == 1 else None for p in phrases]
+    if not any(single) and not extra:
+        return [], [], {}
+    st = stats()
+    collection_sql, params = _named(*where.collection, "c")
+    narrow_sql, narrow_params = _named(*where.narrow, "w") if where.narrow[0] else ("TRUE", {})
+    sql = (_BM25.replace("{select}", _SELECT).replace("%(collection)s", collection_sql)
+           .replace("%(narrow)s", narrow_sql))
+    rows = _fetch(sql, {
+        **params, **narrow_params, "terms": single, "fleet": where.fleet_id,
+        "pc": [e[0] for e in extra], "pi": [e[1] for e in extra], "pf": [e[2] for e in extra],
+        "n": float(st.claims), "avgdl": st.avgdl, "m": len(phrases), "limit": n,
+        "tail": n if tail else 0,
+    })
+    where.rows.update((row[4], _Row(row[4:])) for row in rows)
+    df = {int(i): int(c) for i, c in zip(rows[0][2], rows[0][3], strict=True)} if rows else {}
+    every = [(row[4], [int(i) for i in row[1]]) for row in rows if row[0]]
+    anyterm = [(row[4], [int(i) for i in row[1]]) for row in rows if not row[0]]
+    return every, anyterm, df
+
+
+def _named(sql: str, params: Sequence[Any], prefix: str) -> tuple[str, dict[str, Any]]:
+    """A compiled clause's positional placeholders as named ones (`%(c0)s`, …), so it can
+    sit in a statement whose other parameters are named."""
+    parts = sql.split("%s")
+    if len(parts) != len(params) + 1:
+        raise ValueError("placeholder count does not match the parameters")  # a bug here
+    names = [f"{prefix}{j}" for j in range(len(params))]
+    text = parts[0] + "".join(f"%({name})s{part}" for name, part in zip(names, parts[1:],
+                                                                           strict=True))
+    return text, dict(zip(names, params, strict=True))
+
+
+def _phrase_hits(
+    where: _Filters, phrases: Sequence[tuple[str, ...]]
+) -> list[tuple[int, int, float]]:
+    """(claim id, phrase index, f) of each multi-token phrase ("cache_bust": `cach bust`)
+    over the collection: the claims holding all its tokens, re-cut by the one tokenizer to
+    count where they stand next to each other in one column. Rare in queries (\\w+ terms
+    that FTS5 splits: underscores, combining marks), so cut at query time, not stored."""
+    out: list[tuple[int, int, float]] = []
+    for i, phrase in enumerate(phrases):
+        if len(phrase) < 2:
+            continue
+        tokens = sorted(set(phrase))
+        sql, params = where.collection
+        rows = _fetch(
+            f"SELECT id, text, subject FROM {_TABLE} WHERE {sql} AND id IN (SELECT claim_id "
+            f"FROM {ClaimTerm._meta.db_table} WHERE fleet_id = %s AND term = ANY(%s) "
+            "GROUP BY claim_id HAVING count(*) = %s)",
+            [*params, where.fleet_id, tokens, len(tokens)],
+        )
+        cut = bm25.tokens((text, subject) for _, text, subject in rows)
+        for (pk, _, _), doc in zip(rows, cut, strict=True):
+            f = bm25.weighted(doc.phrase_counts(phrase))
+            if f:
+                out.append((pk, i, f))
+    return out
 
 
 def _query_vector(query: str) -> Any:

@@ -25,6 +25,17 @@ and is then appended to `<spool>/dead/<fleet>.ndjson`; the lines after it go on.
 fleet's files are drained in isolation: an error in one fleet never delays another.
 Spool files of a fleet that does not exist are moved to `<spool>/quarantine/` (kept,
 logged once, shown by `doctor`) until `drain_spool --requeue FLEET` puts them back.
+
+Lines received over REST wait in the inbox table (fleet.inbox) instead of a file, and are
+applied by the same code with the same contract, in the same way:
+
+5. A batch is the fleet's oldest inbox rows, claimed FOR UPDATE SKIP LOCKED inside one
+   transaction that applies them (as in 2), records their dead letters (keyed by INBOX_KEY
+   and the row's id, which is never reused) and deletes them. A kill before COMMIT
+   releases the rows with the connection; the next pass, on any worker host, claims them
+   again. A transaction-scoped advisory lock per fleet lets one drain at a time take a
+   fleet's inbox, so its events are applied in the order they were received, as a file's
+   are; a second worker host skips that fleet for this pass.
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
@@ -42,7 +54,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, connecti
 from django.utils import timezone
 
 from ctxlake_site import drain_plan
-from fleet import activity, applied, rendering, sessions
+from fleet import activity, applied, inbox, rendering, sessions
 from fleet.models import Agent, AppliedEvent, DeadLetter, Fleet, Session, SpoolCursor
 from fleet.spool_apply import BatchApplier, Envelope, InvalidEvent, Outcome, filled
 from mcp_bridge import contract
@@ -59,6 +71,10 @@ LINE_LIMIT_BYTES = 1 << 20
 DEAD_LINE_CHARS = 64 << 10  # what a dead-letter record keeps of an oversized line
 QUARANTINE = "quarantine"
 DEAD = "dead"
+#: DeadLetter.cursor_key of a dead inbox row (SpoolCursor ids start at 1); its offset is the
+#: InboxEvent id, so a letter is recorded once however often its batch is retried.
+INBOX_KEY = 0
+INBOX_FILE = "inbox"
 
 
 class DrainStopped(Exception):
@@ -101,6 +117,16 @@ class Line:
     end: int
     raw: bytes
     event: dict[str, Any] | str | None = None  # the parsed event, or why it is dead
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a batch's lines were read: the name and key its dead letters record, and the
+    source its AppliedEvent rows name ("spool" for a file, "api" for the inbox)."""
+
+    file: str
+    key: int
+    source: str
 
 
 def spool_root(spool_dir: Path) -> Path:
@@ -151,26 +177,50 @@ class Drainer:
         self.report = DrainReport()
 
     def run(self, only_fleet: str | None = None) -> DrainReport:
-        """Drain every fleet's files, each fleet on its own: one fleet's trouble is logged
-        and reported, and the others go on. A lost connection stops the pass (DrainStopped)."""
+        """Drain every fleet's files, then every fleet's inbox rows, each fleet on its own:
+        one fleet's trouble is logged and reported, and the others go on. A lost connection
+        stops the pass (DrainStopped)."""
         for fleet_id, paths in fleet_files(self.spool_dir).items():
-            if only_fleet and fleet_id != only_fleet:
-                continue
-            try:
-                self._drain_fleet(fleet_id, paths)
-            except DrainStopped:
-                raise
-            except Exception as exc:  # noqa: BLE001 - isolate fleets; the reason is reported
-                if _connection_lost(exc):
-                    raise DrainStopped(str(exc)) from exc
-                reason = redact.scrub_text(f"{type(exc).__name__}: {exc}")
-                self.report.failed_fleets[fleet_id] = reason
-                log.exception("drain of fleet %s stopped: %s", fleet_id, reason)
+            if not only_fleet or fleet_id == only_fleet:
+                self._isolated(fleet_id, partial(self._drain_fleet, fleet_id, paths))
+        for waiting in Fleet.objects.filter(pk__in=inbox.fleets_waiting()).order_by("slug"):
+            if not only_fleet or waiting.slug == only_fleet:
+                self._isolated(waiting.slug, partial(self._drain_inbox, waiting))
         for slug in self.report.fleets_changed:
             fleet = Fleet.objects.filter(slug=slug).first()
             if fleet is not None:
                 rendering.request_render(fleet)
         return self.report
+
+    def _isolated(self, fleet_id: str, drain: Callable[[], None]) -> None:
+        """Run one fleet's drain; its trouble is logged and reported, a lost connection
+        stops the pass."""
+        try:
+            drain()
+        except DrainStopped:
+            raise
+        except Exception as exc:  # noqa: BLE001 - isolate fleets; the reason is reported
+            if _connection_lost(exc):
+                raise DrainStopped(str(exc)) from exc
+            reason = redact.scrub_text(f"{type(exc).__name__}: {exc}")
+            self.report.failed_fleets[fleet_id] = reason
+            log.exception("drain of fleet %s stopped: %s", fleet_id, reason)
+
+    def _drain_inbox(self, fleet: Fleet) -> None:
+        """Apply the fleet's inbox rows, oldest first, a batch per transaction (5. above)."""
+        where = Where(INBOX_FILE, INBOX_KEY, "api")
+        while True:
+            with transaction.atomic():
+                if not inbox.lock_fleet(fleet):
+                    return  # another drain is on this fleet's inbox; it keeps the order
+                rows = inbox.claim(fleet, BATCH_EVENTS)
+                if not rows:
+                    return
+                batch = [Line(row.pk, row.pk, bytes(row.line)) for row in rows]
+                dead = self._apply(fleet, where, batch, partial(inbox.delete, rows))
+            self._write_dead_file(fleet, dead)  # after commit: only letters recorded now
+            if self.progress:
+                self.progress(self.report)
 
     def _drain_fleet(self, fleet_id: str, paths: list[Path]) -> None:
         fleet = Fleet.objects.filter(slug=fleet_id).first()
@@ -228,27 +278,38 @@ class Drainer:
     def _apply_batch(
         self, fleet: Fleet, path: Path, cursor: SpoolCursor, batch: list[Line]
     ) -> None:
-        """Apply one batch: the fast path in one transaction, or event by event on trouble."""
+        """Apply one batch of a file and move its cursor past it, in one transaction."""
+        end_offset = batch[-1].end
+        dead = self._apply(fleet, Where(path.name[:255], cursor.pk, "spool"), batch,
+                           lambda: self._advance(cursor, path, end_offset))
+        self._write_dead_file(fleet, dead)  # after commit: only letters recorded now
+
+    def _apply(
+        self, fleet: Fleet, where: Where, batch: list[Line], done: Callable[[], object]
+    ) -> list[DeadLetter]:
+        """Apply one batch: the fast path in one transaction, or event by event on trouble;
+        `done` (move the cursor, delete the inbox rows) commits with whichever succeeds.
+        Inside a caller's transaction (the inbox's) these are savepoints. Returns the dead
+        letters recorded, for the caller to copy to the dead file once committed."""
         for line in batch:
             if line.event is None:
                 line.event = _parse(line.raw, fleet.slug)
-        end_offset = batch[-1].end
         dead: list[DeadLetter] = []
         try:
             with transaction.atomic(), activity.deferred():
-                counts, dead = self._apply_fast(fleet, path, cursor, batch)
-                self._advance(cursor, path, end_offset)
+                counts, dead = self._apply_fast(fleet, where, batch)
+                done()
         except Exception as exc:  # noqa: BLE001 - any failure: redo event by event
             if _connection_lost(exc):
                 raise DrainStopped(str(exc)) from exc
             with transaction.atomic():
-                counts, dead = self._apply_slow(fleet, path, cursor, batch)
-                self._advance(cursor, path, end_offset)
-        self._write_dead_file(fleet, dead)  # after commit: only letters recorded now
+                counts, dead = self._apply_slow(fleet, where, batch)
+                done()
         self.report.merge(counts)
+        return dead
 
     def _apply_fast(
-        self, fleet: Fleet, path: Path, cursor: SpoolCursor, batch: list[Line]
+        self, fleet: Fleet, where: Where, batch: list[Line]
     ) -> tuple[DrainReport, list[DeadLetter]]:
         """Record every event id in one statement, then apply only the ids that were new.
 
@@ -261,7 +322,9 @@ class Drainer:
         counts = DrainReport()
         letters: list[DeadLetter] = []
         parsed = [line.event for line in batch]
-        new_ids = applied.record_new(fleet, [e for e in parsed if isinstance(e, dict)])
+        new_ids = applied.record_new(
+            fleet, [e for e in parsed if isinstance(e, dict)], source=where.source
+        )
         resolver = _Resolver(fleet)
         new: dict[int, dict[str, Any]] = {}  # position in the batch → the event, to apply
         for position, event in enumerate(parsed):
@@ -279,11 +342,11 @@ class Drainer:
         for position, line in enumerate(batch):  # dead letters in spool order
             event = line.event
             if isinstance(event, str):
-                letters.append(_letter(fleet, path, cursor, line, event))
+                letters.append(_letter(fleet, where, line, event))
             elif isinstance(event, dict) and position in outcomes:
                 outcome = outcomes[position]
                 if isinstance(outcome, InvalidEvent):
-                    letters.append(_letter(fleet, path, cursor, line, str(outcome)))
+                    letters.append(_letter(fleet, where, line, str(outcome)))
                     results[event["id"]] = {"dead_lettered": str(outcome)}
                 else:
                     results[event["id"]] = outcome
@@ -320,7 +383,7 @@ class Drainer:
             return exc
 
     def _apply_slow(
-        self, fleet: Fleet, path: Path, cursor: SpoolCursor, batch: list[Line]
+        self, fleet: Fleet, where: Where, batch: list[Line]
     ) -> tuple[DrainReport, list[DeadLetter]]:
         """Each event in its own savepoint: whatever one raises dead-letters only that one."""
         counts = DrainReport()
@@ -329,7 +392,7 @@ class Drainer:
         for line in batch:
             event = line.event
             if not isinstance(event, dict):
-                letters.append(_letter(fleet, path, cursor, line, str(event)))
+                letters.append(_letter(fleet, where, line, str(event)))
                 continue
             if AppliedEvent.objects.filter(event_id=event["id"]).exists():
                 counts.duplicates += 1  # a replay, or a concurrent drain got there first
@@ -338,23 +401,24 @@ class Drainer:
                 with transaction.atomic():
                     result = self.appliers[event["kind"]](resolver.envelope(event))
                     AppliedEvent.objects.create(
-                        event_id=event["id"], fleet=fleet, kind=event["kind"], result=result
+                        event_id=event["id"], fleet=fleet, kind=event["kind"], result=result,
+                        source=where.source,
                     )
             except InvalidEvent as exc:
-                letters.append(_letter(fleet, path, cursor, line, str(exc)))
+                letters.append(_letter(fleet, where, line, str(exc)))
             except IntegrityError as exc:
                 resolver.forget(event)
                 if AppliedEvent.objects.filter(event_id=event["id"]).exists():
                     counts.duplicates += 1  # a concurrent drain applied it meanwhile
                 else:
                     reason = f"refused by the database (IntegrityError): {exc}"
-                    letters.append(_letter(fleet, path, cursor, line, reason))
+                    letters.append(_letter(fleet, where, line, reason))
             except Exception as exc:  # noqa: BLE001 - one event's failure is its own
                 if _connection_lost(exc):
                     raise DrainStopped(str(exc)) from exc
                 resolver.forget(event)
                 reason = f"could not be applied ({type(exc).__name__}): {exc}"
-                letters.append(_letter(fleet, path, cursor, line, reason))
+                letters.append(_letter(fleet, where, line, reason))
             else:
                 counts.applied += 1
                 counts.fleets_changed.add(fleet.slug)
@@ -408,12 +472,12 @@ def _connection_lost(exc: BaseException) -> bool:
         return True
 
 
-def _letter(fleet: Fleet, path: Path, cursor: SpoolCursor, line: Line, reason: str) -> DeadLetter:
+def _letter(fleet: Fleet, where: Where, line: Line, reason: str) -> DeadLetter:
     """A dead-letter row: the reason and the line, scrubbed and storable."""
     text = line.raw[:DEAD_LINE_CHARS].decode("utf-8", "backslashreplace")
     event_id = line.event.get("id") if isinstance(line.event, dict) else None
     return DeadLetter(
-        fleet=fleet, file=path.name[:255], cursor_key=cursor.pk, offset=line.start,
+        fleet=fleet, file=where.file, cursor_key=where.key, offset=line.start,
         event_id=event_id, reason=_storable(redact.scrub_text(reason))[:2000],
         line=_storable(redact.scrub_text(text)),
     )

@@ -5,7 +5,9 @@ reading, so they can never disagree. Nothing here changes state; every number co
 the files and rows the pipeline itself keeps:
 
 - backlog: spool lines past the drain's cursor (SpoolCursor, keyed by the file's inode),
-  and the age of the oldest of them (its event's `at`);
+  plus the fleet's inbox rows (lines received over REST, fleet.inbox; `inbox_lines` says
+  how many of the backlog those are), and the age of the oldest of them (a spool line's
+  event `at`, an inbox row's receipt);
 - dead letters: DeadLetter rows, one per line the drain refused (copied to
   `<spool>/dead/<fleet>.ndjson`);
 - rejected: `<spool>/rejected/<fleet>.ndjson`, lines a `sync` host's server refused
@@ -13,8 +15,9 @@ the files and rows the pipeline itself keeps:
 - quarantined: spool files of fleets that do not exist, moved by the drain to
   `<spool>/quarantine/` (drain.QUARANTINE); files of unknown fleets still in `<spool>/mcp/`
   are listed too, as waiting;
-- render: the manifest's `generated_at` against the fleet's last activity, and whether a
-  render is queued; last drain: the fleet's newest applied event;
+- render: the stored render's time (fleet.artifacts, what every web host serves) against
+  the fleet's last activity, and whether a render is queued; last drain: the fleet's
+  newest applied event;
 - workers: django-q2's cluster heartbeat.
 """
 
@@ -31,8 +34,8 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from ctxlake_site import drain, paths
-from fleet import rendering
-from fleet.models import Activity, AppliedEvent, DeadLetter, Fleet, SpoolCursor
+from fleet import inbox, rendering
+from fleet.models import Activity, AppliedEvent, CacheHead, DeadLetter, Fleet, SpoolCursor
 from mcp_bridge import contract
 
 REJECTED_SUBDIR = "rejected"
@@ -53,6 +56,7 @@ class SpoolFile:
 class FleetPipeline:
     fleet: str
     backlog_lines: int = 0
+    inbox_lines: int = 0
     backlog_oldest: datetime | None = None
     dead_letters: int = 0
     dead_newest_reason: str | None = None
@@ -119,13 +123,13 @@ def spool_files(spool_dir: Path | None = None) -> list[SpoolFile]:
             for p in files]
 
 
-def for_fleet(fleet: Fleet, *, spool_dir: Path | None = None, cache_dir: Path | None = None,
-              ) -> FleetPipeline:
+def for_fleet(fleet: Fleet, *, spool_dir: Path | None = None) -> FleetPipeline:
     spool_dir = spool_dir or paths.spool_dir()
-    cache_dir = cache_dir or paths.cache_dir()
     out = FleetPipeline(fleet.slug)
-    for path in drain.fleet_files(spool_dir).get(fleet.slug, []):
-        lines, oldest = _backlog(path)
+    backlogs = [_backlog(path) for path in drain.fleet_files(spool_dir).get(fleet.slug, [])]
+    out.inbox_lines, received = inbox.backlog(fleet)
+    backlogs.append((out.inbox_lines, received))
+    for lines, oldest in backlogs:
         out.backlog_lines += lines
         if oldest and (out.backlog_oldest is None or oldest < out.backlog_oldest):
             out.backlog_oldest = oldest
@@ -136,7 +140,10 @@ def for_fleet(fleet: Fleet, *, spool_dir: Path | None = None, cache_dir: Path | 
     )
     out.rejected, out.rejected_newest_reason = _records(
         spool_dir / REJECTED_SUBDIR / f"{fleet.slug}{contract.SPOOL_SUFFIX}")
-    out.rendered_at = _rendered_at(cache_dir / fleet.slug / contract.MANIFEST)
+    out.rendered_at = (
+        CacheHead.objects.filter(fleet=fleet, name=contract.MANIFEST)
+        .values_list("rendered_at", flat=True).first()
+    )
     out.last_activity = (
         Activity.objects.filter(fleet=fleet).order_by("-at").values_list("at", flat=True).first()
     )
@@ -157,14 +164,13 @@ def for_fleet(fleet: Fleet, *, spool_dir: Path | None = None, cache_dir: Path | 
 
 
 def overview(*, fleets: QuerySet[Fleet] | None = None, spool_dir: Path | None = None,
-             cache_dir: Path | None = None) -> Pipeline:
+             ) -> Pipeline:
     """The whole reading; `fleets` narrows the per-fleet part (the admin's grants)."""
     from django_q.status import Stat
 
     fleets = Fleet.objects.all() if fleets is None else fleets
     return Pipeline(
-        fleets=[for_fleet(f, spool_dir=spool_dir, cache_dir=cache_dir)
-                for f in fleets.order_by("slug")],
+        fleets=[for_fleet(f, spool_dir=spool_dir) for f in fleets.order_by("slug")],
         quarantined=quarantined_files(spool_dir),
         waiting=waiting_files(spool_dir),
         clusters=[f"{c.cluster_id} {c.status}" for c in Stat.get_all()],
@@ -239,14 +245,6 @@ def _records(path: Path) -> tuple[int, str | None]:
     except (ValueError, AttributeError, UnicodeDecodeError, RecursionError):
         reason = None
     return len(lines), reason
-
-
-def _rendered_at(manifest: Path) -> datetime | None:
-    try:
-        with open(manifest, "rb") as f:
-            return contract.parse_time(json.loads(f.read(1 << 20)).get("generated_at"))
-    except (OSError, ValueError, AttributeError, RecursionError):
-        return None
 
 
 def jsonable(value: Any) -> Any:

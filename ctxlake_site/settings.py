@@ -34,6 +34,10 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 CTXLAKE_HOME = paths.home()
 CTXLAKE_CACHE_DIR = paths.cache_dir()
 CTXLAKE_SPOOL_DIR = paths.spool_dir()
+# Renders are stored in the database, which every web host serves; a worker also writes
+# them into its CTXLAKE_CACHE_DIR for bridges on its own host (the single-host default).
+# A worker host no bridge reads may turn that off.
+CTXLAKE_LOCAL_CACHE = env_bool("CTXLAKE_LOCAL_CACHE", True)
 
 # The text embedder for claims: a module with NAME, DIMS and embed(texts). Changing it
 # leaves every claim marked with the old model until `manage.py reembed_claims --commit`.

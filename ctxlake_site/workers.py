@@ -8,12 +8,16 @@ django-q2 schedules that keep both running are created here, idempotently.
 from __future__ import annotations
 
 import hashlib
+import json
 import socket
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from functools import partial
+from pathlib import Path
 from typing import Any, cast
 
 from django.conf import settings
@@ -25,6 +29,7 @@ from claims import spool_apply as claims_apply
 from ctxlake_site import briefing, db_health, paths
 from ctxlake_site.drain import Applier, Drainer, DrainReport
 from fleet import (
+    artifacts,
     cache_render,
     change_feed,
     incidents,
@@ -199,12 +204,16 @@ def render_all_fleets() -> str:
 
 
 def render_fleet(fleet: Fleet, *, max_tokens: int | None = None) -> RenderReport:
-    """Write every cache file of `fleet`, each atomically; the manifest last.
+    """Render every cache file of `fleet`: into the database, and into the local cache dir.
 
-    A reader that opens the manifest first and the other files after sees files at
-    least as new as the manifest says; the bridge never sees a torn file. Renders of one
-    fleet run one at a time (a transaction-scoped advisory lock, taken before anything
-    is read), so a render that read older rows can never publish after a newer one.
+    The database is what every web host serves (fleet.artifacts): the files' new heads
+    commit with this transaction, all at once. Where a bridge reads this host's cache dir
+    (CTXLAKE_LOCAL_CACHE, on by default), each file is also written there atomically, the
+    manifest last: a reader that opens the manifest first and the other files after sees
+    files at least as new as the manifest says; the bridge never sees a torn file. Renders
+    of one fleet run one at a time (a transaction-scoped advisory lock, taken before
+    anything is read), so a render that read older rows can never publish after a newer
+    one; a worker killed mid-render publishes nothing, and the next render starts over.
     """
     with transaction.atomic():
         with connection.cursor() as cur:
@@ -217,26 +226,51 @@ def _render_fleet(fleet: Fleet, *, max_tokens: int | None) -> RenderReport:
     started = time.monotonic()
     now = timezone.now()
     stamp = cast(str, cache_render.iso(now))  # iso() is None only for None
+    with _render_dir(fleet) as root:
+        files, claims = _render_files(fleet, root, now=now, stamp=stamp, max_tokens=max_tokens)
+        artifacts.publish(fleet, files, at=now)
+        if settings.CTXLAKE_LOCAL_CACHE:
+            _write_local(root, files)
+        change_feed.announce(fleet.slug, f"{now:%Y-%m-%dT%H:%M:%S.%fZ}")  # at COMMIT: wakes waiters
+    return RenderReport(fleet.slug, claims, time.monotonic() - started)
+
+
+@contextmanager
+def _render_dir(fleet: Fleet) -> Iterator[Path]:
+    """Where the snapshot is built: the fleet's cache dir when files are written locally
+    (it is then published by rename), else a temporary directory."""
+    if not settings.CTXLAKE_LOCAL_CACHE:
+        with tempfile.TemporaryDirectory(prefix="ctxlake-render-") as tmp:
+            yield Path(tmp)
+        return
     root = paths.cache_dir() / fleet.slug
     root.mkdir(parents=True, exist_ok=True)
     atomic.remove_stale_temps(root)
+    yield root
+
+
+def _render_files(
+    fleet: Fleet, root: Path, *, now: datetime, stamp: str, max_tokens: int | None
+) -> tuple[dict[str, bytes], int]:
+    """Every cache file's bytes (name → bytes, the manifest last), and the claims count."""
     head = {"format_version": contract.FORMAT_VERSION, "fleet": fleet.slug, "generated_at": stamp}
     roster = cache_render.render_roster(fleet, now=now)
     history = cache_render.render_history(fleet)
     handoffs = cache_render.render_handoffs(fleet)
-    for name, body in (
-        (contract.ROSTER, roster),
-        (contract.HISTORY, history),
-        (contract.HANDOFFS, handoffs),
-    ):
-        atomic.write_json(root / name, {**head, **body})
+    files = {
+        name: _json({**head, **body})
+        for name, body in (
+            (contract.ROSTER, roster),
+            (contract.HISTORY, history),
+            (contract.HANDOFFS, handoffs),
+        )
+    }
     claims = 0
-    if fleet.memory_mode == Fleet.MemoryMode.OFF:
-        (root / contract.SNAPSHOT).unlink(missing_ok=True)
-    else:
+    if fleet.memory_mode != Fleet.MemoryMode.OFF:
         tmp = atomic.temp_path(root / contract.SNAPSHOT)
         claims = snapshot_render.write_snapshot(fleet, tmp, generated_at=now)
-        atomic.publish(tmp, root / contract.SNAPSHOT)
+        files[contract.SNAPSHOT] = tmp.read_bytes()
+        tmp.unlink()
     visible, about_leases = [], []
     if fleet.memory_mode == Fleet.MemoryMode.LIVE:
         leased = [lease["path"] for agent in roster["agents"] for lease in agent["leases"]]
@@ -254,9 +288,8 @@ def _render_fleet(fleet: Fleet, *, max_tokens: int | None) -> RenderReport:
         generated_at=stamp,
         max_tokens=max_tokens or briefing.DEFAULT_MAX_TOKENS,
     )
-    atomic.write_atomic(root / contract.BRIEFING, text.encode())
-    atomic.write_json(
-        root / contract.MANIFEST,
+    files[contract.BRIEFING] = text.encode()
+    files[contract.MANIFEST] = _json(
         {
             **head,
             "memory_mode": fleet.memory_mode,
@@ -265,10 +298,23 @@ def _render_fleet(fleet: Fleet, *, max_tokens: int | None) -> RenderReport:
             "embedder": {"name": embed.NAME, "dims": embed.DIMS},
             # the claims the briefing shows (what SessionStart serves), as they fit in it
             "briefing_claims": [c["id"] for c in [*about_leases, *visible] if c["id"] in text],
-        },
+        }
     )
-    change_feed.announce(fleet.slug, f"{now:%Y-%m-%dT%H:%M:%S.%fZ}")  # at COMMIT: wakes waiters
-    return RenderReport(fleet.slug, claims, time.monotonic() - started)
+    return files, claims
+
+
+def _json(value: Any) -> bytes:
+    """A cache JSON file's bytes, as mcp_bridge.contract.atomic.write_json writes them."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _write_local(root: Path, files: dict[str, bytes]) -> None:
+    """Write the render into this host's cache dir, each file atomically, in `files`' order
+    (the manifest last); a snapshot no longer rendered is removed."""
+    if contract.SNAPSHOT not in files:
+        (root / contract.SNAPSHOT).unlink(missing_ok=True)
+    for name, body in files.items():
+        atomic.write_atomic(root / name, body)
 
 
 SCHEDULES: list[dict[str, Any]] = [

@@ -1,18 +1,19 @@
-"""Remote spool upload: validate agents' spool lines against the contract and relay them.
+"""Remote spool upload: validate agents' spool lines against the contract and admit them.
 
 A remote agent host runs the bridge against a local spool and ships the lines here. The
-server does not apply them itself: it appends them, validated and scrubbed again, to its
-own spool file ($CTXLAKE_SPOOL_DIR/mcp/<fleet>.ndjson), and the drain applies them exactly
-as it applies a local bridge's lines. One code path applies events; this one only admits
-them.
+server does not apply them itself: it stores them, validated and scrubbed again, as rows
+of the fleet's inbox in Postgres (fleet.inbox), and the drain applies them exactly as it
+applies a local bridge's spool lines. One code path applies events; this one only admits
+them. Nothing is written to this web host's disk: a drain on any worker host sees the row.
 
 Idempotency by event id, in two layers:
 1. Receipt: an Activity row `spool.received` (target_id = the event id) is written for each
-   line relayed, under the spool's own lock, so a re-POST of the same id is answered
-   "accepted" again without a second line. An id the drain already applied (AppliedEvent)
-   is accepted without relaying it either.
-2. Apply: the drain records AppliedEvent per event id, so even a line relayed twice (the
-   receipt row failed after the append) is applied once.
+   line admitted, in the transaction that inserts its inbox row, so a re-POST of the same
+   id (to this web host or another) is answered "accepted" again without a second row. An
+   id the drain already applied (AppliedEvent) is accepted without storing it either, and
+   the inbox's unique (fleet, event id) settles two hosts admitting one id at once.
+2. Apply: the drain records AppliedEvent per event id, so even a line admitted twice (a
+   retry racing the drain's delete of the first row) is applied once.
 """
 
 from __future__ import annotations
@@ -20,21 +21,22 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from django.conf import settings
+from django.db import transaction
 
-from fleet.models import Activity, AppliedEvent, Fleet
+from fleet import inbox
+from fleet.inbox import InboxFull
+from fleet.models import Activity, AppliedEvent, Fleet, InboxEvent
 from mcp_bridge import contract
 from mcp_bridge.contract import events, redact
-from mcp_bridge.contract.spool import MAX_LINE_BYTES, Spool, SpoolFull
+from mcp_bridge.contract.spool import MAX_LINE_BYTES
 
 MAX_LINES = 1000
 RECEIVED = "spool.received"
 EVENT_KEYS = {"v", "id", "kind", "fleet", "agent", "session", "at", "payload"}
 
-__all__ = ["MAX_LINES", "Outcome", "SpoolFull", "receive"]
+__all__ = ["MAX_LINES", "InboxFull", "Outcome", "receive"]
 
 
 class Invalid(ValueError):
@@ -73,7 +75,7 @@ def parse_line(raw: bytes, fleet: Fleet, agent_id: str | None) -> dict[str, Any]
 
 
 def _seen(fleet: Fleet, ids: Iterable[str]) -> tuple[set[str], set[str]]:
-    """(ids this fleet already has, ids another fleet's applied events already use)."""
+    """(ids this fleet already has, ids another fleet's events already use)."""
     ids = list(ids)
     received = set(
         Activity.objects.filter(fleet=fleet, verb=RECEIVED, target_id__in=ids).values_list(
@@ -83,11 +85,14 @@ def _seen(fleet: Fleet, ids: Iterable[str]) -> tuple[set[str], set[str]]:
     applied = AppliedEvent.objects.filter(event_id__in=ids).values_list("event_id", "fleet_id")
     mine = {str(e) for e, f in applied if f == fleet.pk}
     theirs = {str(e) for e, f in applied if f != fleet.pk}
+    waiting = InboxEvent.objects.filter(event_id__in=ids).exclude(fleet=fleet)
+    theirs |= {str(e) for e in waiting.values_list("event_id", flat=True)}
     return received | mine, theirs
 
 
 def receive(fleet: Fleet, raw_lines: list[bytes], *, agent_id: str | None) -> Outcome:
-    """Admit spool lines for the drain; SpoolFull when the server's spool is at its cap."""
+    """Admit spool lines for the drain: the new ones become inbox rows, each with its
+    receipt, in one transaction. InboxFull when the fleet's inbox is at its cap."""
     events: dict[str, dict[str, Any]]
     out, events = Outcome(), {}
     for n, raw in enumerate(raw_lines, start=1):
@@ -99,24 +104,23 @@ def receive(fleet: Fleet, raw_lines: list[bytes], *, agent_id: str | None) -> Ou
             out.rejected.append({"id": _peek_id(raw), "line": n, "reason": str(exc)})
             continue
         events.setdefault(event["id"], event)
-    spool = Spool(Path(settings.CTXLAKE_SPOOL_DIR), fleet=fleet.slug, agent="api")
-    with spool.locked():  # the check, the append and the receipt are one step for ids
+    with transaction.atomic():
         known, foreign = _seen(fleet, events)
         fresh = [e for i, e in events.items() if i not in known and i not in foreign]
-        if fresh:
-            spool.append_locked(b"".join(_line(e) for e in fresh))
-            Activity.objects.bulk_create(
-                [
-                    Activity(
-                        fleet=fleet,
-                        verb=RECEIVED,
-                        target_type="spool.event",
-                        target_id=e["id"],
-                        data={"kind": e["kind"], "agent": e["agent"]},
-                    )
-                    for e in fresh
-                ]
-            )
+        stored = inbox.admit(fleet, [(e["id"], e["kind"], _line(e)) for e in fresh])
+        Activity.objects.bulk_create(
+            [
+                Activity(
+                    fleet=fleet,
+                    verb=RECEIVED,
+                    target_type="spool.event",
+                    target_id=e["id"],
+                    data={"kind": e["kind"], "agent": e["agent"]},
+                )
+                for e in fresh
+                if e["id"] in stored
+            ]
+        )
     for event_id in events:
         if event_id in foreign:
             out.rejected.append({"id": event_id, "line": None, "reason": "duplicate event id"})

@@ -3,27 +3,25 @@
 An agent host that is not the server runs the bridge against a local copy of the cache:
 it GETs cache/manifest (every file's ETag), fetches the files whose ETag changed
 (If-None-Match → 304 otherwise), writing manifest.json last, and POSTs its spool lines.
-Only the fixed file names of the cache contract are served: the name is looked up in a
-table, never joined onto a path, so nothing outside the fleet's directory is reachable.
+The files are the fleet's latest render as stored in the database (fleet.artifacts), not
+this web host's disk, so every web host serves the same render with the same ETags
+(the content's sha256). Only the fixed file names of the cache contract are served.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-from pathlib import Path
 from typing import Any
 
-from django.conf import settings
-from django.http import FileResponse, HttpResponse, HttpResponseBase
+from django.http import HttpResponse, HttpResponseBase
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from fleet import api_spool
+from fleet import api_spool, artifacts
 from fleet.api_parsers import NDJSONParser
 from fleet.models import ApiToken
 from fleet.permissions import COORDINATE, READ, FleetRequest
@@ -38,17 +36,6 @@ CONTENT_TYPES = {
     contract.SNAPSHOT: "application/vnd.sqlite3",
     contract.BRIEFING: "text/markdown; charset=utf-8",
 }
-
-
-def fleet_cache_dir(slug: str) -> Path:
-    if not contract.FLEET_ID_RE.fullmatch(slug):
-        raise exceptions.NotFound()  # cannot name a directory safely; nothing to serve
-    return Path(settings.CTXLAKE_CACHE_DIR) / slug
-
-
-def etag_of(stat: os.stat_result) -> str:
-    """Files are replaced by rename, so (inode, size, mtime) changes whenever content does."""
-    return f'"{stat.st_ino:x}-{stat.st_size:x}-{stat.st_mtime_ns:x}"'
 
 
 def _not_modified(request: Request, etag: str) -> bool:
@@ -93,20 +80,16 @@ class CacheViewSet(FleetViewSet):
         responses={200: CacheIndexSerializer, 304: OpenApiResponse(description="Not modified")},
     )
     def manifest(self, request: FleetRequest, fleet: str) -> HttpResponseBase:
-        root = fleet_cache_dir(request.fleet.slug)
-        files = []
-        for name, ctype in CONTENT_TYPES.items():
-            try:
-                st = (root / name).stat()
-            except OSError:
-                continue
-            files.append(
-                {"name": name, "size": st.st_size, "etag": etag_of(st), "content_type": ctype}
-            )
+        files = [
+            {"name": f.name, "size": f.size, "etag": f.etag, "content_type": CONTENT_TYPES[f.name]}
+            for f in artifacts.listing(request.fleet)
+            if f.name in CONTENT_TYPES
+        ]
         etag = '"' + hashlib.sha256(repr(files).encode()).hexdigest()[:32] + '"'
         if files and _not_modified(request, etag):
             return HttpResponse(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": etag})
-        manifest = _read_json(root / contract.MANIFEST)
+        stored = artifacts.latest(request.fleet, contract.MANIFEST)
+        manifest = _read_json(stored[1]) if stored else None
         note = "" if manifest is not None else "no manifest rendered yet"
         body = CacheIndexSerializer({"manifest": manifest, "files": files, "note": note}).data
         return Response(body, headers={"ETag": etag, "Cache-Control": "no-cache"})
@@ -123,24 +106,24 @@ class CacheViewSet(FleetViewSet):
     def file(self, request: FleetRequest, fleet: str, name: str) -> HttpResponseBase:
         if name not in CONTENT_TYPES:
             raise exceptions.NotFound(f"Cache files are: {', '.join(CONTENT_TYPES)}.")
-        path = fleet_cache_dir(request.fleet.slug) / name
-        try:
-            handle = path.open("rb")
-        except OSError:
-            raise exceptions.NotFound(f"{name} has not been rendered yet.") from None
-        etag = etag_of(os.fstat(handle.fileno()))  # the file we opened, not a later rename
+        etag = artifacts.etag(request.fleet, name)  # a 304 never reads the body
+        if etag is not None and _not_modified(request, etag):
+            return HttpResponse(status=status.HTTP_304_NOT_MODIFIED,
+                                headers={"ETag": etag, "Cache-Control": "no-cache"})
+        stored = artifacts.latest(request.fleet, name)  # a render may have moved it since
+        if stored is None:
+            raise exceptions.NotFound(f"{name} has not been rendered yet.")
+        etag, body = stored
         headers = {"ETag": etag, "Cache-Control": "no-cache"}
         if _not_modified(request, etag):
-            handle.close()
             return HttpResponse(status=status.HTTP_304_NOT_MODIFIED, headers=headers)
-        response = FileResponse(handle, content_type=CONTENT_TYPES[name], headers=headers)
-        return response
+        return HttpResponse(body, content_type=CONTENT_TYPES[name], headers=headers)
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def _read_json(body: bytes) -> dict[str, Any] | None:
     try:
-        value = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        value = json.loads(body)
+    except ValueError:
         return None
     return value if isinstance(value, dict) else None
 
@@ -190,7 +173,7 @@ class SpoolViewSet(FleetViewSet):
             outcome = api_spool.receive(
                 request.fleet, lines, agent_id=bound.agent_id if bound else None
             )
-        except api_spool.SpoolFull as exc:
+        except api_spool.InboxFull as exc:
             return Response(
                 {"detail": str(exc)},
                 status=status.HTTP_503_SERVICE_UNAVAILABLE,

@@ -19,9 +19,12 @@ from fleet.models import AppliedEvent, Fleet
 _TABLE = connection.ops.quote_name(AppliedEvent._meta.db_table)
 
 
-def record_new(fleet: Fleet, events: Iterable[Mapping[str, Any]]) -> set[str]:
+def record_new(
+    fleet: Fleet, events: Iterable[Mapping[str, Any]], *, source: str = "spool"
+) -> set[str]:
     """Record each event (its "id" and "kind") as applied to `fleet`; returns the ids that
-    were not recorded before — the ones to apply now. A replayed id is left as it was."""
+    were not recorded before — the ones to apply now. A replayed id is left as it was.
+    `source` is where the event came from: "spool" (a file) or "api" (the inbox)."""
     rows = [{"id": e["id"], "kind": e["kind"]} for e in events]
     if not rows:
         return set()
@@ -29,12 +32,12 @@ def record_new(fleet: Fleet, events: Iterable[Mapping[str, Any]]) -> set[str]:
         cur.execute(
             f"""
             INSERT INTO {_TABLE} (event_id, fleet_id, kind, source, applied_at, result)
-            SELECT id, %s, kind, 'spool', now(), '{{}}'::jsonb
+            SELECT id, %s, kind, %s, now(), '{{}}'::jsonb
             FROM jsonb_to_recordset(%s::jsonb) AS e(id uuid, kind text)
             ON CONFLICT (event_id) DO NOTHING
             RETURNING event_id
             """,
-            [fleet.pk, json.dumps(rows)],
+            [fleet.pk, source, json.dumps(rows)],
         )
         return {str(row[0]) for row in cur.fetchall()}
 

@@ -774,3 +774,87 @@ class DeadLetter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.file}@{self.offset}: {self.reason[:60]}"
+
+
+class InboxEvent(models.Model):
+    """A spool line received over REST and not yet applied: the server tier's spool.
+
+    A web host keeps nothing it accepts on its own disk, where another host's drain would
+    never see it: the line is a row here, written in the transaction that records its
+    receipt. The drain claims a fleet's rows in order (FOR UPDATE SKIP LOCKED), applies
+    them exactly like spool lines (AppliedEvent, DeadLetter) and deletes them in the same
+    transaction, so a killed worker's rows are simply claimed again. One row per (fleet,
+    event id): a retry, or the same line posted to a second web host, cannot double it.
+    """
+
+    fleet = models.ForeignKey(Fleet, on_delete=models.CASCADE, related_name="inbox")
+    event_id = models.UUIDField()
+    kind = models.CharField(max_length=32)
+    line = models.BinaryField(help_text="The line as validated and scrubbed at receipt.")
+    received_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            # event_id first: the upload also looks an id up across fleets
+            models.UniqueConstraint(fields=("event_id", "fleet"), name="fleet_inbox_once"),
+        ]
+        indexes = [models.Index(fields=("fleet", "id"), name="fleet_inbox_in_order")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.event_id}"
+
+
+class CacheArtifact(models.Model):
+    """One rendered cache file's bytes, stored once per content (sha256) and fleet.
+
+    Renders are kept in the database so that every web host serves the same latest render
+    whichever worker host made it; the ETag is the content's hash, the same on every host.
+    """
+
+    fleet = models.ForeignKey(Fleet, on_delete=models.CASCADE, related_name="cache_artifacts")
+    name = models.CharField(max_length=64)
+    sha256 = models.CharField(max_length=64)
+    size = models.BigIntegerField()
+    body = models.BinaryField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=("fleet", "name", "sha256"), name="fleet_artifact_once_per_content"
+            ),
+        ]
+        indexes = [models.Index(fields=("fleet", "name", "-id"), name="fleet_artifact_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.sha256[:12]}"
+
+    @property
+    def etag(self) -> str:
+        return etag_for(self.sha256)
+
+
+def etag_for(sha256: str) -> str:
+    """A strong ETag from a content hash: every web host gives the same one for one render."""
+    return f'"{sha256[:40]}"'
+
+
+class CacheHead(models.Model):
+    """The latest render of one cache file of a fleet: what GET cache/<name> serves.
+
+    Moved in the render's transaction, all names at once, so a reader sees the old set or
+    the new set of files, never a mix.
+    """
+
+    fleet = models.ForeignKey(Fleet, on_delete=models.CASCADE, related_name="cache_heads")
+    name = models.CharField(max_length=64)
+    artifact = models.ForeignKey(CacheArtifact, on_delete=models.PROTECT, related_name="+")
+    rendered_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=("fleet", "name"), name="fleet_cachehead_one_per_name"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.fleet_id}/{self.name}"

@@ -19,7 +19,7 @@ from typing import Any, cast
 from urllib.parse import quote
 
 from mcp_bridge import contract
-from mcp_bridge.contract import globs, parse_time, ranking
+from mcp_bridge.contract import bm25, globs, parse_time, ranking
 from mcp_bridge.contract.sanitize import clean_value
 
 _CLAIM_COLUMNS = ("rowid, id, text, type, subject, scope, confidence, contested, "
@@ -202,20 +202,21 @@ class Snapshot:
 
     def _bm25(self, match: str, n: int, now: dt.datetime, scope: str | None, subject: str | None,
               claim_type: str | None, filtered: bool) -> list[int]:
-        """Top n rowids by BM25 (text weighs twice the subject).
+        """Top n rowids by BM25 (mcp_bridge.contract.bm25: text weighs twice the subject),
+        equal scores in rowid order (the claim number's, as the server breaks them).
 
         Unfiltered, FTS5 ranks alone and superseded/expired rows are dropped afterwards:
         joining every match to claims first costs ~40% more at 100k claims. Filters are
         narrow, so they join.
         """
-        bm25 = "bm25(claims_fts, 1.0, 0.5)"
+        order = f"{bm25.SQL_BM25}, rowid"
         if not filtered:
-            sql = f"SELECT rowid FROM claims_fts WHERE claims_fts MATCH ? ORDER BY {bm25} LIMIT ?"
+            sql = f"SELECT rowid FROM claims_fts WHERE claims_fts MATCH ? ORDER BY {order} LIMIT ?"
             ranked = [r[0] for r in self.db.execute(sql, [match, n])]
             return self._live(ranked, now)
         where, args = self._filters(now, scope, subject, claim_type)
         sql = ("SELECT c.rowid FROM claims_fts JOIN claims c ON c.rowid = claims_fts.rowid "
-               f"WHERE claims_fts MATCH ?{where} ORDER BY {bm25} LIMIT ?")
+               f"WHERE claims_fts MATCH ?{where} ORDER BY {bm25.SQL_BM25}, c.rowid LIMIT ?")
         return [r[0] for r in self.db.execute(sql, [match, *args, n])]
 
     def _vector(self, query_vector: Any, k: int, now: dt.datetime, scope: str | None,

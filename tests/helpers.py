@@ -16,10 +16,23 @@ def env_for_test_database(**extra: str) -> dict[str, str]:
         env["CTXLAKE_DB_NAME"] = s["NAME"]
         env.pop("DATABASE_URL", None)
     else:
+        env["DATABASE_URL"] = database_url_for_test_database()
+    return env
+
+
+def database_url_for_test_database() -> str:
+    """A DATABASE_URL naming this test run's database, the embedded server's too (over its
+    Unix socket): how a process with a CTXLAKE_HOME of its own shares the database, as
+    another host shares a managed Postgres."""
+    s = connection.settings_dict
+    if s["ENGINE"] == "ctxlake_site.embedded_pg":
+        from ctxlake_site import embedded_db
+
+        host, port, auth = str(embedded_db.attach().socket_dir), "", "postgres"
+    else:
         host = s.get("HOST") or s.get("OPTIONS", {}).get("host", "")
         port = f":{s['PORT']}" if s.get("PORT") else ""
         auth = quote(s.get("USER") or "", safe="")
         if s.get("PASSWORD"):
             auth += ":" + quote(s["PASSWORD"], safe="")
-        env["DATABASE_URL"] = f"postgres://{auth}@{quote(host, safe='')}{port}/{s['NAME']}"
-    return env
+    return f"postgres://{auth}@{quote(host, safe='')}{port}/{s['NAME']}"

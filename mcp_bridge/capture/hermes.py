@@ -34,6 +34,7 @@ from mcp_bridge.capture.transcript import (
     TEXT_KEEP,
     Step,
     Transcript,
+    arguments,
     bounded,
     is_harness_text,
     pair,
@@ -186,13 +187,7 @@ def _call(sid: str, at: str, call: dict[str, Any]) -> Step:
     raw = call.get("function")
     fn: dict[str, Any] = raw if isinstance(raw, dict) else {}
     name = _clean(fn.get("name"))
-    args = fn.get("arguments")
-    if isinstance(args, str):
-        try:
-            args = json.loads(args)
-        except ValueError:
-            args = {}
-    args = args if isinstance(args, dict) else {}
+    args = arguments(fn.get("arguments"))
     step = Step("call", sid, at, tool=name, call_id=_clean(call.get("id")))
     patch = args.get("patch")
     if name == "patch" and isinstance(patch, str) and patch.strip():  # V4A envelope

@@ -67,6 +67,17 @@ class Transcript:
     notes: list[str] = field(default_factory=list)  # what was skipped, and why
 
 
+def arguments(raw: Any) -> dict[str, Any]:
+    """A tool call's arguments as an object: OpenAI-style APIs (Codex, Hermes) send them
+    as a JSON string; anything that is not an object reads as none."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return {}
+    return raw if isinstance(raw, dict) else {}
+
+
 def bounded(text: str, keep: int = TEXT_KEEP) -> str:
     if len(text) <= keep:
         return text
@@ -287,13 +298,7 @@ def _codex_item(p: dict[str, Any], n: int, at: str) -> Step | None:
             if name == "apply_patch" and isinstance(raw, str):
                 step.paths, step.text = patch_paths(raw), bounded(raw)
             return step
-        args: Any = p.get("action") if kind == "local_shell_call" else p.get("arguments")
-        if isinstance(args, str):
-            try:
-                args = json.loads(args)
-            except ValueError:
-                args = {}
-        args = args if isinstance(args, dict) else {}
+        args = arguments(p.get("action") if kind == "local_shell_call" else p.get("arguments"))
         cmd = args.get("command", args.get("cmd"))
         argv = cmd if isinstance(cmd, list) else None
         if argv and argv[:1] == ["apply_patch"] and len(argv) > 1:

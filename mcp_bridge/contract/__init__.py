@@ -15,6 +15,8 @@ import re
 import uuid
 from typing import Any, Final
 
+from mcp_bridge.contract import bm25
+
 # Re-exported: readers of the file formats name these as contract.X.
 from mcp_bridge.contract.events import (
     CITATION_LIMITS,
@@ -131,9 +133,9 @@ SNAPSHOT_DDL: Final = (
         conflicts TEXT NOT NULL DEFAULT '[]'
     )""",
     "CREATE INDEX claims_subject ON claims (subject)",
-    """CREATE VIRTUAL TABLE claims_fts USING fts5(
-        text, subject, content='claims', content_rowid='rowid',
-        tokenize='porter unicode61 remove_diacritics 2'
+    f"""CREATE VIRTUAL TABLE claims_fts USING fts5(
+        {", ".join(bm25.COLUMNS)}, content='claims', content_rowid='rowid',
+        tokenize='{bm25.TOKENIZE}'
     )""",
     "CREATE TABLE embeddings (rowid INTEGER PRIMARY KEY REFERENCES claims (rowid), "
     "vector BLOB NOT NULL)",

@@ -6,7 +6,7 @@ feedback lands (claims.usefulness) and stores it in Claim.confidence, which both
 paths multiply into the score (mcp_bridge.contract.ranking.score); the bench that
 simulates a fleet (bench/usefulness_sim.py) calls the very same function.
 
-    confidence = evidence(independent sessions) × usefulness × flags × contested
+    confidence = evidence(independent sessions) × usefulness × contested
 
 - evidence: 0.8 for one session's word, towards 1.0 as independent sessions corroborate.
 - usefulness: how the sessions that *used* the claim (cited it, or acted on it) ended,
@@ -22,9 +22,12 @@ simulates a fleet (bench/usefulness_sim.py) calls the very same function.
   (The previous rule, the ratio of a Beta posterior to the fleet's rate, left claims whose
   sessions succeeded 35 % of the time against the fleet's 79 % at ~0.5 and in the top 5:
   bench/usefulness_sim.py measures both in one run, docs/benchmarks.md.)
-- flags: each agent with an open "wrong" or "outdated" feedback halves it, to at most
-  FLAG_FLOOR: an agent can push a claim down, never out, and a moderator who dismisses
-  the feedback restores it.
+  Flags weigh in the same scale: each agent with an open "wrong" or "outdated" feedback
+  counts as FLAG_AS_FAILED failed sessions. A new claim one agent flags loses about half
+  of it; a claim that dozens of sessions used with success barely moves for one stray
+  flag (unattended spurious flags used to halve correct claims: the simulation's MRR fell
+  8-14 % without a moderator dismissing them); an agent can push a claim down to
+  USEFUL_FLOOR, never out, and a moderator who dismisses the feedback restores it.
 - contested: halved while a person has it contested.
 
 A moderator may set a claim's confidence outright (claims.usefulness.set_confidence,
@@ -50,8 +53,8 @@ USEFUL_FLOOR: Final = 0.2
 USEFUL_CEILING: Final = 1.0 / (1.0 - PRIOR_BAD)  # sound beyond doubt: 1.25
 #: Past this the likelihood ratio is certainty either way (and exp() stays finite).
 MAX_LOG_EVIDENCE: Final = 50.0
-FLAG_FACTOR: Final = 0.5
-FLAG_FLOOR: Final = 0.25
+#: An agent's open "wrong"/"outdated" feedback weighs as this many failed sessions.
+FLAG_AS_FAILED: Final = 2
 CONTESTED_FACTOR: Final = 0.5
 #: What each outcome says about the claims the session used (abandoned says nothing).
 OUTCOME_CREDIT: Final = {"success": 1.0, "partial": 0.5, "failed": 0.0}
@@ -88,9 +91,10 @@ def evidence(sessions: int) -> float:
 
 def usefulness(r: Record, rate: float = BASE_RATE_DEFAULT) -> float:
     """The probability that the claim is sound given how its sessions ended, over the
-    prior's (see the module docstring); a partial session counts half each way."""
+    prior's (see the module docstring); a partial session counts half each way, an
+    agent's open flag as FLAG_AS_FAILED failures."""
     credit = r.succeeded + 0.5 * r.partial
-    lost = r.failed + 0.5 * r.partial
+    lost = r.failed + 0.5 * r.partial + FLAG_AS_FAILED * max(0, r.flags)
     bad = rate * BAD_SHARE
     log_lr = credit * math.log(bad / rate) + lost * math.log((1.0 - bad) / (1.0 - rate))
     odds = PRIOR_BAD / (1.0 - PRIOR_BAD) * math.exp(
@@ -99,14 +103,10 @@ def usefulness(r: Record, rate: float = BASE_RATE_DEFAULT) -> float:
     return min(USEFUL_CEILING, max(USEFUL_FLOOR, (1.0 - p_bad) / (1.0 - PRIOR_BAD)))
 
 
-def flags(n: int) -> float:
-    return max(FLAG_FLOOR, FLAG_FACTOR ** max(0, n))
-
-
 def confidence(r: Record, rate: float = BASE_RATE_DEFAULT) -> float:
     """The claim's confidence in [0, 1] (rounded to 3 places, so re-deriving an unchanged
     record writes nothing)."""
-    value = (evidence(r.evidence_sessions) * usefulness(r, rate) * flags(r.flags)
+    value = (evidence(r.evidence_sessions) * usefulness(r, rate)
              * (CONTESTED_FACTOR if r.contested else 1.0))
     return round(min(1.0, max(0.0, value)), 3)
 

@@ -181,6 +181,28 @@ def test_contest_flags_and_keeps_status(fleet_a: Fleet, fleet_mod: User) -> None
     assert (claim.status, claim.contested) == ("promoted", True)
 
 
+def test_sending_back_takes_a_promoted_claim_back_to_the_gate(fleet_a: Fleet,
+                                                             fleet_mod: User) -> None:
+    claim = moderation.promote_claim(_propose(fleet_a), by=fleet_mod)
+    with pytest.raises(moderation.GateRefused, match="note"):
+        moderation.send_back_claim(claim, by=fleet_mod, note=" ")
+    claim = moderation.send_back_claim(claim, by=fleet_mod, note="used in 9 failed sessions")
+    assert (claim.status, claim.promoted_at, claim.promoted_by) == ("proposed", None, None)
+    assert claim.events.filter(kind="sent_back", note="used in 9 failed sessions").count() == 1
+    with pytest.raises(moderation.AlreadyDecided, match="already proposed"):
+        moderation.send_back_claim(claim, by=fleet_mod, note="twice")
+    assert moderation.promote_claim(claim, by=fleet_mod).status == "promoted"  # the gate again
+
+
+def test_only_a_moderator_of_the_fleet_sends_back(fleet_a: Fleet, fleet_mod: User) -> None:
+    claim = moderation.promote_claim(_propose(fleet_a), by=fleet_mod)
+    outsider = User.objects.create_user("outsider", password="x-pass-1234", is_staff=True)
+    with pytest.raises(moderation.GateRefused, match="may not moderate"):
+        moderation.send_back_claim(claim, by=outsider, note="no")
+    claim.refresh_from_db()
+    assert claim.status == "promoted"
+
+
 def test_editing_keeps_the_original_text_in_the_event(fleet_a: Fleet, fleet_mod: User) -> None:
     claim = _propose(fleet_a)
     original = claim.text

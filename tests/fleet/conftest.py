@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from claims import moderation
 from claims.models import Claim
-from fleet import handoffs, tokens
+from fleet import artifacts, handoffs, tokens
 from fleet.models import Agent, Fleet, Handoff, Session
 
 _names = itertools.count(1)
@@ -77,9 +78,12 @@ CITE = [{"session_id": "s-1", "message_id": "m-1"}]
 def world(fleet_a: Fleet, ada: Agent, mod: Any, tmp_path: Path, settings: Any) -> World:
     settings.CTXLAKE_CACHE_DIR = tmp_path / "cache"
     settings.CTXLAKE_SPOOL_DIR = tmp_path / "spool"
-    (tmp_path / "cache" / fleet_a.slug).mkdir(parents=True)
+    (tmp_path / "cache" / fleet_a.slug).mkdir(parents=True)  # this host's local copy
     (tmp_path / "cache" / fleet_a.slug / "roster.json").write_text('{"agents": []}')
     (tmp_path / "cache" / fleet_a.slug / "manifest.json").write_text('{"format_version": 1}')
+    # the same render as the workers store it: what every web host serves
+    artifacts.publish(fleet_a, {"roster.json": b'{"agents": []}',
+                                "manifest.json": b'{"format_version": 1}'}, at=timezone.now())
     session = Session.objects.create(fleet=fleet_a, agent=ada, session_id="s-1")
     handoff = handoffs.create_handoff(ada, summary="half done", session=session)
     moderation.FleetModerator.objects.create(fleet=fleet_a, user=mod)

@@ -8,12 +8,13 @@ from typing import Any
 
 from django.conf import settings
 
-from fleet.models import Activity
+from fleet.models import Activity, InboxEvent
 from tests.fleet.conftest import ApiAs, World, ndjson, spool_line
 
 
-def _spool_file(world: World) -> Path:
-    return Path(settings.CTXLAKE_SPOOL_DIR) / "mcp" / f"{world.fleet.slug}.ndjson"
+def _inbox_lines(world: World) -> list[bytes]:
+    """What the upload stored for the drain: the fleet's inbox rows, oldest first."""
+    return [bytes(row.line) for row in InboxEvent.objects.filter(fleet=world.fleet).order_by("id")]
 
 
 def _post(client: Any, world: World, body: bytes) -> Any:
@@ -27,7 +28,7 @@ def test_it_serves_a_cache_file_with_an_etag_and_304s_a_repeat(api_as: ApiAs, wo
     url = f"/api/v1/fleets/{world.fleet.slug}/cache/roster.json"
     first = client.get(url)
     assert first.status_code == 200
-    assert json.loads(b"".join(first.streaming_content)) == {"agents": []}
+    assert json.loads(first.content) == {"agents": []}
     etag = first.headers["ETag"]
     assert client.get(url, HTTP_IF_NONE_MATCH=etag).status_code == 304
     index = client.get(f"/api/v1/fleets/{world.fleet.slug}/cache/manifest")
@@ -49,15 +50,15 @@ def test_only_the_contracts_file_names_are_served(api_as: ApiAs, world: World) -
         assert client.get(f"{base}/{name}").status_code == 404, name
 
 
-def test_it_relays_valid_lines_to_the_servers_spool_once(api_as: ApiAs, world: World) -> None:
+def test_it_relays_valid_lines_to_the_servers_inbox_once(api_as: ApiAs, world: World) -> None:
     client = api_as(world.ada)
     good = spool_line(world.fleet.slug)
     first = _post(client, world, ndjson(good))
     assert first.json() == {"accepted": [good["id"]], "rejected": []}
     again = _post(client, world, ndjson(good, good))
     assert again.json() == {"accepted": [good["id"]], "rejected": []}
-    lines = _spool_file(world).read_text().splitlines()
-    assert [json.loads(line)["id"] for line in lines] == [good["id"]]
+    assert [json.loads(line)["id"] for line in _inbox_lines(world)] == [good["id"]]
+    assert not (Path(settings.CTXLAKE_SPOOL_DIR) / "mcp").exists()  # nothing on this host
     assert Activity.objects.filter(verb="spool.received", target_id=good["id"]).count() == 1
 
 
@@ -96,4 +97,4 @@ def test_spooled_secrets_are_scrubbed_before_they_are_written(api_as: ApiAs, wor
         },
     )
     assert _post(api_as(world.ada), world, ndjson(line)).json()["accepted"] == [line["id"]]
-    assert secret not in _spool_file(world).read_text()
+    assert secret not in b"".join(_inbox_lines(world)).decode()

@@ -253,3 +253,44 @@ def test_the_service_exits_when_its_home_is_deleted(live: Config, home: Path) ->
     while _pids(home) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _pids(home), "the embedder outlived its deleted home"
+
+
+def test_two_hundred_at_once_are_all_answered_and_past_max_open_one_is_told_busy(
+        live: Config, home: Path) -> None:
+    """200 concurrent requests (126 were refused before issue 29) are all answered; with
+    MAX_OPEN requests open and unfinished, the next client is refused at once with "busy",
+    and once they are gone the service answers again."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    embed_service.query_vector(home, embed.NAME, embed.DIMS, "warm")  # starts it
+    with ThreadPoolExecutor(200) as pool:
+        vectors = list(pool.map(lambda i: embed_service.query_vector(
+            home, embed.NAME, embed.DIMS, f"concurrent query {i}"), range(200)))
+    assert all(v.shape == (embed.DIMS,) for v in vectors)
+
+    path = str(embed_service.socket_path(home, embed.NAME))
+    request = json.dumps({"v": embed_service.PROTOCOL, "model": embed.NAME,
+                          "text": "one more"}).encode() + b"\n"
+    replies = []
+    for _attempt in range(5):  # the held ones expire after 1 s: a slow machine may try again
+        held = []
+        try:
+            for _ in range(embed_service.MAX_OPEN):
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect(path)
+                s.sendall(b"{")  # a request line that never ends
+                held.append(s)
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                probe.settimeout(60)
+                probe.connect(path)
+                probe.sendall(request)
+                replies.append(probe.recv(4096).split(b"\n")[0])
+        finally:
+            for s in held:
+                s.close()
+        if b"busy" in replies[-1]:
+            break
+    busy = f"busy: {embed_service.MAX_OPEN} requests are open; retry".encode()
+    assert busy in replies[-1], replies
+    assert embed_service.query_vector(home, embed.NAME, embed.DIMS, "after").shape == (
+        embed.DIMS,)

@@ -24,7 +24,7 @@ import pytest
 
 from ctxlake_site import workers
 from fleet import change_feed, leases, tokens
-from fleet.models import Agent, Fleet, Lease
+from fleet.models import Agent, Fleet, InboxEvent, Lease
 from mcp_bridge import contract, sync
 from mcp_bridge.cache import Cache
 from mcp_bridge.contract.spool import Spool, read_events
@@ -99,8 +99,8 @@ def test_it_pushes_the_spool_and_forgets_only_acknowledged_lines(host: Host) -> 
     assert [e["id"] for e in read_events(host.spool, host.fleet.slug)] == late  # kept
     rejected = (host.spool / "rejected" / f"{host.fleet.slug}.ndjson").read_text()
     assert foreign.event_id in rejected and "speaks for agent ada" in rejected
-    server_spool = Path(workers.paths.spool_dir())
-    assert [e["id"] for e in read_events(server_spool, host.fleet.slug)] == [first.event_id]
+    waiting = InboxEvent.objects.filter(fleet=host.fleet).values_list("event_id", flat=True)
+    assert [str(e) for e in waiting] == [first.event_id]  # in the server's inbox, not a file
     assert workers.drain_spool().applied == 1
     assert Lease.objects.active().get().path == "src/a.py"
 

@@ -20,6 +20,7 @@ import json
 import re
 import subprocess
 import time
+from dataclasses import replace
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
-from claims import moderation
+from claims import moderation, tallies
 from claims.models import Claim, ClaimFeedback, ClaimUse
 from ctxlake_site import workers
 from fleet.models import Agent, DeadLetter, FleetModerator, Session
@@ -218,7 +219,9 @@ def test_a_served_and_cited_claim_is_tallied_and_feedback_waits_for_a_person(
         before.status, before.text, before.contested, before.scope)
     assert (after.used_sessions, after.used_succeeded) == (1, 1)  # session 2 did not use it
     assert after.open_flags == 1  # counted against it, within the rule's bounds
-    assert after.confidence == pytest.approx(before.confidence * rule.FLAG_FACTOR, abs=1e-3)
+    flagged = rule.confidence(replace(tallies.record(before), flags=1),
+                              tallies.fleet_base_rate(after.fleet_id))
+    assert after.confidence == flagged < before.confidence
 
     page = review_page(browser, after)
     feedback = cell(page, "feedback")

@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 
 from ctxlake_site import workers
 from fleet import tokens
-from fleet.models import AppliedEvent, DeadLetter, Fleet
+from fleet.models import AppliedEvent, DeadLetter, Fleet, InboxEvent
 from mcp_bridge.contract.spool import Spool
 
 CITE = {"session_id": "s1", "message_id": "m1"}
@@ -142,3 +142,4 @@ def test_the_rest_spool_upload_refuses_each_hostile_line(
     (rejected,) = response.json()["rejected"]
     assert rejected["reason"]
     assert not (spool_dir / "mcp" / f"{fleet_a.slug}.ndjson").exists()
+    assert not InboxEvent.objects.exists()  # nor in the server's inbox

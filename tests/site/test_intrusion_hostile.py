@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 
 from ctxlake_site import workers
 from fleet import tokens
-from fleet.models import Agent, DeadLetter, Fleet, Incident
+from fleet.models import Agent, DeadLetter, Fleet, InboxEvent, Incident
 from mcp_bridge.contract import events
 from mcp_bridge.contract.spool import Refused, Spool
 
@@ -105,6 +105,7 @@ def test_the_rest_spool_upload_refuses_them(
                          content_type="application/x-ndjson")
     assert answer.status_code == 400 and answer.json()["rejected"][0]["reason"]
     assert not (spool_dir / "mcp" / f"{fleet_a.slug}.ndjson").exists()
+    assert not InboxEvent.objects.exists()  # nor in the server's inbox
 
 
 TOLD_BREAKERS: list[Any] = [

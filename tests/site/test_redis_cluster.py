@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import socket
@@ -82,6 +83,7 @@ def test_a_cluster_on_redis_drains_the_spool_and_renders_the_cache(
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        start_new_session=True,  # its own group: a kill reaches the cluster's children too
     )
     try:
         enqueue = (
@@ -107,8 +109,9 @@ def test_a_cluster_on_redis_drains_the_spool_and_renders_the_cache(
         cluster.send_signal(signal.SIGTERM)
         try:
             cluster.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            cluster.kill()
+        except subprocess.TimeoutExpired:  # a drain follower still busy: not its children
+            os.killpg(cluster.pid, signal.SIGKILL)
+            cluster.wait(timeout=10)
     assert AppliedEvent.objects.count() == 20
     assert manifest.exists(), cluster.stderr.read().decode()[-2000:] if cluster.stderr else ""
     roster = json.loads((cache_dir / "scale" / "roster.json").read_text())

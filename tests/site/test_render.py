@@ -10,6 +10,7 @@ import sys
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.utils import timezone
@@ -120,3 +121,29 @@ def test_a_render_killed_mid_write_leaves_the_previous_cache_whole(spool_dir: Pa
     assert after.keys() == before.keys()
     assert json.loads(after[contract.MANIFEST]) == json.loads(before[contract.MANIFEST])
     assert _read_snapshot(root / contract.SNAPSHOT) == 20000
+
+
+def test_every_web_host_serves_the_stored_render_with_or_without_local_files(
+    fleet_a: Fleet, ada: Agent, spool_dir: Path, settings: object, api_as: Any
+) -> None:
+    """A render lands in the database either way; the local cache dir only where asked."""
+    cache = spool_dir.parent / "cache"
+    settings.CTXLAKE_LOCAL_CACHE = False  # type: ignore[attr-defined]
+    workers.render_fleet(fleet_a)
+    assert not (cache / fleet_a.slug / contract.ROSTER).exists()
+    client = api_as(ada)
+    index = client.get(f"/api/v1/fleets/{fleet_a.slug}/cache/manifest").json()
+    assert {f["name"] for f in index["files"]} == {
+        contract.MANIFEST, contract.ROSTER, contract.HISTORY, contract.HANDOFFS,
+        contract.SNAPSHOT, contract.BRIEFING}
+    served = client.get(f"/api/v1/fleets/{fleet_a.slug}/cache/{contract.SNAPSHOT}")
+    assert served.content.startswith(b"SQLite format 3\0")
+
+    settings.CTXLAKE_LOCAL_CACHE = True  # type: ignore[attr-defined]
+    workers.render_fleet(fleet_a)
+    roster = client.get(f"/api/v1/fleets/{fleet_a.slug}/cache/{contract.ROSTER}")
+    assert (cache / fleet_a.slug / contract.ROSTER).read_bytes() == roster.content
+    etag = roster.headers["ETag"]
+    again = client.get(f"/api/v1/fleets/{fleet_a.slug}/cache/{contract.ROSTER}",
+                       HTTP_IF_NONE_MATCH=etag)
+    assert again.status_code == 304 and again.headers["ETag"] == etag

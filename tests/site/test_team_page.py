@@ -287,8 +287,9 @@ def test_it_takes_the_same_number_of_queries_for_2_and_10_agents(db: None) -> No
     assert counted[0] == counted[1], f"{counted[0]} queries for 2 agents, {counted[1]} for 10"
     # Session, user, the user's and groups' permissions; fleets; live leases, active agents,
     # open handoffs, claim counts, activity per day, claim events per day; the pipeline's
-    # dead letters, last activity, last drain and render-queued flag (docs/moderation.md).
-    assert counted == (15, 15)
+    # dead letters, last activity, last drain, render-queued flag, inbox backlog and stored
+    # render's time (docs/moderation.md).
+    assert counted == (17, 17)
 
 
 def test_it_draws_overlapping_leases_first_when_the_tree_is_capped(

@@ -10,13 +10,14 @@ confidence dips within the rule's bounds, and a moderator's dismissal restores i
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 
-from claims import contradictions, moderation, usefulness
+from claims import contradictions, moderation, tallies, usefulness
 from claims.models import Claim, ClaimFeedback, ClaimUse
 from ctxlake_site import workers
 from fleet.models import Agent, DeadLetter, Fleet, FleetModerator, Session
@@ -125,7 +126,9 @@ def test_feedback_is_a_task_that_changes_nothing_until_a_person_acts(
     assert (after.status, after.contested, after.text) == (
         before.status, before.contested, before.text)
     assert after.open_flags == 1
-    assert after.confidence == pytest.approx(before.confidence * rule.FLAG_FACTOR, abs=1e-3)
+    flagged = rule.confidence(replace(tallies.record(before), flags=1),
+                              tallies.fleet_base_rate(after.fleet_id))
+    assert after.confidence == flagged < before.confidence
 
     usefulness.resolve_feedback(fb, by=mod, resolution="dismissed", note="still right")
     assert Claim.objects.get(pk=claim.pk).confidence == before.confidence

@@ -158,6 +158,7 @@ def _pipeline_from_files() -> Check:
 def _fleet_check(f: pipeline_status.FleetPipeline, now: Any) -> Check:
     age = pipeline_status.age
     parts = [f"backlog {f.backlog_lines} line(s)"
+             + (f" ({f.inbox_lines} in the inbox)" if f.inbox_lines else "")
              + (f", oldest {age(f.backlog_oldest, now)}" if f.backlog_lines else "")]
     parts.append(f"dead letters {f.dead_letters}"
                  + (f" (newest: {f.dead_newest_reason})" if f.dead_newest_reason else ""))

@@ -1,0 +1,104 @@
+"""Each claim's terms as the bridge's FTS5 index holds them: the server's BM25 statistics.
+
+The bridge ranks with SQLite FTS5's bm25() over the snapshot; the server computes the same
+formula in SQL (claims/search.py) over rows kept here, written in the claim's own
+transaction (a claim and its terms never disagree, and no signal can be skipped):
+
+- ClaimTerm: per claim and term, its count in the text and in the subject (BM25's f);
+- Claim.lexical_length: the claim's terms over both (BM25's |d|).
+
+The collection-wide figures, N, the terms' document frequencies and the average length,
+are counted from these rows at query time over the collection being searched, exactly as
+FTS5 counts them over the snapshot's rows. Per-fleet counters kept at write time would put
+every claim write of a fleet on the same few hot rows (common terms), in an order that can
+deadlock two writes, and would have to follow every status change; counted, they cannot
+drift. docs/search.md has the measurements.
+
+Who calls what: Claim.save and ClaimQuerySet.bulk_create call `cut` then `write_terms`;
+moderation.edit_claim and redact_claim, which change text with update(), call
+`index_claims`; the `index_claims` command (and migration 0009) rebuild them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from django.db import connection, models, transaction
+
+from claims.models import Claim, ClaimTerm
+from mcp_bridge.contract import bm25
+
+assert bm25.COLUMNS == ("text", "subject"), "ClaimTerm has one count per FTS5 column"
+
+BATCH = 500  # claims tokenized and written per statement batch by `rebuild`
+# A write of this many term rows (an import, a benchmark's load, a large backfill batch)
+# analyzes ClaimTerm at once: planned without statistics (a new table; autovacuum's analyze
+# comes a minute or more later), one SciFact search ran 20 minutes instead of 50 ms.
+ANALYZE_ROWS = 20_000
+
+
+def cut(claims: Sequence[Any]) -> list[bm25.Tokens]:
+    """Each claim's terms (mcp_bridge.contract.bm25.tokens of its text and subject), its
+    lexical_length set to match (saved by the caller's insert or update)."""
+    found = bm25.tokens((c.text, c.subject) for c in claims)
+    for claim, tokens in zip(claims, found, strict=True):
+        claim.lexical_length = tokens.length
+    return found
+
+
+def write_terms(pairs: Sequence[tuple[Any, bm25.Tokens]], *,
+                term_model: type[models.Model] = ClaimTerm) -> int:
+    """Replace the ClaimTerm rows of saved claims with these terms; returns rows written.
+    `term_model` is the migration's historical model when a migration calls."""
+    if not pairs:
+        return 0
+    manager: Any = term_model._default_manager
+    with transaction.atomic(savepoint=False):
+        manager.filter(claim_id__in=[c.pk for c, _ in pairs]).delete()
+        rows = [
+            term_model(claim_id=c.pk, fleet_id=c.fleet_id, term=term,
+                       text_count=counts[0], subject_count=counts[1])
+            for c, tokens in pairs for term, counts in tokens.frequencies().items()
+        ]
+        manager.bulk_create(rows, batch_size=5000)
+        if len(rows) >= ANALYZE_ROWS:
+            with connection.cursor() as cur:
+                cur.execute(f"ANALYZE {term_model._meta.db_table}")
+    return len(rows)
+
+
+def index_claims(claims: Sequence[Any], *,
+                 term_model: type[models.Model] = ClaimTerm) -> int:
+    """(Re)build the terms and lexical_length of saved claims, e.g. after an update() of
+    their text; returns the term rows written."""
+    found = cut(claims)
+    with transaction.atomic(savepoint=False), connection.cursor() as cur:
+        cur.execute(
+            f"UPDATE {Claim._meta.db_table} AS c SET lexical_length = v.n "
+            "FROM unnest(%s::bigint[], %s::int[]) AS v(id, n) WHERE c.id = v.id",
+            [[c.pk for c in claims], [c.lexical_length for c in claims]],
+        )
+        return write_terms(list(zip(claims, found, strict=True)), term_model=term_model)
+
+
+def rebuild(claims: Iterable[Any], *, term_model: type[models.Model] = ClaimTerm,
+            progress: Callable[[int, int], None] | None = None) -> tuple[int, int]:
+    """index_claims over `claims` in batches of BATCH, each its own transaction (a long
+    backfill holds no lock for long); `progress(claims, terms)` after each batch.
+    Returns (claims, term rows) written."""
+    done = rows = 0
+    batch: list[Any] = []
+    for claim in claims:
+        batch.append(claim)
+        if len(batch) >= BATCH:
+            rows += index_claims(batch, term_model=term_model)
+            done, batch = done + len(batch), []
+            if progress:
+                progress(done, rows)
+    if batch:
+        rows += index_claims(batch, term_model=term_model)
+        done += len(batch)
+        if progress:
+            progress(done, rows)
+    return done, rows

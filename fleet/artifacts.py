@@ -1,0 +1,102 @@
+"""Rendered cache files in Postgres: what every web host serves, whichever worker rendered.
+
+A render (ctxlake_site.workers) hands its files' bytes to `publish`, inside the render's
+transaction: each body is stored once per content (sha256, which is also its ETag) and
+the fleet's heads — the latest render of each file name — move together when that
+transaction commits. `latest` and `listing` are what `GET cache/*` reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import F
+
+from fleet.models import CacheArtifact, CacheHead, Fleet, etag_for
+
+#: Renders kept per fleet and file name, the latest included; older ones are deleted by
+#: the render that makes them older. A few, so a slow reader's previous file outlives the
+#: next render or two; the latest is all that is served.
+RENDERS_KEPT = 3
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One file of a fleet's latest render, without its body."""
+
+    name: str
+    size: int
+    etag: str
+    rendered_at: datetime
+
+
+def publish(fleet: Fleet, files: Mapping[str, bytes], *, at: datetime) -> None:
+    """Make `files` (name → bytes) the fleet's latest render; drop names not in it.
+
+    Call inside the render's transaction (which holds the fleet's render lock): the heads
+    move at its COMMIT, all at once, so a web host serves the old set or the new one.
+    """
+    for name, body in files.items():
+        sha = hashlib.sha256(body).hexdigest()
+        artifact, created = CacheArtifact.objects.get_or_create(
+            fleet=fleet, name=name, sha256=sha, defaults={"size": len(body), "body": body}
+        )
+        if not created:  # the same bytes again: make it the newest, so pruning keeps it
+            CacheArtifact.objects.filter(pk=artifact.pk).update(created_at=at)
+        CacheHead.objects.update_or_create(
+            fleet=fleet, name=name, defaults={"artifact": artifact, "rendered_at": at}
+        )
+    CacheHead.objects.filter(fleet=fleet).exclude(name__in=list(files)).delete()
+    prune(fleet)
+
+
+def prune(fleet: Fleet) -> int:
+    """Delete the fleet's artifacts past the newest RENDERS_KEPT per name, the head counted
+    and never deleted, and every old one of a name no longer rendered; how many went."""
+    heads = dict(CacheHead.objects.filter(fleet=fleet).values_list("name", "artifact_id"))
+    older: dict[str, int] = {}
+    stale: list[int] = []
+    for pk, name in (
+        CacheArtifact.objects.filter(fleet=fleet)
+        .order_by("name", F("created_at").desc(), "-id")
+        .values_list("pk", "name")
+    ):
+        if pk == heads.get(name):
+            continue
+        older[name] = older.get(name, 0) + 1
+        if name not in heads or older[name] >= RENDERS_KEPT:
+            stale.append(pk)
+    return CacheArtifact.objects.filter(pk__in=stale).delete()[0] if stale else 0
+
+
+def listing(fleet: Fleet) -> list[Listed]:
+    """The fleet's latest render, file by file (no bodies read)."""
+    rows = (
+        CacheHead.objects.filter(fleet=fleet)
+        .order_by("name")
+        .values_list("name", "artifact__size", "artifact__sha256", "rendered_at")
+    )
+    return [Listed(name, size, etag_for(sha), at) for name, size, sha, at in rows]
+
+
+def etag(fleet: Fleet, name: str) -> str | None:
+    """The ETag of the latest render of `name`, or None (never rendered, or not any more)."""
+    sha = (
+        CacheHead.objects.filter(fleet=fleet, name=name)
+        .values_list("artifact__sha256", flat=True)
+        .first()
+    )
+    return None if sha is None else etag_for(sha)
+
+
+def latest(fleet: Fleet, name: str) -> tuple[str, bytes] | None:
+    """(ETag, body) of the latest render of `name`, read in one query, or None."""
+    row = (
+        CacheHead.objects.filter(fleet=fleet, name=name)
+        .values_list("artifact__sha256", "artifact__body")
+        .first()
+    )
+    return None if row is None else (etag_for(row[0]), bytes(row[1]))

@@ -1,0 +1,44 @@
+"""Renders stored in the database: content-addressed, one head per name, old ones pruned."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from fleet import artifacts
+from fleet.models import CacheArtifact, CacheHead, Fleet
+
+
+def test_the_head_moves_and_the_etag_is_the_contents(fleet_a: Fleet) -> None:
+    now = timezone.now()
+    artifacts.publish(fleet_a, {"roster.json": b"one"}, at=now)
+    first = artifacts.etag(fleet_a, "roster.json")
+    artifacts.publish(fleet_a, {"roster.json": b"two"}, at=now + timedelta(seconds=1))
+    second = artifacts.latest(fleet_a, "roster.json")
+    assert second is not None and second[1] == b"two" and second[0] != first
+    artifacts.publish(fleet_a, {"roster.json": b"one"}, at=now + timedelta(seconds=2))
+    assert artifacts.etag(fleet_a, "roster.json") == first  # same bytes, same ETag, one row
+    assert CacheArtifact.objects.filter(fleet=fleet_a).count() == 2
+
+
+def test_it_keeps_the_last_few_renders_per_name(fleet_a: Fleet) -> None:
+    now = timezone.now()
+    for i in range(artifacts.RENDERS_KEPT + 3):
+        artifacts.publish(fleet_a, {"roster.json": b"r%d" % i, "briefing.md": b"b%d" % i},
+                          at=now + timedelta(seconds=i))
+    for name in ("roster.json", "briefing.md"):
+        kept = CacheArtifact.objects.filter(fleet=fleet_a, name=name)
+        assert kept.count() == artifacts.RENDERS_KEPT
+    latest = artifacts.latest(fleet_a, "roster.json")
+    assert latest is not None and latest[1] == b"r%d" % (artifacts.RENDERS_KEPT + 2)
+
+
+def test_a_file_no_longer_rendered_is_no_longer_served(fleet_a: Fleet) -> None:
+    now = timezone.now()
+    artifacts.publish(fleet_a, {"snapshot.sqlite": b"s", "roster.json": b"r"}, at=now)
+    artifacts.publish(fleet_a, {"roster.json": b"r2"}, at=now + timedelta(seconds=1))
+    assert artifacts.latest(fleet_a, "snapshot.sqlite") is None
+    assert [f.name for f in artifacts.listing(fleet_a)] == ["roster.json"]
+    assert not CacheArtifact.objects.filter(name="snapshot.sqlite").exists()
+    assert CacheHead.objects.filter(fleet=fleet_a).count() == 1
