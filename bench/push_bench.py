@@ -41,7 +41,7 @@ from django.core.management import call_command  # noqa: E402
 
 from ctxlake_site import workers  # noqa: E402
 from fleet import change_feed, tokens  # noqa: E402
-from fleet.models import Agent, Fleet  # noqa: E402
+from fleet.models import Agent, CacheHead, Fleet  # noqa: E402
 
 Call = Callable[[int], tuple[str, str, bytes | None]]
 
@@ -166,6 +166,9 @@ def main() -> None:
                 server.terminate()
                 server.wait(10)
     finally:
+        # heads first: CacheHead → CacheArtifact is PROTECT, and a fleet's delete
+        # collects both (a ProtectedError on main as of 2026-12-04)
+        CacheHead.objects.filter(fleet=fleet).delete()
         fleet.delete()
 
 
