@@ -23,10 +23,13 @@ tokens `cach bust`, next to each other in one column.
 from __future__ import annotations
 
 import math
-import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # sqlite3 loads on first use: a bridge imports nothing heavy before its
+    import sqlite3  # first frame (test_isolation.py)
 
 TOKENIZE = "porter unicode61 remove_diacritics 2"  # the snapshot's claims_fts tokenizer
 COLUMNS = ("text", "subject")  # claims_fts's columns, in order
@@ -80,6 +83,8 @@ def _db() -> sqlite3.Connection:
     """This thread's scratch database: an FTS5 table with the snapshot's tokenizer."""
     db: sqlite3.Connection | None = getattr(_local, "db", None)
     if db is None:
+        import sqlite3
+
         db = sqlite3.connect(":memory:")
         columns = ", ".join(COLUMNS)
         db.execute(f"CREATE VIRTUAL TABLE scratch USING fts5({columns}, tokenize='{TOKENIZE}')")
