@@ -848,7 +848,9 @@ class CacheHead(models.Model):
 
     fleet = models.ForeignKey(Fleet, on_delete=models.CASCADE, related_name="cache_heads")
     name = models.CharField(max_length=64)
-    artifact = models.ForeignKey(CacheArtifact, on_delete=models.PROTECT, related_name="+")
+    # RESTRICT, not PROTECT: an artifact a head points at is never pruned on its own, yet
+    # deleting the fleet deletes both (PROTECT refused that: ProtectedError).
+    artifact = models.ForeignKey(CacheArtifact, on_delete=models.RESTRICT, related_name="+")
     rendered_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -42,3 +42,16 @@ def test_a_file_no_longer_rendered_is_no_longer_served(fleet_a: Fleet) -> None:
     assert [f.name for f in artifacts.listing(fleet_a)] == ["roster.json"]
     assert not CacheArtifact.objects.filter(name="snapshot.sqlite").exists()
     assert CacheHead.objects.filter(fleet=fleet_a).count() == 1
+
+
+def test_a_fleet_with_stored_renders_can_be_deleted_but_a_served_render_cannot_alone(
+        fleet_a: Fleet) -> None:
+    import pytest
+    from django.db.models import RestrictedError
+
+    artifacts.publish(fleet_a, {"roster.json": b"r"}, at=timezone.now())
+    served = CacheHead.objects.get(fleet=fleet_a).artifact
+    with pytest.raises(RestrictedError):
+        served.delete()
+    fleet_a.delete()
+    assert not CacheArtifact.objects.exists() and not CacheHead.objects.exists()
