@@ -178,7 +178,8 @@ def main() -> None:
                   f"  {r['full_bytes'] / 1e6:9.1f} MB  {r['full_secs']:5.2f}"
                   f"  {r['delta_bytes'] / 1e6:9.2f} MB  {r['delta_secs']:5.2f}"
                   f"  {r['full_bytes'] / max(1, r['delta_bytes']):5.0f}x"
-                  f"  {r['seal_secs']:14.2f}  {r['diff_secs']:6.2f}  {r['index_bytes'] / 1e6:.1f} MB",
+                  f"  {r['seal_secs']:14.2f}  {r['diff_secs']:6.2f}"
+                  f"  {r['index_bytes'] / 1e6:.1f} MB",
                   flush=True)
 
 

@@ -236,6 +236,7 @@ def _pull_delta(remote: Remote, path: Path, report: PullReport) -> bool:
     digest before COMMIT (mcp_bridge.contract.delta.apply): a refused or torn one leaves
     the snapshot as it was, and the full download that follows replaces it.
     """
+    _settle_journal(path)  # a delta killed mid-way: roll it back first
     version = delta.version_of(path) if path.exists() else None
     if version is None:
         return False
@@ -264,8 +265,10 @@ def _pull_delta(remote: Remote, path: Path, report: PullReport) -> bool:
 
 
 def _settle_journal(path: Path) -> None:
-    """Before a new snapshot is renamed over `path`: roll back a hot journal a killed delta
-    left beside it, so the journal can never be replayed onto the new file."""
+    """Roll back the hot journal a delta killed mid-way left beside `path`: before the next
+    delta, and before a new snapshot is renamed over it (so the journal can never be
+    replayed onto the new file). Until then the bridge's read-only connection cannot open
+    the snapshot and says so; it never reads the half-written rows."""
     journal = path.with_name(path.name + "-journal")
     if not journal.exists():
         return

@@ -13,6 +13,8 @@ import hashlib
 import json
 import shutil
 import sqlite3
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -20,10 +22,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mcp_bridge import contract
+from mcp_bridge import contract, sync
+from mcp_bridge.cache import Cache
 from mcp_bridge.contract import delta, embed
 from mcp_bridge.snapshot import Snapshot
 from mcp_bridge.testing import synthetic_claims, write_snapshot
+from tests.mcp_bridge.stdio import ROOT
 
 FLEET = "acme"
 QUERIES = ("retry cache invalidation", "database migration", "deploy rollback timeout",
@@ -219,3 +223,38 @@ def test_a_reader_sees_the_old_snapshot_or_the_new_one_never_a_mix(
     assert seen[0][1] == old[0] and seen[-1][1] == new[len(QUERIES) - 1]
     assert all(answer in (old[i], new[i]) for i, answer in seen)
     assert all(old[i] != new[i] for i in range(len(QUERIES)))  # the test can tell them apart
+
+
+def test_a_delta_killed_before_commit_is_rolled_back_by_the_next_sync(
+        renders: dict[str, Any]) -> None:
+    """The writer dies mid-transaction (pages spilled to the file): the bridge cannot read
+    the snapshot meanwhile (a note, never half a delta), and sync's next pass rolls the
+    journal back to the old snapshot, whole."""
+    before = _tables(renders["host"])
+    code = (
+        "import os, sys, json, sqlite3\n"
+        "from pathlib import Path\n"
+        "from mcp_bridge.contract import delta\n"
+        "real = delta._apply\n"
+        "def dying(db, d, fleet):\n"
+        "    db.execute('PRAGMA cache_size = 1')\n"
+        "    real(db, d, fleet)\n"
+        "    os._exit(9)\n"
+        "delta._apply = dying\n"
+        "d = json.loads(Path(sys.argv[2]).read_text())\n"
+        "delta.apply(Path(sys.argv[1]), d, fleet=sys.argv[3])\n"
+    )
+    wire = renders["host"].with_name("delta.json")
+    wire.write_bytes(delta.encode(renders["delta"]))
+    done = subprocess.run([sys.executable, "-c", code, str(renders["host"]), str(wire), FLEET],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 9, done.stderr
+    journal = renders["host"].with_name(contract.SNAPSHOT + "-journal")
+    assert journal.exists()
+    read = Cache(renders["host"].parent, fleet=FLEET).snapshot()
+    assert read.value is None and "unreadable" in (read.note or "")
+    sync._settle_journal(renders["host"])
+    assert not journal.exists()
+    assert _tables(renders["host"]) == before
+    delta.apply(renders["host"], renders["delta"], fleet=FLEET)  # and the delta still applies
+    assert _tables(renders["host"]) == _tables(renders["v2"])
