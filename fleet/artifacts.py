@@ -18,6 +18,7 @@ from pathlib import Path
 from django.db.models import F
 
 from fleet.models import CacheArtifact, CacheHead, Fleet, SnapshotDelta, etag_for
+from mcp_bridge import contract
 from mcp_bridge.contract import delta
 
 #: Renders kept per fleet and file name, the latest included; older ones are deleted by
@@ -28,6 +29,9 @@ RENDERS_KEPT = 3
 #: snapshot. At one render every few seconds under load, ~50 cover a few minutes offline;
 #: each is the size of its change, so keeping them is cheap.
 DELTAS_KEPT = 50
+#: A delta larger than this share of the whole snapshot is not served: the host downloads
+#: the snapshot instead (fewer bytes, and one rename instead of a long transaction).
+DELTA_MAX_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -150,6 +154,9 @@ def snapshot_delta(fleet: Fleet, since: int) -> bytes | None:
             [(None, since, b"x")] + chain[:-1], chain, strict=True)
     ):
         return None
-    if len(chain) == 1:
-        return bytes(chain[0][2])
-    return delta.encode(delta.merge([json.loads(bytes(body)) for _, _, body in chain]))
+    body = bytes(chain[0][2]) if len(chain) == 1 else delta.encode(
+        delta.merge([json.loads(bytes(body)) for _, _, body in chain]))
+    full = CacheHead.objects.filter(fleet=fleet, name=contract.SNAPSHOT).values_list(
+        "artifact__size", flat=True).first()
+    # a change to most claims (a re-embedding) is cheaper to download whole than to apply
+    return None if full is None or len(body) > full * DELTA_MAX_SHARE else body

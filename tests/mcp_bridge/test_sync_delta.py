@@ -184,3 +184,14 @@ def test_the_delta_endpoint_answers_304_when_current_and_404_for_unknown_version
         server.open("cache/delta?since=7")
     with pytest.raises(sync.ServerDown):  # 400
         server.open("cache/delta?since=-1")
+
+
+def test_a_change_to_most_claims_is_downloaded_whole(server: sync.Remote,
+                                                     tmp_path: Path) -> None:
+    sync.pull(server, tmp_path / "host")
+    fleet = Fleet.objects.get(slug=server.fleet)
+    for claim in Claim.objects.filter(fleet=fleet):  # as a re-embedding would
+        Claim.objects.filter(pk=claim.pk).update(embedding=_vector(claim.number + 1000))
+    workers.render_fleet(fleet)
+    report = sync.pull(server, tmp_path / "host")
+    assert contract.SNAPSHOT in report.changed and not report.delta and not report.notes
