@@ -55,10 +55,24 @@ def _wire(value: Any) -> Any:
     return value
 
 
+_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def row_hash(table: str, row: Iterable[Any]) -> int:
-    """The hash of one row (rowid first), the same on the server and on a host."""
-    text = json.dumps([table, *map(_wire, row)], separators=(",", ":"), ensure_ascii=False)
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:16], "big")
+    """The hash of one row (rowid first), the same on the server and on a host.
+
+    sha256 over the compact JSON of [table, *values] with each BLOB written as {"$n": its
+    length}, then the BLOBs' bytes in column order (hashing raw bytes, not base64, is a
+    third of a seal's time at 100k vectors); the first 16 bytes, big-endian.
+    """
+    values = list(row)
+    blobs = [v for v in values if isinstance(v, bytes)]
+    text = _ENCODER.encode([table, *({"$n": len(v)} if isinstance(v, bytes) else v
+                                     for v in values)])
+    h = hashlib.sha256(text.encode())
+    for blob in blobs:
+        h.update(blob)
+    return int.from_bytes(h.digest()[:16], "big")
 
 
 def digest_of(index: Index) -> str:
