@@ -124,7 +124,6 @@ class CacheViewSet(FleetViewSet):
             return HttpResponse(status=status.HTTP_304_NOT_MODIFIED, headers=headers)
         return HttpResponse(body, content_type=CONTENT_TYPES[name], headers=headers)
 
-
     @extend_schema(
         summary="The snapshot's changes since a version the host holds (one merged delta)",
         description=(

@@ -149,11 +149,11 @@ def snapshot_delta(fleet: Fleet, since: int) -> bytes | None:
     if not chain:
         latest = SnapshotDelta.objects.filter(fleet=fleet, version=since).exists()
         return b"" if latest else None
-    if chain[0][0] != since or any(
-        not body or base != before for (_, before, _), (base, _, body) in zip(
-            [(None, since, b"x")] + chain[:-1], chain, strict=True)
-    ):
-        return None
+    expected = since
+    for base, version, body in chain:  # each must start where the one before ended
+        if base != expected or not body:
+            return None
+        expected = version
     body = bytes(chain[0][2]) if len(chain) == 1 else delta.encode(
         delta.merge([json.loads(bytes(body)) for _, _, body in chain]))
     full = CacheHead.objects.filter(fleet=fleet, name=contract.SNAPSHOT).values_list(

@@ -250,7 +250,7 @@ def _pull_delta(remote: Remote, path: Path, report: PullReport) -> bool:
         body = response.read(MAX_DELTA_BYTES + 1)
         expected = response.headers.get("Content-Length")
     report.fetched_bytes += len(body)
-    if len(body) > MAX_DELTA_BYTES or (expected is not None and len(body) != int(expected)):
+    if len(body) > MAX_DELTA_BYTES or (expected or str(len(body))) != str(len(body)):
         report.notes.append(f"delta of {len(body)} bytes cut short or too big; downloading whole")
         return False
     try:
@@ -470,7 +470,9 @@ def _summary(pushed: PushReport, pulled: PullReport) -> str:
     return (f"ctxlake sync: pushed {pushed.acknowledged}/{pushed.sent} event(s)"
             f"{f', {len(pushed.rejected)} rejected' if pushed.rejected else ''}; pulled "
             f"{', '.join(pulled.changed) or 'nothing new'}"
-            f"{'; removed ' + ', '.join(pulled.removed) if pulled.removed else ''}")
+            f"{' (the snapshot by a delta)' if pulled.delta else ''}"
+            f"{'; removed ' + ', '.join(pulled.removed) if pulled.removed else ''}"
+            f"{''.join('; ' + note for note in pulled.notes)}")
 
 
 def remotes_dir() -> Path:
