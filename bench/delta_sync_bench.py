@@ -49,26 +49,43 @@ def _change(v1: Path, v2: Path, n: int) -> int:
     db = sqlite3.connect(v2)
     rng = np.random.default_rng(11)
     picks = rng.choice(np.arange(1, n + 1), size=max(3, n // 100 * 3 // 4), replace=False)
-    edited, retired = picks[: len(picks) * 2 // 3], picks[len(picks) * 2 // 3:]
+    edited, retired = picks[: len(picks) * 2 // 3], picks[len(picks) * 2 // 3 :]
     for rowid in edited.tolist():
-        db.execute("UPDATE claims SET text = text || ' (edited)', confidence = 0.5 "
-                   "WHERE rowid = ?", (rowid,))
+        db.execute(
+            "UPDATE claims SET text = text || ' (edited)', confidence = 0.5 WHERE rowid = ?",
+            (rowid,),
+        )
         v = rng.standard_normal(embed.DIMS).astype("<f4")
-        db.execute("UPDATE embeddings SET vector = ? WHERE rowid = ?",
-                   ((v / np.linalg.norm(v)).astype("<f4").tobytes(), rowid))
+        db.execute(
+            "UPDATE embeddings SET vector = ? WHERE rowid = ?",
+            ((v / np.linalg.norm(v)).astype("<f4").tobytes(), rowid),
+        )
     marks = ",".join("?" * len(retired))
     db.execute(f"DELETE FROM embeddings WHERE rowid IN ({marks})", retired.tolist())
     db.execute(f"DELETE FROM claims WHERE rowid IN ({marks})", retired.tolist())
     added = synthetic_claims(max(1, n // 400), seed=99)
     for i, c in enumerate(added, start=n + 1):
-        db.execute("INSERT INTO claims (rowid, id, text, type, subject, scope, status, "
-                   "confidence, independent_sessions, created_at, promoted_at) VALUES "
-                   "(?, ?, ?, ?, ?, 'fleet', 'promoted', ?, ?, ?, ?)",
-                   (i, f"cc-{i}", c["text"], c["type"], c["subject"], c["confidence"],
-                    c["independent_sessions"], c["created_at"], c["promoted_at"]))
+        db.execute(
+            "INSERT INTO claims (rowid, id, text, type, subject, scope, status, "
+            "confidence, independent_sessions, created_at, promoted_at) VALUES "
+            "(?, ?, ?, ?, ?, 'fleet', 'promoted', ?, ?, ?, ?)",
+            (
+                i,
+                f"cc-{i}",
+                c["text"],
+                c["type"],
+                c["subject"],
+                c["confidence"],
+                c["independent_sessions"],
+                c["created_at"],
+                c["promoted_at"],
+            ),
+        )
         v = rng.standard_normal(embed.DIMS).astype("<f4")
-        db.execute("INSERT INTO embeddings VALUES (?, ?)",
-                   (i, (v / np.linalg.norm(v)).astype("<f4").tobytes()))
+        db.execute(
+            "INSERT INTO embeddings VALUES (?, ?)",
+            (i, (v / np.linalg.norm(v)).astype("<f4").tobytes()),
+        )
     db.execute(contract.SNAPSHOT_FTS_REBUILD)
     db.commit()
     db.execute("VACUUM")
@@ -89,8 +106,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         files = self.server.files
         if tail == "cache/manifest":
             listing = [{"name": k, "etag": _etag(v), "size": len(v)} for k, v in files.items()]
-            body = json.dumps({"manifest": json.loads(files[contract.MANIFEST]),
-                               "files": listing, "note": ""}).encode()
+            body = json.dumps(
+                {"manifest": json.loads(files[contract.MANIFEST]), "files": listing, "note": ""}
+            ).encode()
         elif tail.startswith("cache/delta?since="):
             body = self.server.delta_body
         else:
@@ -110,10 +128,16 @@ def _etag(body: bytes) -> str:
 
 def _serve(snapshot: Path, delta_body: bytes) -> _Server:
     server = _Server(("127.0.0.1", 0), _Handler)
-    manifest = {"format_version": contract.FORMAT_VERSION, "fleet": FLEET,
-                "memory_mode": "live", "embedder": {"name": embed.NAME, "dims": embed.DIMS}}
-    server.files = {contract.SNAPSHOT: snapshot.read_bytes(),
-                    contract.MANIFEST: json.dumps(manifest).encode()}
+    manifest = {
+        "format_version": contract.FORMAT_VERSION,
+        "fleet": FLEET,
+        "memory_mode": "live",
+        "embedder": {"name": embed.NAME, "dims": embed.DIMS},
+    }
+    server.files = {
+        contract.SNAPSHOT: snapshot.read_bytes(),
+        contract.MANIFEST: json.dumps(manifest).encode(),
+    }
     server.delta_body = delta_body
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
@@ -128,8 +152,16 @@ def _timed_pull(remote: sync.Remote, cache: Path) -> tuple[sync.PullReport, floa
 def run(n: int, work: Path) -> dict[str, Any]:
     v1, v2 = work / f"v1-{n}.sqlite", work / f"v2-{n}.sqlite"
     claims = synthetic_claims(n, seed=5)
-    timeline = [{"subject": c["subject"], "at": c["promoted_at"], "kind": "promoted",
-                 "claim_id": c["id"], "summary": c["text"]} for c in claims]
+    timeline = [
+        {
+            "subject": c["subject"],
+            "at": c["promoted_at"],
+            "kind": "promoted",
+            "claim_id": c["id"],
+            "summary": c["text"],
+        }
+        for c in claims
+    ]
     write_snapshot(v1, FLEET, claims, vectors="random", timeline=timeline)
     index1 = delta.seal(v1, version=1)
     changed = _change(v1, v2, n)
@@ -157,30 +189,44 @@ def run(n: int, work: Path) -> dict[str, Any]:
     for s in snaps:
         s.close()
     os.sync()
-    return {"claims": n, "changed_rows": changed, "snapshot_bytes": v2.stat().st_size,
-            "delta_bytes": by_delta.fetched_bytes, "full_bytes": full.fetched_bytes,
-            "delta_secs": delta_secs, "full_secs": full_secs, "seal_secs": sealed,
-            "diff_secs": diffed, "index_bytes": len(packed)}
+    return {
+        "claims": n,
+        "changed_rows": changed,
+        "snapshot_bytes": v2.stat().st_size,
+        "delta_bytes": by_delta.fetched_bytes,
+        "full_bytes": full.fetched_bytes,
+        "delta_secs": delta_secs,
+        "full_secs": full_secs,
+        "seal_secs": sealed,
+        "diff_secs": diffed,
+        "index_bytes": len(packed),
+    }
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     a = p.parse_args()
-    print(f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M}Z, load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}, {os.cpu_count()} CPUs")
-    print("claims  changed  snapshot     full: bytes   secs   delta: bytes   secs   ratio  "
-          "server: seal s  diff s  index")
+    print(
+        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M}Z, load average "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}, {os.cpu_count()} CPUs"
+    )
+    print(
+        "claims  changed  snapshot     full: bytes   secs   delta: bytes   secs   ratio  "
+        "server: seal s  diff s  index"
+    )
     with tempfile.TemporaryDirectory(prefix="delta-bench-") as tmp:
         for n in a.sizes:
             r = run(n, Path(tmp))
-            print(f"{r['claims']:>6}  {r['changed_rows']:>7}  {r['snapshot_bytes'] / 1e6:6.1f} MB"
-                  f"  {r['full_bytes'] / 1e6:9.1f} MB  {r['full_secs']:5.2f}"
-                  f"  {r['delta_bytes'] / 1e6:9.2f} MB  {r['delta_secs']:5.2f}"
-                  f"  {r['full_bytes'] / max(1, r['delta_bytes']):5.0f}x"
-                  f"  {r['seal_secs']:14.2f}  {r['diff_secs']:6.2f}"
-                  f"  {r['index_bytes'] / 1e6:.1f} MB",
-                  flush=True)
+            print(
+                f"{r['claims']:>6}  {r['changed_rows']:>7}  {r['snapshot_bytes'] / 1e6:6.1f} MB"
+                f"  {r['full_bytes'] / 1e6:9.1f} MB  {r['full_secs']:5.2f}"
+                f"  {r['delta_bytes'] / 1e6:9.2f} MB  {r['delta_secs']:5.2f}"
+                f"  {r['full_bytes'] / max(1, r['delta_bytes']):5.0f}x"
+                f"  {r['seal_secs']:14.2f}  {r['diff_secs']:6.2f}"
+                f"  {r['index_bytes'] / 1e6:.1f} MB",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

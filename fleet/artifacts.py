@@ -127,9 +127,14 @@ def record_snapshot(fleet: Fleet, path: Path) -> int:
     if prev is not None and prev.index:
         old = delta.unpack_index(bytes(prev.index))
         body = delta.encode(delta.diff(old, index, path, base=prev.version, version=version))
-    SnapshotDelta.objects.create(fleet=fleet, version=version, base=prev.version if prev else None,
-                                 body=body, digest=delta.digest_of(index),
-                                 index=delta.pack_index(index))
+    SnapshotDelta.objects.create(
+        fleet=fleet,
+        version=version,
+        base=prev.version if prev else None,
+        body=body,
+        digest=delta.digest_of(index),
+        index=delta.pack_index(index),
+    )
     if prev is not None:
         SnapshotDelta.objects.filter(pk=prev.pk).update(index=b"")  # the newest diffs on
     keep = version - DELTAS_KEPT
@@ -154,9 +159,15 @@ def snapshot_delta(fleet: Fleet, since: int) -> bytes | None:
         if base != expected or not body:
             return None
         expected = version
-    body = bytes(chain[0][2]) if len(chain) == 1 else delta.encode(
-        delta.merge([json.loads(bytes(body)) for _, _, body in chain]))
-    full = CacheHead.objects.filter(fleet=fleet, name=contract.SNAPSHOT).values_list(
-        "artifact__size", flat=True).first()
+    body = (
+        bytes(chain[0][2])
+        if len(chain) == 1
+        else delta.encode(delta.merge([json.loads(bytes(body)) for _, _, body in chain]))
+    )
+    full = (
+        CacheHead.objects.filter(fleet=fleet, name=contract.SNAPSHOT)
+        .values_list("artifact__size", flat=True)
+        .first()
+    )
     # a change to most claims (a re-embedding) is cheaper to download whole than to apply
     return None if full is None or len(body) > full * DELTA_MAX_SHARE else body

@@ -48,6 +48,7 @@ class Refused(Exception):
 
 # -- hashing ---------------------------------------------------------------------------------
 
+
 def _wire(value: Any) -> Any:
     """A column value as JSON carries it: bytes as {"$b": base64}, the rest as is."""
     if isinstance(value, bytes):
@@ -67,8 +68,9 @@ def row_hash(table: str, row: Iterable[Any]) -> int:
     """
     values = list(row)
     blobs = [v for v in values if isinstance(v, bytes)]
-    text = _ENCODER.encode([table, *({"$n": len(v)} if isinstance(v, bytes) else v
-                                     for v in values)])
+    text = _ENCODER.encode(
+        [table, *({"$n": len(v)} if isinstance(v, bytes) else v for v in values)]
+    )
     h = hashlib.sha256(text.encode())
     for blob in blobs:
         h.update(blob)
@@ -84,19 +86,23 @@ def _columns(db: sqlite3.Connection, table: str) -> list[str]:
 
 
 def build_index(db: sqlite3.Connection) -> Index:
-    return {t: {row[0]: row_hash(t, row) for row in db.execute(f"SELECT * FROM {t}")}
-            for t in TABLES}
+    return {
+        t: {row[0]: row_hash(t, row) for row in db.execute(f"SELECT * FROM {t}")} for t in TABLES
+    }
 
 
 # -- the server: seal, diff, merge -----------------------------------------------------------
+
 
 def seal(path: Path, *, version: int) -> Index:
     """Stamp a freshly rendered snapshot with its version and rows digest; its row index."""
     db = sqlite3.connect(path)
     try:
         index = build_index(db)
-        db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                       [(META_VERSION, str(version)), (META_DIGEST, digest_of(index))])
+        db.executemany(
+            "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+            [(META_VERSION, str(version)), (META_DIGEST, digest_of(index))],
+        )
         db.commit()
     finally:
         db.close()
@@ -111,22 +117,31 @@ def diff(old: Index, new: Index, path: Path, *, base: int, version: int) -> dict
         for t in TABLES:
             before, after = old.get(t, {}), new[t]
             changed = sorted(r for r, h in after.items() if before.get(r) != h)
-            tables[t] = {"columns": _columns(db, t), "upsert": [
-                [_wire(v) for v in row] for row in _rows(db, t, changed)],
-                "delete": sorted(set(before) - set(after))}
+            tables[t] = {
+                "columns": _columns(db, t),
+                "upsert": [[_wire(v) for v in row] for row in _rows(db, t, changed)],
+                "delete": sorted(set(before) - set(after)),
+            }
         meta = db.execute("SELECT key, value FROM meta ORDER BY key").fetchall()
     finally:
         db.close()
-    return {"kind": DELTA_KIND, "base": base, "version": version, "digest": digest_of(new),
-            "meta": [list(m) for m in meta], "tables": tables}
+    return {
+        "kind": DELTA_KIND,
+        "base": base,
+        "version": version,
+        "digest": digest_of(new),
+        "meta": [list(m) for m in meta],
+        "tables": tables,
+    }
 
 
 def _rows(db: sqlite3.Connection, table: str, rowids: list[int]) -> Iterator[tuple[Any, ...]]:
     for i in range(0, len(rowids), 500):
-        chunk = rowids[i:i + 500]
+        chunk = rowids[i : i + 500]
         marks = ",".join("?" * len(chunk))
-        yield from db.execute(f"SELECT * FROM {table} WHERE rowid IN ({marks}) ORDER BY rowid",
-                              chunk)
+        yield from db.execute(
+            f"SELECT * FROM {table} WHERE rowid IN ({marks}) ORDER BY rowid", chunk
+        )
 
 
 def merge(chain: list[dict[str, Any]]) -> dict[str, Any]:
@@ -141,9 +156,11 @@ def merge(chain: list[dict[str, Any]]) -> dict[str, Any]:
             rows.update(dict.fromkeys(merged["tables"][t]["delete"]))
             rows.update(dict.fromkeys(step["tables"][t]["delete"]))
             rows.update({r[0]: r for r in step["tables"][t]["upsert"]})
-            tables[t] = {"columns": step["tables"][t]["columns"],
-                         "upsert": [r for _, r in sorted(rows.items()) if r is not None],
-                         "delete": sorted(k for k, r in rows.items() if r is None)}
+            tables[t] = {
+                "columns": step["tables"][t]["columns"],
+                "upsert": [r for _, r in sorted(rows.items()) if r is not None],
+                "delete": sorted(k for k, r in rows.items() if r is None),
+            }
         merged = {**step, "base": merged["base"], "tables": tables}
     return merged
 
@@ -170,13 +187,16 @@ def unpack_index(data: bytes) -> Index:
         (n,) = struct.unpack_from("<I", data, at)
         rowids = struct.unpack_from(f"<{n}q", data, at + 4)
         at += 4 + 8 * n
-        index[t] = {r: int.from_bytes(data[at + 16 * i: at + 16 * (i + 1)], "big")
-                    for i, r in enumerate(rowids)}
+        index[t] = {
+            r: int.from_bytes(data[at + 16 * i : at + 16 * (i + 1)], "big")
+            for i, r in enumerate(rowids)
+        }
         at += 16 * n
     return index
 
 
 # -- a host: check, then apply in one transaction --------------------------------------------
+
 
 def decode(body: bytes) -> dict[str, Any]:
     """The delta JSON, shape-checked (values are checked by `apply` against the table)."""
@@ -194,8 +214,13 @@ def decode(body: bytes) -> dict[str, Any]:
     if not isinstance(delta.get("digest"), str) or len(delta["digest"]) != 32:
         raise Refused("bad digest")
     meta = delta.get("meta")
-    if not isinstance(meta, list) or not 0 < len(meta) <= MAX_META or not all(
-            isinstance(m, list) and len(m) == 2 and all(_is_text(x) for x in m) for m in meta):
+    if (
+        not isinstance(meta, list)
+        or not 0 < len(meta) <= MAX_META
+        or not all(
+            isinstance(m, list) and len(m) == 2 and all(_is_text(x) for x in m) for m in meta
+        )
+    ):
         raise Refused("bad meta")
     tables = delta.get("tables")
     if not isinstance(tables, dict) or set(tables) != set(TABLES):
@@ -203,8 +228,9 @@ def decode(body: bytes) -> dict[str, Any]:
     for t in TABLES:
         part = tables[t]
         if not isinstance(part, dict) or not all(
-                isinstance(part.get(k), list) and len(part[k]) <= MAX_ROWS
-                for k in ("columns", "upsert", "delete")):
+            isinstance(part.get(k), list) and len(part[k]) <= MAX_ROWS
+            for k in ("columns", "upsert", "delete")
+        ):
             raise Refused(f"bad {t}")
         if not all(_is_rowid(r) for r in part["delete"]):
             raise Refused(f"bad rowid in {t}.delete")
@@ -229,8 +255,12 @@ def _value(v: Any) -> Any:
         return v
     if isinstance(v, float) and math.isfinite(v):
         return v
-    if isinstance(v, dict) and set(v) == {"$b"} and isinstance(v["$b"], str) \
-            and len(v["$b"]) <= MAX_BLOB_BYTES * 4 // 3 + 4:
+    if (
+        isinstance(v, dict)
+        and set(v) == {"$b"}
+        and isinstance(v["$b"], str)
+        and len(v["$b"]) <= MAX_BLOB_BYTES * 4 // 3 + 4
+    ):
         try:
             return base64.b64decode(v["$b"], validate=True)
         except (binascii.Error, ValueError):
@@ -279,13 +309,17 @@ def _apply(db: sqlite3.Connection, delta: dict[str, Any], fleet: str) -> None:
     meta = dict(db.execute("SELECT key, value FROM meta"))
     new_meta = dict(delta["meta"])
     if meta.get(META_VERSION) != str(delta["base"]) or META_DIGEST not in meta:
-        raise Refused(f"this snapshot is version {meta.get(META_VERSION)!r}, the delta's base "
-                      f"is {delta['base']}")
+        raise Refused(
+            f"this snapshot is version {meta.get(META_VERSION)!r}, the delta's base "
+            f"is {delta['base']}"
+        )
     for key in ("fleet", "format_version"):
         if new_meta.get(key) != meta.get(key) or (key == "fleet" and meta.get(key) != fleet):
             raise Refused(f"{key} differs")
-    if new_meta.get(META_VERSION) != str(delta["version"]) or \
-            new_meta.get(META_DIGEST) != delta["digest"]:
+    if (
+        new_meta.get(META_VERSION) != str(delta["version"])
+        or new_meta.get(META_DIGEST) != delta["digest"]
+    ):
         raise Refused("meta does not match the delta")
     checked = {t: _checked_rows(delta["tables"][t], _columns(db, t), t) for t in TABLES}
     total = int(meta[META_DIGEST], 16)
@@ -299,8 +333,11 @@ def _apply(db: sqlite3.Connection, delta: dict[str, Any], fleet: str) -> None:
             stored = db.execute(f"SELECT * FROM {t} WHERE rowid = ?", (row[0],)).fetchone()
             total += row_hash(t, stored)
             if t == "claims":
-                db.execute("INSERT INTO claims_fts (rowid, text, subject) "
-                           "SELECT rowid, text, subject FROM claims WHERE rowid = ?", (row[0],))
+                db.execute(
+                    "INSERT INTO claims_fts (rowid, text, subject) "
+                    "SELECT rowid, text, subject FROM claims WHERE rowid = ?",
+                    (row[0],),
+                )
     if f"{total % _MOD:032x}" != delta["digest"]:
         raise Refused("the rows after applying do not match the server's digest")
     db.execute("DELETE FROM meta")
@@ -313,8 +350,11 @@ def _remove(db: sqlite3.Connection, table: str, rowid: int) -> int:
     if old is None:
         return 0
     if table == "claims":
-        db.execute("INSERT INTO claims_fts (claims_fts, rowid, text, subject) "
-                   "SELECT 'delete', rowid, text, subject FROM claims WHERE rowid = ?", (rowid,))
+        db.execute(
+            "INSERT INTO claims_fts (claims_fts, rowid, text, subject) "
+            "SELECT 'delete', rowid, text, subject FROM claims WHERE rowid = ?",
+            (rowid,),
+        )
     db.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))
     return row_hash(table, old)
 
@@ -326,8 +366,11 @@ def version_of(path: Path) -> int | None:
     except sqlite3.Error:
         return None
     try:
-        meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN (?, ?)",
-                               (META_VERSION, META_DIGEST)))
+        meta = dict(
+            db.execute(
+                "SELECT key, value FROM meta WHERE key IN (?, ?)", (META_VERSION, META_DIGEST)
+            )
+        )
     except sqlite3.Error:
         return None
     finally:

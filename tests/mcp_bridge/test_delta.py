@@ -30,8 +30,13 @@ from mcp_bridge.testing import synthetic_claims, write_snapshot
 from tests.mcp_bridge.stdio import ROOT
 
 FLEET = "acme"
-QUERIES = ("retry cache invalidation", "database migration", "deploy rollback timeout",
-           "flaky test", "widgets")
+QUERIES = (
+    "retry cache invalidation",
+    "database migration",
+    "deploy rollback timeout",
+    "flaky test",
+    "widgets",
+)
 
 
 def _vector(seed: int) -> bytes:
@@ -44,21 +49,27 @@ def _next_render(path: Path, out: Path) -> None:
     vector), 2 retired, 3 added, a timeline row added and one changed, meta moved on."""
     shutil.copy(path, out)
     db = sqlite3.connect(out)
-    db.execute("UPDATE claims SET text = text || ' widgets now', confidence = 0.33 "
-               "WHERE rowid IN (2, 5, 8)")
+    db.execute(
+        "UPDATE claims SET text = text || ' widgets now', confidence = 0.33 "
+        "WHERE rowid IN (2, 5, 8)"
+    )
     db.execute("UPDATE embeddings SET vector = ? WHERE rowid = 5", (_vector(5),))
     db.execute("DELETE FROM embeddings WHERE rowid IN (3, 9)")
     db.execute("DELETE FROM claims WHERE rowid IN (3, 9)")
     top = db.execute("SELECT max(rowid) FROM claims").fetchone()[0]
     for n in range(top + 1, top + 4):
-        db.execute("INSERT INTO claims (rowid, id, text, type, subject, scope, status, "
-                   "confidence, independent_sessions, created_at, promoted_at) VALUES "
-                   "(?, ?, ?, 'fact', 'widgets', 'fleet', 'promoted', 0.9, 2, "
-                   "'2026-01-01T00:00:00Z', '2026-01-02T00:00:00Z')",
-                   (n, f"cc-{n}", f"new widgets claim {n} about database migration"))
+        db.execute(
+            "INSERT INTO claims (rowid, id, text, type, subject, scope, status, "
+            "confidence, independent_sessions, created_at, promoted_at) VALUES "
+            "(?, ?, ?, 'fact', 'widgets', 'fleet', 'promoted', 0.9, 2, "
+            "'2026-01-01T00:00:00Z', '2026-01-02T00:00:00Z')",
+            (n, f"cc-{n}", f"new widgets claim {n} about database migration"),
+        )
         db.execute("INSERT INTO embeddings VALUES (?, ?)", (n, _vector(n)))
-    db.execute("INSERT INTO timeline (subject, at, kind, summary) VALUES "
-               "('widgets', '2026-01-03T00:00:00Z', 'promoted', 'new')")
+    db.execute(
+        "INSERT INTO timeline (subject, at, kind, summary) VALUES "
+        "('widgets', '2026-01-03T00:00:00Z', 'promoted', 'new')"
+    )
     db.execute("UPDATE timeline SET outcome = 'success' WHERE rowid = 1")
     db.execute("UPDATE meta SET value = '2026-01-03T00:00:00Z' WHERE key = 'generated_at'")
     db.execute(contract.SNAPSHOT_FTS_REBUILD)
@@ -70,8 +81,16 @@ def _next_render(path: Path, out: Path) -> None:
 def renders(tmp_path: Path) -> dict[str, Any]:
     """v1 (sealed, with its index) and v2 (sealed), the delta v1 → v2, and a host's copy."""
     claims = synthetic_claims(60, seed=3)
-    timeline = [{"subject": c["subject"], "at": "2026-01-01T00:00:00Z", "kind": "promoted",
-                 "claim_id": c["id"], "summary": c["text"]} for c in claims[:20]]
+    timeline = [
+        {
+            "subject": c["subject"],
+            "at": "2026-01-01T00:00:00Z",
+            "kind": "promoted",
+            "claim_id": c["id"],
+            "summary": c["text"],
+        }
+        for c in claims[:20]
+    ]
     v1, v2 = tmp_path / "v1.sqlite", tmp_path / "v2.sqlite"
     write_snapshot(v1, FLEET, claims, vectors="random", timeline=timeline)
     index1 = delta.seal(v1, version=1)
@@ -80,8 +99,14 @@ def renders(tmp_path: Path) -> dict[str, Any]:
     host = tmp_path / "host" / contract.SNAPSHOT
     host.parent.mkdir()
     shutil.copy(v1, host)
-    return {"v1": v1, "v2": v2, "host": host, "index1": index1, "index2": index2,
-            "delta": delta.diff(index1, index2, v2, base=1, version=2)}
+    return {
+        "v1": v1,
+        "v2": v2,
+        "host": host,
+        "index1": index1,
+        "index2": index2,
+        "delta": delta.diff(index1, index2, v2, base=1, version=2),
+    }
 
 
 def _answers(path: Path) -> list[Any]:
@@ -89,7 +114,9 @@ def _answers(path: Path) -> list[Any]:
     try:
         query_vector = np.frombuffer(_vector(5), dtype="<f4")
         return [snap.search(q, k=10, query_vector=query_vector).results for q in QUERIES] + [
-            snap.timeline("widgets", since=None, limit=50)[0], snap.for_paths(["src/**"])]
+            snap.timeline("widgets", since=None, limit=50)[0],
+            snap.for_paths(["src/**"]),
+        ]
     finally:
         snap.close()
 
@@ -97,8 +124,10 @@ def _answers(path: Path) -> list[Any]:
 def _tables(path: Path) -> dict[str, list[Any]]:
     db = sqlite3.connect(path)
     try:
-        return {t: db.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
-                for t in (*delta.TABLES, "meta")}
+        return {
+            t: db.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
+            for t in (*delta.TABLES, "meta")
+        }
     finally:
         db.close()
 
@@ -108,7 +137,8 @@ def _sha(path: Path) -> str:
 
 
 def test_it_applies_a_delta_and_searches_exactly_like_the_full_snapshot(
-        renders: dict[str, Any]) -> None:
+    renders: dict[str, Any],
+) -> None:
     d = renders["delta"]
     assert len(d["tables"]["claims"]["upsert"]) == 6 and d["tables"]["claims"]["delete"] == [3, 9]
     wire = delta.encode(d)
@@ -117,8 +147,12 @@ def test_it_applies_a_delta_and_searches_exactly_like_the_full_snapshot(
     assert _tables(renders["host"]) == _tables(renders["v2"])
     assert _answers(renders["host"]) == _answers(renders["v2"])
     db = sqlite3.connect(renders["host"])  # the FTS index is whole, not just answering
-    assert db.execute("INSERT INTO claims_fts(claims_fts, rank) VALUES "
-                      "('integrity-check', 1)").fetchall() == []
+    assert (
+        db.execute(
+            "INSERT INTO claims_fts(claims_fts, rank) VALUES ('integrity-check', 1)"
+        ).fetchall()
+        == []
+    )
     db.close()
     assert delta.version_of(renders["host"]) == 2
 
@@ -145,26 +179,30 @@ def _tampered(d: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     return d
 
 
-@pytest.mark.parametrize(("path", "value"), [
-    ("tables.claims.upsert.0.2", "quietly changed text"),  # digest mismatch
-    ("tables.claims.upsert.0.2", "nul\x00byte"),
-    ("tables.claims.upsert.0.2", "x" * (delta.MAX_FIELD_CHARS + 1)),
-    ("tables.claims.upsert.0.2", ["a", "list"]),
-    ("tables.claims.upsert.0.7", True),
-    ("tables.claims.upsert.0.7", float("nan")),
-    ("tables.claims.upsert.0.0", -4),
-    ("tables.claims.upsert.0", [1, 2]),
-    ("tables.embeddings.upsert.0.1", {"$b": "not base64!"}),
-    ("tables.claims.columns", ["rowid", "id", "text; DROP TABLE claims"]),
-    ("tables.claims.delete", ["3"]),
-    ("base", 7),
-    ("version", 1),
-    ("digest", "0" * 32),
-    ("meta", [["fleet", "other"]]),
-    ("kind", "something-else"),
-])
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ("tables.claims.upsert.0.2", "quietly changed text"),  # digest mismatch
+        ("tables.claims.upsert.0.2", "nul\x00byte"),
+        ("tables.claims.upsert.0.2", "x" * (delta.MAX_FIELD_CHARS + 1)),
+        ("tables.claims.upsert.0.2", ["a", "list"]),
+        ("tables.claims.upsert.0.7", True),
+        ("tables.claims.upsert.0.7", float("nan")),
+        ("tables.claims.upsert.0.0", -4),
+        ("tables.claims.upsert.0", [1, 2]),
+        ("tables.embeddings.upsert.0.1", {"$b": "not base64!"}),
+        ("tables.claims.columns", ["rowid", "id", "text; DROP TABLE claims"]),
+        ("tables.claims.delete", ["3"]),
+        ("base", 7),
+        ("version", 1),
+        ("digest", "0" * 32),
+        ("meta", [["fleet", "other"]]),
+        ("kind", "something-else"),
+    ],
+)
 def test_a_bad_delta_is_refused_and_nothing_is_written(
-        renders: dict[str, Any], path: str, value: Any) -> None:
+    renders: dict[str, Any], path: str, value: Any
+) -> None:
     before = _sha(renders["host"])
     with pytest.raises(delta.Refused):
         wire = json.dumps(_tampered(renders["delta"], path, value)).encode()
@@ -181,8 +219,7 @@ def test_another_fleet_or_garbage_is_refused(renders: dict[str, Any]) -> None:
             delta.decode(junk)
 
 
-def test_an_open_reader_follows_the_delta_without_a_stale_matrix(
-        renders: dict[str, Any]) -> None:
+def test_an_open_reader_follows_the_delta_without_a_stale_matrix(renders: dict[str, Any]) -> None:
     snap = Snapshot(renders["host"], fleet=FLEET)
     query_vector = np.frombuffer(_vector(5), dtype="<f4")
     old = snap.search("widgets", k=10, query_vector=query_vector).results  # matrix loaded
@@ -194,8 +231,7 @@ def test_an_open_reader_follows_the_delta_without_a_stale_matrix(
     fresh.close()
 
 
-def test_a_reader_sees_the_old_snapshot_or_the_new_one_never_a_mix(
-        renders: dict[str, Any]) -> None:
+def test_a_reader_sees_the_old_snapshot_or_the_new_one_never_a_mix(renders: dict[str, Any]) -> None:
     """Searches run back to back while the delta commits: each answer is v1's or v2's
     (a search is one read transaction; the vector matrix is rebuilt after the commit)."""
     old, new = _answers(renders["v1"]), _answers(renders["v2"])
@@ -226,7 +262,8 @@ def test_a_reader_sees_the_old_snapshot_or_the_new_one_never_a_mix(
 
 
 def test_a_delta_killed_before_commit_is_rolled_back_by_the_next_sync(
-        renders: dict[str, Any]) -> None:
+    renders: dict[str, Any],
+) -> None:
     """The writer dies mid-transaction (pages spilled to the file): the bridge cannot read
     the snapshot meanwhile (a note, never half a delta), and sync's next pass rolls the
     journal back to the old snapshot, whole."""
@@ -246,8 +283,13 @@ def test_a_delta_killed_before_commit_is_rolled_back_by_the_next_sync(
     )
     wire = renders["host"].with_name("delta.json")
     wire.write_bytes(delta.encode(renders["delta"]))
-    done = subprocess.run([sys.executable, "-c", code, str(renders["host"]), str(wire), FLEET],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(renders["host"]), str(wire), FLEET],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 9, done.stderr
     journal = renders["host"].with_name(contract.SNAPSHOT + "-journal")
     assert journal.exists()

@@ -37,17 +37,35 @@ def _vector(seed: int) -> list[float]:
 def _claims(fleet: Fleet, numbers: range) -> None:
     words = ("widgets retry", "database migration", "flaky pytest cache", "deploy rollback")
     Claim.objects.bulk_create(
-        Claim(fleet=fleet, number=n, text=f"claim {n}: {words[n % 4]} needs care {n % 7}",
-              type="fact", subject=("ci", "db", "tests")[n % 3], scope="fleet",
-              status="promoted", promoted_at=timezone.now(), independent_sessions=1 + n % 3,
-              confidence=0.5 + (n % 5) / 10, text_hash=f"{n:064d}", embedding=_vector(n),
-              embedding_model=embed.NAME)
-        for n in numbers)
+        Claim(
+            fleet=fleet,
+            number=n,
+            text=f"claim {n}: {words[n % 4]} needs care {n % 7}",
+            type="fact",
+            subject=("ci", "db", "tests")[n % 3],
+            scope="fleet",
+            status="promoted",
+            promoted_at=timezone.now(),
+            independent_sessions=1 + n % 3,
+            confidence=0.5 + (n % 5) / 10,
+            text_hash=f"{n:064d}",
+            embedding=_vector(n),
+            embedding_model=embed.NAME,
+        )
+        for n in numbers
+    )
 
 
 @pytest.fixture
-def server(transactional_db: None, live_server: Any, tmp_path: Path, settings: Any,
-           monkeypatch: pytest.MonkeyPatch, fleet_a: Fleet, ada: Agent) -> sync.Remote:
+def server(
+    transactional_db: None,
+    live_server: Any,
+    tmp_path: Path,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    fleet_a: Fleet,
+    ada: Agent,
+) -> sync.Remote:
     settings.CTXLAKE_LOCAL_CACHE = False  # what the server serves is the database's render
     settings.CTXLAKE_CACHE_DIR = tmp_path / "server-cache"
     monkeypatch.setenv("CTXLAKE_CACHE_DIR", str(tmp_path / "server-cache"))
@@ -75,7 +93,8 @@ def _answers(path: Path, fleet: str) -> list[Any]:
     try:
         vector = np.asarray(_vector(5), dtype=np.float32)
         return [snap.search(q, k=10, query_vector=vector).results for q in QUERIES] + [
-            snap.timeline("ci", since=None, limit=50)[0]]
+            snap.timeline("ci", since=None, limit=50)[0]
+        ]
     finally:
         snap.close()
 
@@ -83,14 +102,17 @@ def _answers(path: Path, fleet: str) -> list[Any]:
 def _rows(path: Path) -> dict[str, list[Any]]:
     db = sqlite3.connect(path)
     try:
-        return {t: db.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
-                for t in (*delta.TABLES, "meta")}
+        return {
+            t: db.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
+            for t in (*delta.TABLES, "meta")
+        }
     finally:
         db.close()
 
 
 def test_first_sync_is_full_then_a_delta_that_searches_like_a_full_download(
-        server: sync.Remote, tmp_path: Path) -> None:
+    server: sync.Remote, tmp_path: Path
+) -> None:
     host = tmp_path / "host"
     first = sync.pull(server, host)
     assert contract.SNAPSHOT in first.changed and not first.delta
@@ -108,7 +130,8 @@ def test_first_sync_is_full_then_a_delta_that_searches_like_a_full_download(
 
 
 def test_a_host_several_renders_behind_gets_one_merged_delta(
-        server: sync.Remote, tmp_path: Path) -> None:
+    server: sync.Remote, tmp_path: Path
+) -> None:
     sync.pull(server, tmp_path / "host")
     fleet = Fleet.objects.get(slug=server.fleet)
     _change(fleet)
@@ -117,12 +140,14 @@ def test_a_host_several_renders_behind_gets_one_merged_delta(
     report = sync.pull(server, tmp_path / "host")
     assert report.delta
     sync.pull(server, tmp_path / "fresh")
-    assert _rows(_snapshot(tmp_path / "host", server.fleet)) == \
-        _rows(_snapshot(tmp_path / "fresh", server.fleet))
+    assert _rows(_snapshot(tmp_path / "host", server.fleet)) == _rows(
+        _snapshot(tmp_path / "fresh", server.fleet)
+    )
 
 
-def test_a_version_gap_means_a_full_download(server: sync.Remote, tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_version_gap_means_a_full_download(
+    server: sync.Remote, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     sync.pull(server, tmp_path / "host")
     monkeypatch.setattr(artifacts, "DELTAS_KEPT", 2)
     fleet = Fleet.objects.get(slug=server.fleet)
@@ -149,7 +174,8 @@ def test_a_format_change_means_a_full_download(server: sync.Remote, tmp_path: Pa
 
 
 def test_a_corrupted_delta_is_refused_whole_and_the_snapshot_downloaded(
-        server: sync.Remote, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    server: sync.Remote, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     sync.pull(server, tmp_path / "host")
     path = _snapshot(tmp_path / "host", server.fleet)
     before = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -167,8 +193,7 @@ def test_a_corrupted_delta_is_refused_whole_and_the_snapshot_downloaded(
 
     monkeypatch.setattr(artifacts, "snapshot_delta", corrupted)
     original = sync._settle_journal
-    monkeypatch.setattr(sync, "_settle_journal",
-                        lambda p: (watch(sync.PullReport()), original(p)))
+    monkeypatch.setattr(sync, "_settle_journal", lambda p: (watch(sync.PullReport()), original(p)))
     report = sync.pull(server, tmp_path / "host")
     assert len(seen) == 2 and set(seen) == {before}  # nothing of the refused delta written
     assert not report.delta and "digest" in report.notes[0]
@@ -178,7 +203,8 @@ def test_a_corrupted_delta_is_refused_whole_and_the_snapshot_downloaded(
 
 
 def test_the_delta_endpoint_answers_304_when_current_and_404_for_unknown_versions(
-        server: sync.Remote) -> None:
+    server: sync.Remote,
+) -> None:
     assert server.open("cache/delta?since=1") is None  # the latest: 304
     with pytest.raises(FileNotFoundError):
         server.open("cache/delta?since=7")
@@ -186,8 +212,7 @@ def test_the_delta_endpoint_answers_304_when_current_and_404_for_unknown_version
         server.open("cache/delta?since=-1")
 
 
-def test_a_change_to_most_claims_is_downloaded_whole(server: sync.Remote,
-                                                     tmp_path: Path) -> None:
+def test_a_change_to_most_claims_is_downloaded_whole(server: sync.Remote, tmp_path: Path) -> None:
     sync.pull(server, tmp_path / "host")
     fleet = Fleet.objects.get(slug=server.fleet)
     for claim in Claim.objects.filter(fleet=fleet):  # as a re-embedding would
