@@ -114,7 +114,11 @@ def _write_claims(db: sqlite3.Connection, fleet: Fleet) -> int:
     placeholders = ", ".join("?" * (len(CLAIM_COLUMNS) + 1))
     sql = f"INSERT INTO claims (rowid, {', '.join(CLAIM_COLUMNS)}) VALUES ({placeholders})"
     count = 0
-    for rowid, claim in enumerate(claims.iterator(chunk_size=2000), start=1):
+    # rowid = the claim's per-fleet number, stable across renders: an unchanged claim is
+    # the same row in every snapshot, so a delta (mcp_bridge.contract.delta) names only
+    # the claims that changed
+    for claim in claims.iterator(chunk_size=2000):
+        rowid = claim.number
         db.execute(sql, (rowid, *_claim_row(claim, paths.get(claim.pk, []),
                                             repos.get(claim.pk, []),
                                             conflicts.get(claim.pk, []))))
@@ -122,7 +126,7 @@ def _write_claims(db: sqlite3.Connection, fleet: Fleet) -> int:
             vector = np.asarray(claim.embedding, dtype="<f4")
             if vector.shape == (embed.DIMS,):
                 db.execute("INSERT INTO embeddings VALUES (?, ?)", (rowid, vector.tobytes()))
-        count = rowid
+        count += 1
     return count
 
 
@@ -147,7 +151,7 @@ def _write_timeline(db: sqlite3.Connection, fleet: Fleet) -> None:
     events = (
         ClaimEvent.objects.filter(claim__fleet=fleet, claim__status=Claim.Status.PROMOTED)
         .select_related("claim", "actor_user", "actor_agent")
-        .order_by("at")
+        .order_by("at", "pk")
     )
     first_cited = _first_sessions(fleet)
     outcomes = dict(Session.objects.filter(fleet=fleet).exclude(outcome="")
@@ -157,6 +161,7 @@ def _write_timeline(db: sqlite3.Connection, fleet: Fleet) -> None:
         session = _event_session(event, first_cited)
         rows.append(
             (
+                event.pk,  # stable rowid across renders (see _write_claims)
                 event.claim.subject,
                 iso(event.at),
                 event.kind,
@@ -169,8 +174,8 @@ def _write_timeline(db: sqlite3.Connection, fleet: Fleet) -> None:
             )
         )
     db.executemany(
-        "INSERT INTO timeline (subject, at, kind, claim_id, session_id, actor, "
-        "summary, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO timeline (rowid, subject, at, kind, claim_id, session_id, actor, "
+        "summary, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
 

@@ -269,6 +269,7 @@ def _render_files(
     if fleet.memory_mode != Fleet.MemoryMode.OFF:
         tmp = atomic.temp_path(root / contract.SNAPSHOT)
         claims = snapshot_render.write_snapshot(fleet, tmp, generated_at=now)
+        artifacts.record_snapshot(fleet, tmp)  # its version, and the delta hosts apply
         files[contract.SNAPSHOT] = tmp.read_bytes()
         tmp.unlink()
     visible, about_leases = [], []

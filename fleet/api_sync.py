@@ -16,7 +16,12 @@ from typing import Any
 
 from django.http import HttpResponse, HttpResponseBase
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+)
 from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -68,7 +73,7 @@ class SpoolResultSerializer(serializers.Serializer[Any]):
 
 @extend_schema(tags=["sync"], parameters=[FLEET_PARAM])
 class CacheViewSet(FleetViewSet):
-    roles = {"manifest": READ, "file": READ}
+    roles = {"manifest": READ, "file": READ, "delta": READ}
     serializer_class = CacheIndexSerializer
     pagination_class = None
 
@@ -118,6 +123,34 @@ class CacheViewSet(FleetViewSet):
         if _not_modified(request, etag):
             return HttpResponse(status=status.HTTP_304_NOT_MODIFIED, headers=headers)
         return HttpResponse(body, content_type=CONTENT_TYPES[name], headers=headers)
+
+    @extend_schema(
+        summary="The snapshot's changes since a version the host holds (one merged delta)",
+        description=(
+            "`since` is the `snapshot_version` in the host's snapshot.sqlite meta. 200: a "
+            "delta (docs/cache-format.md, Snapshot deltas) to the latest render; 304: "
+            "`since` is the latest; 404: not all deltas since then are kept, or no such "
+            "version (download snapshot.sqlite whole)."
+        ),
+        parameters=[OpenApiParameter("since", int, required=True)],
+        responses={
+            (200, "application/json"): OpenApiTypes.OBJECT,
+            304: OpenApiResponse(description="Up to date"),
+            404: OpenApiResponse(description="Download snapshot.sqlite in full"),
+        },
+    )
+    def delta(self, request: FleetRequest, fleet: str) -> HttpResponseBase:
+        since = request.query_params.get("since", "")
+        if not since.isdigit() or len(since) > 18:
+            raise exceptions.ValidationError({"since": ["A snapshot version (an integer)."]})
+        body = artifacts.snapshot_delta(request.fleet, int(since))
+        if body is None:
+            raise exceptions.NotFound(f"No delta from version {since} is kept; download "
+                                      f"{contract.SNAPSHOT} in full.")
+        if not body:
+            return HttpResponse(status=status.HTTP_304_NOT_MODIFIED)
+        return HttpResponse(body, content_type="application/json",
+                            headers={"Cache-Control": "no-cache"})
 
 
 def _read_json(body: bytes) -> dict[str, Any] | None:

@@ -9,18 +9,29 @@ transaction commits. `latest` and `listing` are what `GET cache/*` reads.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
 from django.db.models import F
 
-from fleet.models import CacheArtifact, CacheHead, Fleet, etag_for
+from fleet.models import CacheArtifact, CacheHead, Fleet, SnapshotDelta, etag_for
+from mcp_bridge import contract
+from mcp_bridge.contract import delta
 
 #: Renders kept per fleet and file name, the latest included; older ones are deleted by
 #: the render that makes them older. A few, so a slow reader's previous file outlives the
 #: next render or two; the latest is all that is served.
 RENDERS_KEPT = 3
+#: Snapshot deltas kept per fleet: a host more renders behind than this downloads the whole
+#: snapshot. At one render every few seconds under load, ~50 cover a few minutes offline;
+#: each is the size of its change, so keeping them is cheap.
+DELTAS_KEPT = 50
+#: A delta larger than this share of the whole snapshot is not served: the host downloads
+#: the snapshot instead (fewer bytes, and one rename instead of a long transaction).
+DELTA_MAX_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -100,3 +111,63 @@ def latest(fleet: Fleet, name: str) -> tuple[str, bytes] | None:
         .first()
     )
     return None if row is None else (etag_for(row[0]), bytes(row[1]))
+
+
+def record_snapshot(fleet: Fleet, path: Path) -> int:
+    """Seal the freshly rendered snapshot at `path` with the fleet's next version, and store
+    the delta from the previous render; its version.
+
+    Call inside the render's transaction (its lock orders renders, so versions never race):
+    the delta row commits with the snapshot's new head, or neither does.
+    """
+    prev = SnapshotDelta.objects.filter(fleet=fleet).order_by("-version").first()
+    version = prev.version + 1 if prev else 1
+    index = delta.seal(path, version=version)
+    body = b""
+    if prev is not None and prev.index:
+        old = delta.unpack_index(bytes(prev.index))
+        body = delta.encode(delta.diff(old, index, path, base=prev.version, version=version))
+    SnapshotDelta.objects.create(
+        fleet=fleet,
+        version=version,
+        base=prev.version if prev else None,
+        body=body,
+        digest=delta.digest_of(index),
+        index=delta.pack_index(index),
+    )
+    if prev is not None:
+        SnapshotDelta.objects.filter(pk=prev.pk).update(index=b"")  # the newest diffs on
+    keep = version - DELTAS_KEPT
+    SnapshotDelta.objects.filter(fleet=fleet, version__lte=keep).delete()
+    return version
+
+
+def snapshot_delta(fleet: Fleet, since: int) -> bytes | None:
+    """One delta from version `since` to the latest render, or None when the chain is not
+    all kept (pruned, or a render without a delta): the host then downloads in full.
+    b"" when `since` is already the latest."""
+    chain = list(
+        SnapshotDelta.objects.filter(fleet=fleet, version__gt=since)
+        .order_by("version")
+        .values_list("base", "version", "body")
+    )
+    if not chain:
+        latest = SnapshotDelta.objects.filter(fleet=fleet, version=since).exists()
+        return b"" if latest else None
+    expected = since
+    for base, version, body in chain:  # each must start where the one before ended
+        if base != expected or not body:
+            return None
+        expected = version
+    body = (
+        bytes(chain[0][2])
+        if len(chain) == 1
+        else delta.encode(delta.merge([json.loads(bytes(body)) for _, _, body in chain]))
+    )
+    full = (
+        CacheHead.objects.filter(fleet=fleet, name=contract.SNAPSHOT)
+        .values_list("artifact__size", flat=True)
+        .first()
+    )
+    # a change to most claims (a re-embedding) is cheaper to download whole than to apply
+    return None if full is None or len(body) > full * DELTA_MAX_SHARE else body

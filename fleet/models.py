@@ -860,3 +860,28 @@ class CacheHead(models.Model):
 
     def __str__(self) -> str:
         return f"{self.fleet_id}/{self.name}"
+
+
+class SnapshotDelta(models.Model):
+    """One render of a fleet's snapshot.sqlite: its version, and the delta from the one before.
+
+    Agent hosts apply the deltas since their version instead of downloading the whole
+    snapshot (mcp_bridge.contract.delta). `index` (each row's hash) is kept on the newest
+    row only: the next render diffs against it.
+    """
+
+    fleet = models.ForeignKey(Fleet, on_delete=models.CASCADE, related_name="snapshot_deltas")
+    version = models.PositiveBigIntegerField()
+    base = models.PositiveBigIntegerField(null=True, help_text="None: the first render.")
+    body = models.BinaryField(default=b"", help_text="The delta from `base` (JSON).")
+    digest = models.CharField(max_length=32)
+    index = models.BinaryField(default=b"")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=("fleet", "version"), name="fleet_snapdelta_version"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.fleet_id} v{self.version}"

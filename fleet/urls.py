@@ -52,6 +52,7 @@ urlpatterns = [
     ),
     path("incidents", views.IncidentViewSet.as_view({"get": "list"}), name="incidents"),
     path("cache/manifest", api_sync.CacheViewSet.as_view({"get": "manifest"}), name="cache"),
+    path("cache/delta", api_sync.CacheViewSet.as_view({"get": "delta"}), name="cache-delta"),
     path(
         "cache/<str:name>",
         api_sync.CacheViewSet.as_view({"get": "file"}),

@@ -1,8 +1,12 @@
 """Snapshot: read-only search over snapshot.sqlite (FTS5 BM25 + cosine, fused).
 
-Opened read-only and immutable (the renderer replaces the file by rename, so an open
-connection keeps reading the inode it opened). numpy and the embedding matrix load on the
-first hybrid search, the embedder on the first query that needs a vector.
+Opened read-only but not immutable: the renderer (and a full sync) replaces the file by
+rename, and an open connection keeps reading the inode it opened; a delta sync writes the
+live file in one transaction (mcp_bridge.contract.delta), so each search runs in one read
+transaction and sees the old rows or the new ones, never a mix, and state cached in
+memory (the vector matrix, the path index) is dropped when another connection committed.
+numpy and the embedding matrix load on the first hybrid search, the embedder on the
+first query that needs a vector.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ import heapq
 import json
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -76,9 +81,10 @@ class Snapshot:
     def __init__(self, path: Path, *, fleet: str, max_chars: int = 2000) -> None:
         self.path = path
         self.max_chars = max_chars
-        uri = f"file:{quote(str(path))}?mode=ro&immutable=1"
+        uri = f"file:{quote(str(path))}?mode=ro"
         try:
-            self.db = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            self.db = sqlite3.connect(uri, uri=True, check_same_thread=False,
+                                      isolation_level=None)  # BEGIN is ours (_consistent)
             self.meta = dict(self.db.execute("SELECT key, value FROM meta").fetchall())
             self.count = self.db.execute("SELECT count(*) FROM claims").fetchone()[0]
         except sqlite3.Error as e:
@@ -101,6 +107,27 @@ class Snapshot:
         self._vectors: _Vectors | None = None
         self._paths_index: tuple[dict[str, list[int]], list[int]] | None = None
         self._lock = threading.Lock()
+        self._reading = threading.RLock()
+        self._data_version = self.db.execute("PRAGMA data_version").fetchone()[0]
+
+    @contextmanager
+    def _consistent(self) -> Iterator[None]:
+        """One read transaction over several statements: a delta committed meanwhile is
+        seen by the next search, whole. A commit since the last one drops what was built
+        from the old rows (PRAGMA data_version changes when another connection commits)."""
+        with self._reading:
+            self.db.execute("BEGIN")
+            try:
+                self.db.execute("SELECT 1 FROM meta LIMIT 1").fetchone()  # the read lock
+                version = self.db.execute("PRAGMA data_version").fetchone()[0]
+                if version != self._data_version:
+                    with self._lock:
+                        self._vectors, self._paths_index = None, None
+                    self.count = self.db.execute("SELECT count(*) FROM claims").fetchone()[0]
+                    self._data_version = version
+                yield
+            finally:
+                self.db.execute("COMMIT")
 
     def close(self) -> None:
         self.db.close()
@@ -125,12 +152,13 @@ class Snapshot:
         """Top-k claims by the shared ranking (mcp_bridge.contract.ranking), attributed later."""
         now = now or dt.datetime.now(dt.UTC)
         try:
-            lexical, cover = self._lexical(query, k, now, scope, subject, claim_type)
-            matrix = None if query_vector is None else self.vectors()
-            ran_vector = matrix is not None and len(matrix.rowids) > 0
-            vector = (self._vector(query_vector, k, now, scope, subject, claim_type)
-                      if ran_vector else [])
-            rows = self._rows([*lexical, *vector])
+            with self._consistent():
+                lexical, cover = self._lexical(query, k, now, scope, subject, claim_type)
+                matrix = None if query_vector is None else self.vectors()
+                ran_vector = matrix is not None and len(matrix.rowids) > 0
+                vector = (self._vector(query_vector, k, now, scope, subject, claim_type)
+                          if ran_vector else [])
+                rows = self._rows([*lexical, *vector])
         except sqlite3.Error as e:
             return Hits([], False, "lexical", [f"{contract.SNAPSHOT} query failed ({e})"])
         ran_lexical = bool(ranking.query_terms(query))
@@ -326,19 +354,21 @@ class Snapshot:
         (mcp_bridge.contract.ranking.path_match) runs on those in Python.
         """
         now = now or dt.datetime.now(dt.UTC)
-        candidates = self._path_candidates(patterns)
-        if not candidates:
-            return []
-        where, args = self._filters(now, None, None, None)
-        marks = ",".join("?" * len(candidates))
-        sql = f"SELECT {self._columns} FROM claims c WHERE c.rowid IN ({marks}){where}"
         try:
-            cur = self.db.execute(sql, [*candidates, *args])
+            with self._consistent():
+                candidates = self._path_candidates(patterns)
+                if not candidates:
+                    return []
+                where, args = self._filters(now, None, None, None)
+                marks = ",".join("?" * len(candidates))
+                sql = f"SELECT {self._columns} FROM claims c WHERE c.rowid IN ({marks}){where}"
+                cur = self.db.execute(sql, [*candidates, *args])
+                names = [d[0] for d in cur.description]
+                raws = cur.fetchall()
         except sqlite3.Error:
             return []
-        names = [d[0] for d in cur.description]
         scored = []
-        for raw in cur:
+        for raw in raws:
             row = dict(zip(names, raw, strict=True))
             weight = ranking.path_match(patterns, row["subject"], _paths(row))
             if weight:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import sqlite3
 import sys
 import time
 import urllib.error
@@ -38,7 +39,7 @@ from typing import Any
 
 from mcp_bridge import contract
 from mcp_bridge.cache import SYNC_STATE_FILE
-from mcp_bridge.contract import atomic, places
+from mcp_bridge.contract import atomic, delta, places
 from mcp_bridge.contract.spool import Flock
 
 CACHE_FILES = (contract.ROSTER, contract.HISTORY, contract.HANDOFFS, contract.SNAPSHOT,
@@ -49,6 +50,8 @@ TIMEOUT = 15.0
 MAX_BACKOFF = 300.0
 UNDELIVERED_EXIT = 3  # `--once`: some lines were refused by the server
 SQLITE_MAGIC = b"SQLite format 3\x00"
+#: A delta bigger than this is not read: the host downloads the snapshot whole instead.
+MAX_DELTA_BYTES = 128 << 20
 
 
 class AuthError(Exception):
@@ -121,6 +124,9 @@ class PullReport:
     changed: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     unchanged: bool = False
+    delta: bool = False  # snapshot.sqlite was brought up to date by a delta, in place
+    fetched_bytes: int = 0  # bodies downloaded (files and delta), for benchmarks and logs
+    notes: list[str] = field(default_factory=list)  # e.g. why a delta was refused
 
 
 def _load_state(root: Path) -> dict[str, Any]:
@@ -199,14 +205,19 @@ def pull(remote: Remote, cache_dir: Path) -> PullReport:
             current = known.get(name) if (root / name).exists() else None
             if current == listing[name]:
                 continue
+            if name == contract.SNAPSHOT and _pull_delta(remote, root / name, report):
+                continue  # applied in place (or already the latest): nothing to download
             try:
                 tmp = _download(remote, name, root, current)
             except FileNotFoundError:
                 continue  # replaced between the listing and the fetch: next pass
             if tmp is not None:
                 fetched[name] = tmp
+                report.fetched_bytes += tmp.stat().st_size
         for name in CACHE_FILES:
             if name in fetched:
+                if name == contract.SNAPSHOT:
+                    _settle_journal(root / name)
                 os.replace(fetched.pop(name), root / name)
                 report.changed.append(name)
             elif name not in listing and (root / name).exists():
@@ -222,6 +233,61 @@ def pull(remote: Remote, cache_dir: Path) -> PullReport:
     atomic.write_atomic(root / STATE_FILE, json.dumps(
         {"manifest_etag": manifest_etag, "files": listing}).encode())
     return report
+
+
+def _pull_delta(remote: Remote, path: Path, report: PullReport) -> bool:
+    """Bring the local snapshot to the latest render by a delta, in place; False when it
+    must be downloaded whole (none yet, unsealed, a version gap, a refused delta).
+
+    The delta is applied in one SQLite transaction and checked against the server's
+    digest before COMMIT (mcp_bridge.contract.delta.apply): a refused or torn one leaves
+    the snapshot as it was, and the full download that follows replaces it.
+    """
+    _settle_journal(path)  # a delta killed mid-way: roll it back first
+    version = delta.version_of(path) if path.exists() else None
+    if version is None:
+        return False
+    try:
+        response = remote.open(f"cache/delta?since={version}")
+    except FileNotFoundError:
+        return False  # not all deltas since our version are kept
+    if response is None:
+        return True  # ours is the latest render
+    with response:
+        body = response.read(MAX_DELTA_BYTES + 1)
+        expected = response.headers.get("Content-Length")
+    report.fetched_bytes += len(body)
+    if len(body) > MAX_DELTA_BYTES or (expected or str(len(body))) != str(len(body)):
+        report.notes.append(f"delta of {len(body)} bytes cut short or too big; downloading whole")
+        return False
+    try:
+        delta.apply(path, delta.decode(body), fleet=remote.fleet)
+    except delta.Refused as e:
+        report.notes.append(f"delta refused ({e}); downloading {contract.SNAPSHOT} whole")
+        return False
+    os.utime(path)  # readers notice by mtime too (Cache.snapshot)
+    report.changed.append(contract.SNAPSHOT)
+    report.delta = True
+    return True
+
+
+def _settle_journal(path: Path) -> None:
+    """Roll back the hot journal a delta killed mid-way left beside `path`: before the next
+    delta, and before a new snapshot is renamed over it (so the journal can never be
+    replayed onto the new file). Until then the bridge's read-only connection cannot open
+    the snapshot and says so; it never reads the half-written rows."""
+    journal = path.with_name(path.name + "-journal")
+    if not journal.exists():
+        return
+    try:
+        db = sqlite3.connect(path, timeout=30)
+        try:
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()  # rolls it back
+        finally:
+            db.close()
+    except sqlite3.Error:
+        pass  # unreadable: it is being replaced anyway
+    journal.unlink(missing_ok=True)
 
 
 # -- push ------------------------------------------------------------------------------------
@@ -510,7 +576,9 @@ def _summary(pushed: PushReport, pulled: PullReport) -> str:
     return (f"ctxlake sync: pushed {pushed.acknowledged}/{pushed.sent} event(s)"
             f"{f', {len(pushed.rejected)} rejected' if pushed.rejected else ''}; pulled "
             f"{', '.join(pulled.changed) or 'nothing new'}"
-            f"{'; removed ' + ', '.join(pulled.removed) if pulled.removed else ''}")
+            f"{' (the snapshot by a delta)' if pulled.delta else ''}"
+            f"{'; removed ' + ', '.join(pulled.removed) if pulled.removed else ''}"
+            f"{''.join('; ' + note for note in pulled.notes)}")
 
 
 def remotes_dir() -> Path:

@@ -47,6 +47,7 @@ ROWS: list[tuple[str, str, Any, tuple[int, int, int]]] = [
     ("get", "incidents", None, (200, 200, 200)),
     ("get", "cache/manifest", None, (200, 200, 200)),
     ("get", "cache/roster.json", None, (200, 200, 200)),
+    ("get", "cache/delta?since=x", None, (400, 400, 400)),  # reached, and refused the input
     ("post", "spool", "NDJSON", (200, 403, 200)),
     ("get", "changes", None, (200, 200, 200)),
     ("get", "export", None, (403, 403, 200)),

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('fleet', '0012_inbox_and_cache_artifacts'),
+        ('fleet', '0013_snapshot_delta'),
     ]
 
     operations = [
