@@ -267,7 +267,7 @@ def e5_tokenizer(source: Path, max_tokens: int = MAX_TOKENS) -> Callable[[list[s
     return Normalising  # type: ignore[return-value]
 
 
-def e5_model(folder: Path, cache: Path) -> Model:
+def e5_model(folder: Path, cache: Path, tokens: int | None = None) -> Model:
     """The e5 candidate: checked, converted and derived once (cached), then OnnxEncoder."""
     source = folder / E5_BIN
     embed._check_sha256(source, E5_SHA256)
@@ -284,10 +284,12 @@ def e5_model(folder: Path, cache: Path) -> Model:
 
     def load(threads: int) -> Any:
         enc = embed.OnnxEncoder(target, threads=threads)
-        enc.tokenizer = e5_tokenizer(source)
+        enc.tokenizer = e5_tokenizer(source, tokens or MAX_TOKENS)
         return enc
 
-    return Model("e5-small", f"multilingual-e5-small-{embed.VARIANT}", target, load,
+    suffix = f"-t{tokens}" if tokens else ""
+    return Model(f"e5-small{suffix}", f"multilingual-e5-small-{embed.VARIANT}{suffix}", target,
+                 load,
                  query_prefix="query: ", doc_prefix="passage: ")
 
 
@@ -298,7 +300,7 @@ def minilm_model() -> Model:
                  lambda threads: embed.OnnxEncoder(path, threads=threads))
 
 
-def l3_model(folder: Path, cache: Path) -> Model:
+def l3_model(folder: Path, cache: Path, tokens: int | None = None) -> Model:
     """paraphrase-MiniLM-L3-v2 (float32 ONNX): derived with the shipped options; MiniLM's
     uncased WordPiece vocabulary (the same one); its token states are output onnx::Shape_422;
     cut at 128 tokens, the length it was trained with."""
@@ -310,12 +312,15 @@ def l3_model(folder: Path, cache: Path) -> Model:
     if not target.is_file():
         cache.mkdir(parents=True, exist_ok=True)
         embed.derive(source, target, **embed.VARIANT_OPTIONS)
-    return Model("paraphrase-L3", f"paraphrase-MiniLM-L3-v2-{embed.VARIANT}", target,
-                 lambda threads: embed.OnnxEncoder(target, max_tokens=128, threads=threads,
+    suffix = f"-t{tokens}" if tokens else ""
+    return Model(f"paraphrase-L3{suffix}", f"paraphrase-MiniLM-L3-v2-{embed.VARIANT}{suffix}",
+                 target,
+                 lambda threads: embed.OnnxEncoder(target, max_tokens=tokens or 128,
+                                                   threads=threads,
                                                    output="onnx::Shape_422"))
 
 
-BUILDERS: dict[str, Callable[[Path, Path], Model]] = {"e5-small": e5_model,
+BUILDERS: dict[str, Callable[[Path, Path, int | None], Model]] = {"e5-small": e5_model,
                                                       "paraphrase-l3": l3_model}
 
 
@@ -412,7 +417,7 @@ def probe_in_child(spec: str | None, cache: Path) -> dict[str, float]:
 # -- report ---------------------------------------------------------------------------------
 
 
-def build(spec: str, cache: Path) -> Model | None:
+def build(spec: str, cache: Path, tokens: int | None = None) -> Model | None:
     """NAME=DIR → the candidate, or None (and why) when its files are not there."""
     name, _, folder = spec.partition("=")
     if name not in BUILDERS:
@@ -421,7 +426,7 @@ def build(spec: str, cache: Path) -> Model | None:
         print(f"{name}: skipped, no such folder {folder!r} (the module docstring says how to "
               "fetch it)", file=sys.stderr)
         return None
-    return BUILDERS[name](Path(folder), cache)
+    return BUILDERS[name](Path(folder), cache, tokens)
 
 
 def quality_table(names: list[str], sets: list[str],
@@ -453,17 +458,22 @@ def main() -> int:
     parser.add_argument("--data", help="retrieval-dev folder (see bench/retrieval_dev.py)")
     parser.add_argument("--cache", type=Path, default=retrieval_dev.CACHE / "models",
                         help="where converted candidates are kept (outside the repository)")
+    parser.add_argument("--candidate-tokens", type=int, metavar="N",
+                        help="cut the candidates' texts at N tokens, not at their default "
+                        "(e5-small 256 as MiniLM; paraphrase-l3 128); their vectors are cached "
+                        "apart")
     parser.add_argument("--probe", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.probe:
-        model = minilm_model() if args.probe == "minilm" else build(args.probe, args.cache)
+        model = (minilm_model() if args.probe == "minilm"
+                 else build(args.probe, args.cache, args.candidate_tokens))
         assert model is not None
         print(json.dumps(probe(model)))
         return 0
     load = os.getloadavg()
     print(f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; load average {load[0]:.2f} "
           f"{load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} CPUs")
-    built = [(spec, build(spec, args.cache)) for spec in args.candidate]
+    built = [(spec, build(spec, args.cache, args.candidate_tokens)) for spec in args.candidate]
     runs: list[tuple[str | None, Model]] = [(None, minilm_model())]
     runs += [(spec, m) for spec, m in built if m is not None]
     base = retrieval_dev.data_dir(args.data)
