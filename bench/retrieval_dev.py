@@ -104,3 +104,30 @@ def vectors(embedder: Any, texts: list[str], label: str) -> Any:
     np.save(tmp, matrix)
     os.replace(tmp, path)
     return matrix
+
+
+def metrics(ranked: list[str], relevant: dict[str, int]) -> dict[str, float]:
+    """nDCG@10 (gain 2^grade − 1, as BEIR and eval.py), recall@5 and recall@100 of one
+    ranking; the formula search_eval.py and embed_bench.py use, here without Django."""
+    import math
+
+    dcg = sum((2 ** relevant[c] - 1) / math.log2(i + 2)
+              for i, c in enumerate(ranked[:10]) if c in relevant)
+    ideal = sorted(relevant.values(), reverse=True)[:10]
+    idcg = sum((2**g - 1) / math.log2(i + 2) for i, g in enumerate(ideal))
+    return {"ndcg@10": dcg / idcg,
+            "recall@5": len([c for c in ranked[:5] if c in relevant]) / len(relevant),
+            "recall@100": len([c for c in ranked[:100] if c in relevant]) / len(relevant)}
+
+
+def paired_bootstrap(a: Any, b: Any, *, resamples: int = 2000, seed: int = 0) -> tuple[
+        float, float, float]:
+    """Mean of b − a over the same queries and its 95 % percentile interval, resampling
+    queries with replacement (paired: both systems see the same resampled queries)."""
+    import numpy as np
+
+    diff = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    means = diff[rng.integers(0, len(diff), size=(resamples, len(diff)))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(diff.mean()), float(low), float(high)
