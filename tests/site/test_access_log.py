@@ -47,7 +47,8 @@ def _database_env() -> dict[str, str]:
 
 def test_the_ctxlake_script_starts_gunicorn_with_the_scrubbing_logger() -> None:
     script = (ROOT / "ctxlake").read_text()
-    line = script[script.index('"-m", "gunicorn"'):][:400]
+    start = script.index('"-m", "gunicorn"')
+    line = script[start:script.index("]", start)]  # the whole gunicorn command
     assert LOGGER_CLASS in line
 
 
