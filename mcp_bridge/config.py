@@ -158,9 +158,9 @@ def resolve_session(env: Mapping[str, str], home: Path, *, ppid: int | None = No
         left = runtime_session(home, walked) if walked != pid else None
     if left:
         return left, "runtime"
-    import uuid
+    from mcp_bridge.contract.ids import random_uuid
 
-    return str(uuid.uuid4()), "generated"
+    return random_uuid(), "generated"
 
 
 def clean_session(value: object) -> str | None:

@@ -9,8 +9,9 @@ cheapest parts and leaves everything else to `hooks.pre_tool_use`, in the same p
 
 1. read the hook JSON with the C scanner (`_json`: the `json` package would import `re`);
 2. silent when the call changes no file another agent could hold: not an edit tool, a
-   Bash command that cannot be `git commit` (no "commit" in it), a file outside a git
-   work tree, or a roster in which no other agent's lease pattern covers the file;
+   Bash command that cannot be `git commit` (no "commit" in it), a file (or a commit)
+   outside a git work tree, a roster in which no other agent's lease pattern covers the
+   file, or a commit while no other agent holds any lease;
 3. anything else (a covering lease, `git commit`, a roster it cannot read, a missing
    setting) runs the full hook, which warns, records the intrusion, or says on stderr why
    leases were not checked — the same output as before, from the same code.
@@ -140,9 +141,10 @@ def _submodule(package: str, name: str) -> ModuleType:
     return sys.modules[f"{package}.{name}"]
 
 
-def roster_covers(rel: str, env: Mapping[str, str]) -> bool | None:
-    """Whether another agent's lease pattern in the cached roster covers `rel`; None when
-    the roster cannot be read here (the full hook then says why on stderr)."""
+def roster_covers(rel: str | None, env: Mapping[str, str]) -> bool | None:
+    """Whether another agent's lease pattern in the cached roster covers `rel` (any path
+    at all for None: a commit's paths are known only to git); None when the roster cannot
+    be read here (the full hook then says why on stderr)."""
     fleet, me = env.get("CTXLAKE_FLEET_ID"), env.get("CTXLAKE_AGENT_ID")
     if not fleet or not me or "/" in fleet or fleet.startswith("."):
         return None
@@ -164,7 +166,7 @@ def roster_covers(rel: str, env: Mapping[str, str]) -> bool | None:
             continue
         for lease in leases:
             pattern = lease.get("path") if isinstance(lease, dict) else None
-            if not isinstance(pattern, str) or covers(pattern, rel):
+            if not isinstance(pattern, str) or rel is None or covers(pattern, rel):
                 return True
     return False
 
@@ -176,7 +178,13 @@ def silent(hook_input: dict[str, Any]) -> bool:
         return True
     if tool == "Bash":
         command = args.get("command")
-        return not isinstance(command, str) or "commit" not in command
+        if not isinstance(command, str) or "commit" not in command:
+            return True
+        # a commit inside a work tree while another agent holds a lease: the full hook asks
+        # git what is staged; with no other agent's lease there is nothing to ask about
+        root = repo_root(str(hook_input.get("cwd") or os.environ.get("CLAUDE_PROJECT_DIR")
+                             or "."))
+        return root is None or roster_covers(None, os.environ) is False
     if tool not in EDIT_TOOLS:
         return True
     target = edit_target(hook_input)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import uuid
 from typing import Any, Final
 
 from mcp_bridge.contract import bm25
@@ -182,8 +181,10 @@ def envelope_problem(event: dict[str, Any], fleet: str, *, fleet_source: str) ->
     """
     if type(event.get("v")) is not int or event["v"] != SPOOL_VERSION:
         return f"unsupported spool version {event.get('v')!r} (this reader takes {SPOOL_VERSION})"
+    from mcp_bridge.contract.ids import canonical_uuid
+
     try:
-        event["id"] = str(uuid.UUID(str(event.get("id"))))
+        event["id"] = canonical_uuid(event.get("id"))
     except ValueError:
         return "id must be a UUID"
     if event.get("kind") not in SPOOL_KINDS:

@@ -25,8 +25,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:  # sqlite3 loads on first use: a bridge imports nothing heavy before its
     import sqlite3  # first frame (test_isolation.py)
@@ -48,9 +47,12 @@ SQL_BM25 = "bm25(claims_fts, " + ", ".join(f"{w:g}" for w in WEIGHTS) + ")"
 _local = threading.local()
 
 
-@dataclass(frozen=True)
-class Tokens:
-    """One document cut into terms: per column (COLUMNS order), its terms in order."""
+class Tokens(NamedTuple):
+    """One document cut into terms: per column (COLUMNS order), its terms in order.
+
+    A NamedTuple, not a dataclass: the contract package imports this module, and the
+    PreToolUse hook imports the package; `dataclasses` (with `inspect`) costs ~10 ms there.
+    """
 
     columns: tuple[tuple[str, ...], ...]
 

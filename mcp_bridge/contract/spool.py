@@ -11,12 +11,12 @@ import datetime as dt
 import fcntl
 import json
 import os
-import uuid
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from mcp_bridge import contract
 from mcp_bridge.contract import atomic, events
+from mcp_bridge.contract.ids import random_uuid
 
 MAX_LINE_BYTES = 256 * 1024
 
@@ -62,7 +62,7 @@ class Spool:
 
     def record(self, kind: str, payload: dict[str, Any]) -> tuple[dict[str, Any], Receipt]:
         now = iso(utc_now())
-        event: dict[str, Any] = {"v": contract.SPOOL_VERSION, "id": str(uuid.uuid4()), "kind": kind,
+        event: dict[str, Any] = {"v": contract.SPOOL_VERSION, "id": random_uuid(), "kind": kind,
                  "fleet": self.fleet, "agent": self.agent, "session": self.session,
                  "at": now, "payload": payload}
         return event, Receipt(event_id=event["id"], kind=kind, queued_at=now)

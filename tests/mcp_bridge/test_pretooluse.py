@@ -148,3 +148,41 @@ def test_a_denied_or_free_edit_spools_nothing(repo: Path) -> None:
     _hook(repo, _edit(repo, "src/payments/api.py"), "--strict")  # blocked: nothing happened
     _hook(repo, _edit(repo, "src/other.py"))
     assert _spooled(repo) == []
+
+
+#: What the warning path must not import (each costs ~5-10 ms at every spawn, issue 26):
+#: `uuid` imports `platform`; `dataclasses` imports `inspect`; `argparse` gettext.
+NOT_ON_THE_WARNING_PATH = ("uuid", "platform", "dataclasses", "inspect", "argparse")
+
+
+def test_the_warning_path_imports_nothing_expensive(repo: Path) -> None:
+    """Import costs, checked as names rather than as times (no wall time in tests): a
+    warned edit spools its intrusion without `uuid`, `dataclasses` or `argparse`."""
+    global _door
+    if _door is not DOORS["script"]:
+        pytest.skip("the module door runs runpy and site: measured by bench/hook_bench.py")
+    saved, _door = _door, [sys.executable, "-X", "importtime", *_door[1:]]
+    try:
+        done = _hook(repo, _edit(repo, "src/payments/api.py"))
+    finally:
+        _door = saved
+    assert "leased by bo" in done.stdout
+    assert len(_spooled(repo)) == 1
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "mcp_bridge.contract.spool" in imported  # the parse below reads real output
+    assert imported.isdisjoint(NOT_ON_THE_WARNING_PATH), imported & set(NOT_ON_THE_WARNING_PATH)
+
+
+def test_a_commit_while_no_other_agent_holds_a_lease_is_silent(repo: Path) -> None:
+    """The script answers it without asking git (pretool.silent); the same silence as the
+    full hook's, and a roster it cannot read still goes to the full hook's note."""
+    (repo / "src" / "payments" / "api.py").write_text("x\n")
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    testing.build_cache(repo.parent / "cache", FLEET, snapshot=False, agents=[
+        {"agent_id": "ada", "leases": [{"path": "src/**", "expires_at": ahead(hours=1)}]},
+        {"agent_id": "cy", "leases": []}])
+    commit = {"cwd": str(repo), "tool_name": "Bash", "tool_input": {"command": "git commit"}}
+    done = _hook(repo, commit)
+    assert (done.stdout, done.stderr, done.returncode) == ("", "", 0)
+    assert "not checking leases" in _hook(repo, commit, cache=False).stderr
