@@ -27,6 +27,7 @@ from fleet import scope, screen_view, tokens
 from fleet.admin_screen import ScreenedAdmin, ScreenFilter, path_list
 from fleet.globs import overlaps
 from fleet.models import (
+    WEBHOOK_SECRET_MAX_CHARS,
     Activity,
     Agent,
     ApiToken,
@@ -127,8 +128,43 @@ class ScopedFilter(admin.RelatedFieldListFilter):
         ]
 
 
+class FleetForm(forms.ModelForm[Fleet]):
+    """The fleet's settings, with the webhook secret write-only.
+
+    The secret signs incidents (fleet/webhooks.py), so it must stay readable to the server,
+    but no page needs to show it again: the field never renders its value, blank keeps the
+    stored one while a URL is set, and blank with no URL forgets it (nothing left to sign).
+    """
+
+    incident_webhook_secret = forms.CharField(
+        required=False, strip=False, max_length=WEBHOOK_SECRET_MAX_CHARS,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        label="Incident webhook secret")
+
+    class Meta:
+        model = Fleet
+        fields = "__all__"  # noqa: DJ007 - the admin form: every editable field, as the admin chose them
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["incident_webhook_secret"]
+        kept = bool(self.instance.pk and self.instance.incident_webhook_secret)
+        field.help_text = (
+            "The HMAC-SHA256 key the receiver checks the signature with; required with a "
+            "webhook URL. Never shown again: "
+            + ("a secret is set; leave blank to keep it, type a new one to replace it."
+               if kept else "none is set."))
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if not data.get("incident_webhook_secret") and data.get("incident_webhook_url"):
+            data["incident_webhook_secret"] = self.instance.incident_webhook_secret
+        return data
+
+
 @admin.register(Fleet)
 class FleetAdmin(FleetScopedAdmin):
+    form = FleetForm
     fleet_field = "pk"
     list_display = (
         "slug", "name", "memory_mode", "capture_mode", "default_lease_ttl_secs", "created_at"

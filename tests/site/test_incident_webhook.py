@@ -203,3 +203,47 @@ def test_a_webhook_url_needs_a_secret(fleet_a: Fleet) -> None:
     assert "incident_webhook_secret" in caught.value.message_dict
     with pytest.raises(IntegrityError), transaction.atomic():
         fleet_a.save()
+
+
+def test_the_admin_never_shows_the_secret_and_blank_keeps_it(
+    fleet_a: Fleet, settings: Any,
+) -> None:
+    """The fleet page's secret field is write-only: the stored secret is never in the
+    page, blank keeps it while a URL is set, a new one replaces it, no URL forgets it,
+    and hostile text is refused with nothing changed."""
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    from fleet.models import RETENTION
+
+    settings.STORAGES = {**settings.STORAGES, "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+    hooked(fleet_a, "https://example.com/hook")
+    client = Client()
+    client.force_login(User.objects.create_superuser("root", password="pw-1234-root"))
+    page_url = f"/admin/fleet/fleet/{fleet_a.pk}/change/"
+    page = client.get(page_url).content.decode()
+    assert SECRET not in page and "a secret is set" in page
+    form = {"slug": fleet_a.slug, "name": fleet_a.name, "memory_mode": fleet_a.memory_mode,
+            "capture_mode": fleet_a.capture_mode, "default_lease_ttl_secs": 3600,
+            "capture_max_candidates": fleet_a.capture_max_candidates,
+            "min_independent_sessions": 1, "repo_url_template": "", "retire_idle_hours": 24,
+            "incident_webhook_url": "https://example.com/hook", "incident_webhook_secret": "",
+            "moderators-TOTAL_FORMS": 0, "moderators-INITIAL_FORMS": 0,
+            **{rule.field: rule.default_days for rule in RETENTION}}
+
+    def saved(**changes: str) -> tuple[int, str, str]:
+        response = client.post(page_url, {**form, **changes})
+        fleet_a.refresh_from_db()
+        return (response.status_code, fleet_a.incident_webhook_url,
+                fleet_a.incident_webhook_secret)
+
+    assert saved() == (302, "https://example.com/hook", SECRET)
+    assert saved(incident_webhook_secret="s2-" + "x" * 20) == (
+        302, "https://example.com/hook", "s2-" + "x" * 20)
+    for hostile in ("a\x00b", "x" * 129, "line\nbreak"):
+        assert saved(incident_webhook_secret=hostile)[0] == 200, hostile
+        assert fleet_a.incident_webhook_secret == "s2-" + "x" * 20
+    assert saved(incident_webhook_url="") == (302, "", "")
+    assert saved(incident_webhook_url="https://example.com/hook")[0] == 200  # none to keep
+    assert fleet_a.incident_webhook_url == ""
