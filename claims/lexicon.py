@@ -5,7 +5,10 @@ formula in SQL (claims/search.py) over rows kept here, written in the claim's ow
 transaction (a claim and its terms never disagree, and no signal can be skipped):
 
 - ClaimTerm: per claim and term, its count in the text and in the subject (BM25's f);
-- Claim.lexical_length: the claim's terms over both (BM25's |d|).
+- Claim.lexical_length: the claim's terms over both (BM25's |d|);
+- on each ClaimTerm row, copies of its claim's status, number and length (COPIES), so a
+  search reads a term's doclist and nothing else: a Postgres trigger keeps them equal to
+  the claim's when any update changes the claim (status changes have many writers).
 
 The collection-wide figures, N, the terms' document frequencies and the average length,
 are counted from these rows at query time over the collection being searched, exactly as
@@ -36,6 +39,10 @@ BATCH = 500  # claims tokenized and written per statement batch by `rebuild`
 # analyzes ClaimTerm at once: planned without statistics (a new table; autovacuum's analyze
 # comes a minute or more later), one SciFact search ran 20 minutes instead of 50 ms.
 ANALYZE_ROWS = 20_000
+# ClaimTerm's copies of its claim's columns (term column: claim column). The trigger
+# `claims_term_follows_claim` (migration 0011) keeps them equal when a claim row changes;
+# a test checks that it copies exactly these.
+COPIES = {"status": "status", "number": "number", "length": "lexical_length"}
 
 
 def cut(claims: Sequence[Any]) -> list[bm25.Tokens]:
@@ -54,11 +61,14 @@ def write_terms(pairs: Sequence[tuple[Any, bm25.Tokens]], *,
     if not pairs:
         return 0
     manager: Any = term_model._default_manager
+    # Migration 0009's historical model predates the claim's copied columns (0011).
+    copies = COPIES if any(f.name == "status" for f in term_model._meta.fields) else {}
     with transaction.atomic(savepoint=False):
         manager.filter(claim_id__in=[c.pk for c, _ in pairs]).delete()
         rows = [
             term_model(claim_id=c.pk, fleet_id=c.fleet_id, term=term,
-                       text_count=counts[0], subject_count=counts[1])
+                       text_count=counts[0], subject_count=counts[1],
+                       **{mine: getattr(c, theirs) for mine, theirs in copies.items()})
             for c, tokens in pairs for term, counts in tokens.frequencies().items()
         ]
         manager.bulk_create(rows, batch_size=5000)

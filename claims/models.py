@@ -328,15 +328,25 @@ class ClaimTerm(models.Model):
     term = models.CharField(max_length=bm25.MAX_TERM_CHARS)
     text_count = models.PositiveIntegerField()
     subject_count = models.PositiveIntegerField()
+    # Copies of the claim's own columns, so BM25 counts and scores a term's doclist without
+    # visiting a claim per match (a lookup per match was most of a search's lexical time at
+    # 10k claims: docs/search.md). Written with the row by claims.lexicon; kept equal to the
+    # claim's afterwards by the trigger `claims_term_follows_claim` (migration 0011), in
+    # the transaction that changes the claim, whichever code path updates it.
+    status = models.CharField(max_length=10)  # Claim.status: the collection is by status
+    number = models.PositiveIntegerField()  # Claim.number: equal scores break by it
+    length = models.PositiveIntegerField()  # Claim.lexical_length: BM25's |d|
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=("claim", "term"), name="claims_term_once_per_claim"),
         ]
         indexes = [
-            # covering: a term's doclist within a fleet is an index-only scan
+            # covering: a term's doclist within a fleet, with all BM25 reads of each
+            # match, is an index-only scan
             models.Index(fields=("fleet", "term"), include=("claim", "text_count",
-                                                          "subject_count"),
+                                                          "subject_count", "status",
+                                                          "number", "length"),
                          name="claims_term_doclist"),
         ]
 

@@ -3,10 +3,10 @@
 Two candidate lists, fused by the very function the bridge uses (mcp_bridge.contract.ranking), so
 the REST API and an agent's memory_search rank the same data the same way:
 
-1. Lexical: the generated `search_vector` (text weight A, subject B, english config)
-   against websearch_to_tsquery — conjunctive, as the bridge's FTS5 pass is; when that
-   finds fewer than k, a disjunctive pass over the same terms appends more. Ranked by
-   ts_rank (length-normalised), at most ranking.CANDIDATES rows.
+1. Lexical: FTS5's BM25 computed over the claims' term rows (ClaimTerm, claims.lexicon),
+   cut by the bridge's own tokenizer — conjunctive, as the bridge's FTS5 pass is; when that
+   finds fewer than k, a disjunctive pass over the same terms appends more (one statement,
+   `_BM25`), at most ranking.CANDIDATES rows.
 2. Vector: cosine distance over the HNSW index, `hnsw.ef_search` set to the rows asked
    for inside the vector query's own transaction (the default 40 cannot fill a list;
    see tests/claims/test_search_hnsw.py), cosine ≥ ranking.MIN_COSINE, CANDIDATES rows.
@@ -22,6 +22,7 @@ stale ones stay, rank lower and carry `stale = True`.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from django.db import connection
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
-from claims import embeddings
+from claims import embeddings, lexicon
 from claims.models import Claim, ClaimQuerySet, ClaimTerm
 from fleet.models import Fleet
 from mcp_bridge.contract import bm25, ranking
@@ -300,14 +301,20 @@ def _lexical_lists(
 
 
 # One statement per pass. The phrases' doclists come from ClaimTerm's covering index
-# (single-token phrases) or from `_phrase_hits` (the rest), as (claim, phrase, f) rows;
-# document frequencies count them over the whole collection, the score sums over the
-# claims the narrowing keeps, phrase by phrase in query order, in float8 — the very
+# (single-token phrases) or from `_phrase_hits` (the rest), as (claim, phrase, f, |d|,
+# number) rows; document frequencies count them over the whole collection, the score sums
+# over each claim's rows, phrase by phrase in query order, in float8 — the very
 # operations, in the very order, of FTS5's bm25 (mcp_bridge.contract.bm25), so equal
 # inputs give equal scores, bit for bit, on both sides. Equal scores break by number (the
-# snapshot's rowid order, which the bridge breaks them by). The top n are chosen before
-# the claims' columns are read: joining every match first cost 3,000 index lookups for a
-# long SciFact query.
+# snapshot's rowid order, which the bridge breaks them by).
+#
+# Only the term rows are read to count and score: they carry their claim's status, number
+# and length (claims.lexicon.COPIES), so the collection is a condition on the index's own
+# columns. Joining each match to its claim, as the first version did, cost one claim
+# lookup per match (2,128 for "flaky test retries" at 10k claims, ~6,400 buffers; with
+# the parallel workers Postgres started for it, ~3/4 of the statement's time). The
+# narrowing (validity, filters) is a property of the claim, so it is checked while the
+# best-scored claims are taken in order: a nested loop under LIMIT stops at n kept.
 def _f8(x: float) -> str:
     return f"{x!r}::float8"
 
@@ -319,37 +326,54 @@ _SATURATION = (
     f"((f.f * {_f8(bm25.K1 + 1.0)}) / (f.f + {_f8(bm25.K1)} * ({_f8(1 - bm25.B)} "
     f"+ {_f8(bm25.B)} * f.len::float8 / %(avgdl)s)))"
 )
+_TERMS = ClaimTerm._meta.db_table
 _BM25 = f"""
 WITH q AS (SELECT term, i - 1 AS i FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS q(term, i)),
-hits AS (
-    SELECT t.claim_id, q.i, t.text_count * {_W_TEXT} + t.subject_count * {_W_SUBJECT} AS f
-    FROM q JOIN {ClaimTerm._meta.db_table} t ON t.fleet_id = %(fleet)s AND t.term = q.term
-    UNION ALL
-    SELECT * FROM unnest(%(pc)s::bigint[], %(pi)s::bigint[], %(pf)s::float8[])
-),
 found AS (
-    SELECT h.claim_id, h.i, h.f, {_TABLE}.lexical_length AS len, {_TABLE}.number,
-           (%(narrow)s) AS keep
-    FROM hits h JOIN {_TABLE} ON {_TABLE}.id = h.claim_id
+    SELECT t.claim_id, q.i, t.text_count * {_W_TEXT} + t.subject_count * {_W_SUBJECT} AS f,
+           t.length AS len, t.number
+    FROM q JOIN {_TERMS} t ON t.fleet_id = %(fleet)s AND t.term = q.term
     WHERE %(collection)s
+    UNION ALL
+    SELECT * FROM unnest(%(pc)s::bigint[], %(pi)s::bigint[], %(pf)s::float8[],
+                         %(pl)s::bigint[], %(pn)s::bigint[])
 ),
 df AS (SELECT i, count(*)::float8 AS df FROM found GROUP BY i),
 scored AS (
     SELECT f.claim_id, min(f.number) AS claim_number, array_agg(f.i ORDER BY f.i) AS matched,
            sum({_IDF} * {_SATURATION} ORDER BY f.i) AS score
-    FROM found f JOIN df USING (i) WHERE f.keep GROUP BY f.claim_id
+    FROM found f JOIN df USING (i) GROUP BY f.claim_id
 ),
 chosen AS (
-    (SELECT *, TRUE AS every FROM scored WHERE cardinality(matched) = %(m)s
-     ORDER BY score DESC, claim_number ASC LIMIT %(limit)s)
+    (SELECT s.*, TRUE AS every
+     FROM (SELECT * FROM scored WHERE cardinality(matched) = %(m)s
+           ORDER BY score DESC, claim_number ASC) s
+     JOIN {_TABLE} ON {_TABLE}.id = s.claim_id WHERE %(narrow)s
+     ORDER BY s.score DESC, s.claim_number ASC LIMIT %(limit)s)
     UNION ALL
-    (SELECT *, FALSE FROM scored ORDER BY score DESC, claim_number ASC LIMIT %(tail)s)
+    (SELECT s.*, FALSE
+     FROM (SELECT * FROM scored ORDER BY score DESC, claim_number ASC) s
+     JOIN {_TABLE} ON {_TABLE}.id = s.claim_id WHERE %(narrow)s
+     ORDER BY s.score DESC, s.claim_number ASC LIMIT %(tail)s)
 )
 SELECT s.every, s.matched, (SELECT array_agg(i ORDER BY i) FROM df),
        (SELECT array_agg(df ORDER BY i) FROM df), {{select}}
 FROM chosen s JOIN {_TABLE} ON {_TABLE}.id = s.claim_id
 ORDER BY s.every DESC, s.score DESC, s.claim_number ASC
 """
+_COLUMN = re.compile(r'"([a-z_]+)"\."([a-z_]+)"')
+
+
+def _on_terms(sql: str) -> str:
+    """The collection's WHERE clause (over claims_claim) as a condition on the term rows
+    `t`, which copy the columns it may name (claims.lexicon.COPIES, plus fleet_id)."""
+    copied = {"fleet_id", *lexicon.COPIES.values()}
+    for table, column in _COLUMN.findall(sql):
+        if table != _TABLE or column not in copied:
+            # a programming error: a new collection filter needs its column copied too
+            raise ValueError(f"the collection filters on {table}.{column}, not on term rows")
+    renamed = {theirs: mine for mine, theirs in lexicon.COPIES.items()}
+    return _COLUMN.sub(lambda m: f't."{renamed.get(m[2], m[2])}"', sql)
 
 
 Ranked = list[tuple[int, list[int]]]  # claim ids, best first, each with its phrases
@@ -358,7 +382,7 @@ Ranked = list[tuple[int, list[int]]]  # claim ids, best first, each with its phr
 def _bm25(
     where: _Filters,
     phrases: Sequence[tuple[str, ...]],
-    extra: Sequence[tuple[int, int, float]],
+    extra: Sequence[tuple[int, int, float, int, int]],
     n: int,
     stats: Callable[[], Stats],
     *,
@@ -374,11 +398,11 @@ def _bm25(
     st = stats()
     collection_sql, params = _named(*where.collection, "c")
     narrow_sql, narrow_params = _named(*where.narrow, "w") if where.narrow[0] else ("TRUE", {})
-    sql = (_BM25.replace("{select}", _SELECT).replace("%(collection)s", collection_sql)
+    sql = (_BM25.replace("{select}", _SELECT).replace("%(collection)s", _on_terms(collection_sql))
            .replace("%(narrow)s", narrow_sql))
     rows = _fetch(sql, {
         **params, **narrow_params, "terms": single, "fleet": where.fleet_id,
-        "pc": [e[0] for e in extra], "pi": [e[1] for e in extra], "pf": [e[2] for e in extra],
+        **{key: [e[j] for e in extra] for j, key in enumerate(("pc", "pi", "pf", "pl", "pn"))},
         "n": float(st.claims), "avgdl": st.avgdl, "m": len(phrases), "limit": n,
         "tail": n if tail else 0,
     })
@@ -403,28 +427,30 @@ def _named(sql: str, params: Sequence[Any], prefix: str) -> tuple[str, dict[str,
 
 def _phrase_hits(
     where: _Filters, phrases: Sequence[tuple[str, ...]]
-) -> list[tuple[int, int, float]]:
-    """(claim id, phrase index, f) of each multi-token phrase ("cache_bust": `cach bust`)
-    over the collection: the claims holding all its tokens, re-cut by the one tokenizer to
-    count where they stand next to each other in one column. Rare in queries (\\w+ terms
-    that FTS5 splits: underscores, combining marks), so cut at query time, not stored."""
-    out: list[tuple[int, int, float]] = []
+) -> list[tuple[int, int, float, int, int]]:
+    """(claim id, phrase index, f, |d|, number) of each multi-token phrase ("cache_bust":
+    `cach bust`) over the collection: the claims holding all its tokens, re-cut by the one
+    tokenizer to count where they stand next to each other in one column. Rare in queries
+    (\\w+ terms that FTS5 splits: underscores, combining marks), so cut at query time, not
+    stored."""
+    out: list[tuple[int, int, float, int, int]] = []
     for i, phrase in enumerate(phrases):
         if len(phrase) < 2:
             continue
         tokens = sorted(set(phrase))
         sql, params = where.collection
         rows = _fetch(
-            f"SELECT id, text, subject FROM {_TABLE} WHERE {sql} AND id IN (SELECT claim_id "
+            f"SELECT id, text, subject, lexical_length, number FROM {_TABLE} "
+            f"WHERE {sql} AND id IN (SELECT claim_id "
             f"FROM {ClaimTerm._meta.db_table} WHERE fleet_id = %s AND term = ANY(%s) "
             "GROUP BY claim_id HAVING count(*) = %s)",
             [*params, where.fleet_id, tokens, len(tokens)],
         )
-        cut = bm25.tokens((text, subject) for _, text, subject in rows)
-        for (pk, _, _), doc in zip(rows, cut, strict=True):
+        cut = bm25.tokens((text, subject) for _, text, subject, _, _ in rows)
+        for (pk, _, _, length, number), doc in zip(rows, cut, strict=True):
             f = bm25.weighted(doc.phrase_counts(phrase))
             if f:
-                out.append((pk, i, f))
+                out.append((pk, i, f, length, number))
     return out
 
 

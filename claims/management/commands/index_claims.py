@@ -37,6 +37,8 @@ class Command(BaseCommand):
         def progress(done: int, rows: int) -> None:
             self.stdout.write(f"  {done}/{total} claims, {rows} term rows")
 
-        rows = claims.order_by("pk").only("pk", "fleet_id", "text", "subject")
+        # what lexicon.write_terms writes on each term row (its copies: status, number)
+        rows = claims.order_by("pk").only("pk", "fleet_id", "text", "subject", "status",
+                                          "number")
         done, written = lexicon.rebuild(rows.iterator(chunk_size=2000), progress=progress)
         self.stdout.write(self.style.SUCCESS(f"Indexed {done} claim(s): {written} term rows"))
