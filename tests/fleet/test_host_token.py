@@ -209,3 +209,28 @@ def test_the_health_endpoint_is_403_to_a_host_token(api_as: ApiAs, world: World)
     response = host.get("/api/v1/health")
     assert response.status_code == 403
     assert "host token may not" in response.json()["detail"]
+
+
+def test_hostile_bodies_from_a_host_token_get_clear_errors_and_store_nothing_wrong(
+    api_as: ApiAs, world: World, settings: Any
+) -> None:
+    host = api_as(world.fleet, "host", relays=[world.ada])
+    good = spool_line(world.fleet.slug, "ada")
+    mixed = b"\n".join([
+        b"\xff\xfe not UTF-8",
+        json.dumps(spool_line(world.fleet.slug, "ad\x00a")).encode(),
+        json.dumps(spool_line(world.fleet.slug, "\ud800")).encode(),  # a lone surrogate
+        b"[" * 10_000 + b"]" * 10_000,
+        json.dumps(spool_line(world.fleet.slug, "x" * 5000)).encode(),
+    ]) + b"\n" + ndjson(good)
+    result = _post(host, world.fleet, mixed).json()
+    assert result["accepted"] == [good["id"]]
+    assert [r["line"] for r in result["rejected"]] == [1, 2, 3, 4, 5]
+    assert all(r["reason"] for r in result["rejected"])
+    assert _inbox_agents(world.fleet) == ["ada"]
+
+    too_many = _post(host, world.fleet, ndjson(*[spool_line(world.fleet.slug)] * 1001))
+    assert too_many.status_code == 400 and "At most 1000 lines" in str(too_many.json())
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 2048
+    assert _post(host, world.fleet, b"{}\n" * 1000).status_code == 413
+    assert InboxEvent.objects.count() == 1
