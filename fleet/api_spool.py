@@ -50,11 +50,9 @@ class Outcome:
     rejected: list[dict[str, Any]] = field(default_factory=list)
 
 
-def parse_line(raw: bytes, fleet: Fleet, speakers: Speakers) -> dict[str, Any]:
-    """One spool line → the event, checked against the contract and scrubbed.
-
-    Whether a host token may relay the agent it names needs the fleet's agents: that is
-    checked for the whole batch afterwards (`_strangers`), still line by line."""
+def parse_line(raw: bytes, fleet: Fleet) -> dict[str, Any]:
+    """One spool line → the event, checked against the contract and scrubbed. Whether the
+    token may speak for the agent it names is checked for the batch (`_refusals`)."""
     if len(raw) > MAX_LINE_BYTES:
         raise Invalid(f"line is over {MAX_LINE_BYTES} bytes")
     try:
@@ -68,9 +66,6 @@ def parse_line(raw: bytes, fleet: Fleet, speakers: Speakers) -> dict[str, Any]:
     problem = contract.envelope_problem(event, fleet.slug, fleet_source="the URL's fleet")
     if problem:
         raise Invalid(problem)
-    only = speakers.only  # an agent token's one agent; a host token's list: _strangers
-    if speakers.host is None and only is not None and event["agent"] not in only:
-        raise Invalid(f"this token speaks for agent {', '.join(sorted(only))}")
     event.setdefault("session", None)
     event = redact.scrub_value(event)
     problem = events.problem(event["kind"], event["payload"])
@@ -95,15 +90,19 @@ def _seen(fleet: Fleet, ids: Iterable[str]) -> tuple[set[str], set[str]]:
     return received | mine, theirs
 
 
-def _strangers(fleet: Fleet, speakers: Speakers, named: Iterable[str]) -> dict[str, str]:
-    """For a host token: each named agent it may not relay → the reason (one query).
+def _refusals(fleet: Fleet, speakers: Speakers, named: Iterable[str]) -> dict[str, str]:
+    """Each named agent the token may not speak for → the reason (at most one query).
 
-    An agent id no agent of this fleet has is "not an agent of this fleet" whether or not
-    another fleet uses it: a token learns nothing about other fleets.
+    An agent token speaks for its one agent. A host token speaks for its list; an agent id
+    no agent of this fleet has is "not an agent of this fleet" whether or not another
+    fleet uses it: a token learns nothing about other fleets.
     """
-    if speakers.host is None or speakers.only is None:
+    if speakers.only is None:
         return {}
     named = set(named) - speakers.only
+    if speakers.host is None:
+        mine = ", ".join(sorted(speakers.only))
+        return {agent_id: f"this token speaks for agent {mine}" for agent_id in named}
     known = set(
         Agent.objects.filter(fleet=fleet, agent_id__in=named).values_list("agent_id", flat=True)
     )
@@ -125,21 +124,22 @@ def receive(fleet: Fleet, raw_lines: list[bytes], *, speakers: Speakers) -> Outc
 
     Each line stands alone: one refused (the contract, or an agent the token may not speak
     for) is listed with its line number and reason, and the others are still admitted."""
-    parsed: list[tuple[int, bytes, dict[str, Any]]] = []
+    parsed: list[tuple[int, dict[str, Any]]] = []
     out, events = Outcome(), dict[str, dict[str, Any]]()
     for n, raw in enumerate(raw_lines, start=1):
         if not raw.strip():
             continue
         try:
-            parsed.append((n, raw, parse_line(raw, fleet, speakers)))
+            parsed.append((n, parse_line(raw, fleet)))
         except Invalid as exc:
             out.rejected.append({"id": _peek_id(raw), "line": n, "reason": str(exc)})
-    refused = _strangers(fleet, speakers, (event["agent"] for _, _, event in parsed))
-    for n, _raw, event in parsed:
+    refused = _refusals(fleet, speakers, (event["agent"] for _, event in parsed))
+    for n, event in parsed:
         if event["agent"] in refused:
             out.rejected.append({"id": event["id"], "line": n, "reason": refused[event["agent"]]})
         else:
             events.setdefault(event["id"], event)
+    out.rejected.sort(key=lambda r: r["line"])  # in the batch's order, whichever check refused
     with transaction.atomic():
         known, foreign = _seen(fleet, events)
         fresh = [e for i, e in events.items() if i not in known and i not in foreign]
