@@ -108,8 +108,8 @@ def _http_error(code: int, remote: Remote, tail: str) -> Exception:
                          "was revoked or is wrong. Issue a new one (manage.py issue_token) "
                          "and update the token file; sync stopped.")
     if code == 403:
-        return AuthError(f"the token may not do this (403 on {tail}); it needs an agent or "
-                         "operator role")
+        return AuthError(f"the token may not do this (403 on {tail}); it needs an agent, "
+                         "host or operator role")
     if code == 404 and (not tail.startswith("cache/") or tail == "cache/manifest"):
         return AuthError(f"fleet {remote.fleet!r} is unknown to {remote.server} or not this "
                          "token's fleet (404)")
