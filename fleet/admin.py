@@ -97,6 +97,16 @@ class FleetScopedAdmin(admin.ModelAdmin[Any]):
             )
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
+    def formfield_for_manytomany(
+        self, db_field: Any, request: HttpRequest, **kwargs: Any
+    ) -> Any:
+        path = FLEET_PATH.get(db_field.related_model)
+        if path is not None:  # a host token's agents: only the person's fleets' agents
+            kwargs["queryset"] = scope.scoped(
+                db_field.related_model._default_manager.all(), request.user, path
+            )
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
 
 class FleetModeratorInline(admin.TabularInline[FleetModerator, Fleet]):
     """Who moderates this fleet's claims. A grant only counts together with the
@@ -425,22 +435,33 @@ class IncidentAdmin(ReadOnly, FleetScopedAdmin):
 class ApiTokenForm(forms.ModelForm[ApiToken]):
     class Meta:
         model = ApiToken
-        fields = ("fleet", "name", "role", "agent")
+        fields = ("fleet", "name", "role", "agent", "relays_for")
+
+    def _value(self, data: dict[str, Any], name: str) -> Any:
+        """The field's cleaned value, or the saved one when the page shows it read-only."""
+        return data.get(name) if name in self.fields else getattr(self.instance, name, None)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        fleet, agent = data.get("fleet"), data.get("agent")
-        if fleet and agent and agent.fleet_id != fleet.pk:
-            self.add_error("agent", "This agent is in another fleet.")
-        live = ApiToken.objects.filter(fleet=fleet, name=data.get("name"), revoked_at=None)
-        if fleet and live.exists():
-            self.add_error("name", "This fleet already has a live token with this name.")
+        fleet = self._value(data, "fleet")
+        role, agent = self._value(data, "role"), self._value(data, "agent")
+        relays = list(data.get("relays_for") or [])
+        if fleet and role:  # the one rule, as issue_token and set_relays apply it
+            problem = tokens.fit_problem(fleet, role, agent, relays)
+            if problem:
+                self.add_error("relays_for" if "relays_for" in self.fields else None,
+                               problem[0].upper() + problem[1:] + ".")
+        if "name" in self.fields:
+            live = ApiToken.objects.filter(fleet=fleet, name=data.get("name"), revoked_at=None)
+            if fleet and live.exists():
+                self.add_error("name", "This fleet already has a live token with this name.")
         return data
 
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(FleetScopedAdmin):
-    """Issue (the secret is shown once, in a message) and revoke; tokens are never edited."""
+    """Issue (the secret is shown once, in a message) and revoke; never deleted. The one
+    edit: a live host token's agents (an agent joins or leaves the host), audited."""
 
     form = ApiTokenForm
     list_display = (
@@ -448,6 +469,7 @@ class ApiTokenAdmin(FleetScopedAdmin):
         "fleet",
         "role",
         "agent",
+        "relayed",
         "prefix",
         "created_at",
         "last_used_at",
@@ -457,25 +479,40 @@ class ApiTokenAdmin(FleetScopedAdmin):
     search_fields = ("name", "prefix")
     list_select_related = ("fleet", "agent")
     autocomplete_fields = ("agent",)
+    filter_horizontal = ("relays_for",)
     actions = ("revoke_selected",)
+    FIXED = (
+        "fleet",
+        "name",
+        "role",
+        "agent",
+        "prefix",
+        "created_at",
+        "created_by",
+        "last_used_at",
+        "revoked_at",
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ApiToken]:
+        return super().get_queryset(request).prefetch_related("relays_for")
+
+    @admin.display(description="relays for")
+    def relayed(self, obj: ApiToken) -> str:
+        return ", ".join(sorted(a.agent_id for a in obj.relays_for.all())) or "—"
+
+    def _relays_editable(self, obj: ApiToken | None) -> bool:
+        return obj is not None and obj.role == ApiToken.Role.HOST and obj.revoked_at is None
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> Any:
         if obj is None:
             return ()
-        return (
-            "fleet",
-            "name",
-            "role",
-            "agent",
-            "prefix",
-            "created_at",
-            "created_by",
-            "last_used_at",
-            "revoked_at",
-        )
+        return self.FIXED if self._relays_editable(obj) else (*self.FIXED, "relayed")
 
     def get_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> Any:
-        return self.get_readonly_fields(request, obj) or ("fleet", "name", "role", "agent")
+        if obj is None:
+            return ("fleet", "name", "role", "agent", "relays_for")
+        return (*self.FIXED, "relays_for") if self._relays_editable(obj) else (
+            *self.FIXED, "relayed")
 
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False  # revoke instead: the row is the audit trail of the credential
@@ -484,7 +521,12 @@ class ApiTokenAdmin(FleetScopedAdmin):
         if change:
             return
         issued = tokens.issue_token(
-            obj.fleet, role=obj.role, name=obj.name, agent=obj.agent, by=request.user
+            obj.fleet,
+            role=obj.role,
+            name=obj.name,
+            agent=obj.agent,
+            relays=form.cleaned_data.get("relays_for") or (),
+            by=request.user,
         )
         obj.pk, obj.prefix, obj.key_hash = (
             issued.token.pk,
@@ -498,6 +540,12 @@ class ApiTokenAdmin(FleetScopedAdmin):
             f"{issued.secret}",
             messages.WARNING,
         )
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        """issue_token set the agents of a new token; a change goes through set_relays,
+        which records who was added and removed (never form.save_m2m, which would not)."""
+        if change and "relays_for" in form.cleaned_data:
+            tokens.set_relays(form.instance, form.cleaned_data["relays_for"], by=request.user)
 
     @admin.action(description="Revoke selected tokens", permissions=["change"])
     def revoke_selected(self, request: HttpRequest, qs: QuerySet[ApiToken]) -> None:

@@ -20,7 +20,7 @@ from rest_framework.response import Response
 
 from fleet import change_feed
 from fleet.models import ApiToken
-from fleet.permissions import READ, FleetRequest
+from fleet.permissions import SYNC, FleetRequest
 from fleet.views import FLEET_PARAM, FleetViewSet
 
 #: What a version looks like on the wire: printable ASCII, no space (a render's stamp).
@@ -50,7 +50,7 @@ class ChangesSerializer(serializers.Serializer[Any]):
 
 @extend_schema(tags=["sync"], parameters=[FLEET_PARAM])
 class ChangesViewSet(FleetViewSet):
-    roles = {"changes": READ}
+    roles = {"changes": SYNC}
     serializer_class = ChangesSerializer
     pagination_class = None
 

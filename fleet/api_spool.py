@@ -27,7 +27,8 @@ from django.db import transaction
 
 from fleet import inbox
 from fleet.inbox import InboxFull
-from fleet.models import Activity, AppliedEvent, Fleet, InboxEvent
+from fleet.models import Activity, Agent, AppliedEvent, Fleet, InboxEvent
+from fleet.tokens import Speakers
 from mcp_bridge import contract
 from mcp_bridge.contract import events, redact
 from mcp_bridge.contract.spool import MAX_LINE_BYTES
@@ -49,8 +50,9 @@ class Outcome:
     rejected: list[dict[str, Any]] = field(default_factory=list)
 
 
-def parse_line(raw: bytes, fleet: Fleet, agent_id: str | None) -> dict[str, Any]:
-    """One spool line → the event, checked against the contract and scrubbed."""
+def parse_line(raw: bytes, fleet: Fleet) -> dict[str, Any]:
+    """One spool line → the event, checked against the contract and scrubbed. Whether the
+    token may speak for the agent it names is checked for the batch (`_refusals`)."""
     if len(raw) > MAX_LINE_BYTES:
         raise Invalid(f"line is over {MAX_LINE_BYTES} bytes")
     try:
@@ -64,8 +66,6 @@ def parse_line(raw: bytes, fleet: Fleet, agent_id: str | None) -> dict[str, Any]
     problem = contract.envelope_problem(event, fleet.slug, fleet_source="the URL's fleet")
     if problem:
         raise Invalid(problem)
-    if agent_id is not None and event["agent"] != agent_id:
-        raise Invalid(f"this token speaks for agent {agent_id}")
     event.setdefault("session", None)
     event = redact.scrub_value(event)
     problem = events.problem(event["kind"], event["payload"])
@@ -90,20 +90,56 @@ def _seen(fleet: Fleet, ids: Iterable[str]) -> tuple[set[str], set[str]]:
     return received | mine, theirs
 
 
-def receive(fleet: Fleet, raw_lines: list[bytes], *, agent_id: str | None) -> Outcome:
+def _refusals(fleet: Fleet, speakers: Speakers, named: Iterable[str]) -> dict[str, str]:
+    """Each named agent the token may not speak for → the reason (at most one query).
+
+    An agent token speaks for its one agent. A host token speaks for its list; an agent id
+    no agent of this fleet has is "not an agent of this fleet" whether or not another
+    fleet uses it: a token learns nothing about other fleets.
+    """
+    if speakers.only is None:
+        return {}
+    named = set(named) - speakers.only
+    if speakers.host is None:
+        mine = ", ".join(sorted(speakers.only))
+        return {agent_id: f"this token speaks for agent {mine}" for agent_id in named}
+    known = set(
+        Agent.objects.filter(fleet=fleet, agent_id__in=named).values_list("agent_id", flat=True)
+    )
+    return {
+        agent_id: (
+            f"agent {agent_id} is not registered for host token {speakers.host!r}; an "
+            "operator adds it to the token's agents"
+            if agent_id in known
+            else f"agent {agent_id} is not an agent of this fleet; a host token relays only "
+            "its registered agents"
+        )
+        for agent_id in named
+    }
+
+
+def receive(fleet: Fleet, raw_lines: list[bytes], *, speakers: Speakers) -> Outcome:
     """Admit spool lines for the drain: the new ones become inbox rows, each with its
-    receipt, in one transaction. InboxFull when the fleet's inbox is at its cap."""
-    events: dict[str, dict[str, Any]]
-    out, events = Outcome(), {}
+    receipt, in one transaction. InboxFull when the fleet's inbox is at its cap.
+
+    Each line stands alone: one refused (the contract, or an agent the token may not speak
+    for) is listed with its line number and reason, and the others are still admitted."""
+    parsed: list[tuple[int, dict[str, Any]]] = []
+    out, events = Outcome(), dict[str, dict[str, Any]]()
     for n, raw in enumerate(raw_lines, start=1):
         if not raw.strip():
             continue
         try:
-            event = parse_line(raw, fleet, agent_id)
+            parsed.append((n, parse_line(raw, fleet)))
         except Invalid as exc:
             out.rejected.append({"id": _peek_id(raw), "line": n, "reason": str(exc)})
-            continue
-        events.setdefault(event["id"], event)
+    refused = _refusals(fleet, speakers, (event["agent"] for _, event in parsed))
+    for n, event in parsed:
+        if event["agent"] in refused:
+            out.rejected.append({"id": event["id"], "line": n, "reason": refused[event["agent"]]})
+        else:
+            events.setdefault(event["id"], event)
+    out.rejected.sort(key=lambda r: r["line"])  # in the batch's order, whichever check refused
     with transaction.atomic():
         known, foreign = _seen(fleet, events)
         fresh = [e for i, e in events.items() if i not in known and i not in foreign]

@@ -26,10 +26,10 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from fleet import api_spool, artifacts
+from fleet import api_spool, artifacts, tokens
 from fleet.api_parsers import NDJSONParser
 from fleet.models import ApiToken
-from fleet.permissions import COORDINATE, READ, FleetRequest
+from fleet.permissions import RELAY, SYNC, FleetRequest
 from fleet.views import FLEET_PARAM, FleetViewSet
 from mcp_bridge import contract
 
@@ -73,7 +73,7 @@ class SpoolResultSerializer(serializers.Serializer[Any]):
 
 @extend_schema(tags=["sync"], parameters=[FLEET_PARAM])
 class CacheViewSet(FleetViewSet):
-    roles = {"manifest": READ, "file": READ, "delta": READ}
+    roles = {"manifest": SYNC, "file": SYNC, "delta": SYNC}
     serializer_class = CacheIndexSerializer
     pagination_class = None
 
@@ -163,7 +163,7 @@ def _read_json(body: bytes) -> dict[str, Any] | None:
 
 @extend_schema(tags=["sync"], parameters=[FLEET_PARAM])
 class SpoolViewSet(FleetViewSet):
-    roles = {"upload": COORDINATE}
+    roles = {"upload": RELAY}
     serializer_class = SpoolResultSerializer
     parser_classes = [NDJSONParser]
     pagination_class = None
@@ -174,6 +174,8 @@ class SpoolViewSet(FleetViewSet):
             "Each line is checked against the spool contract, scrubbed of secrets and queued "
             "for the drain. The answer lists the accepted event ids (including ids sent "
             "before) and the rejected lines with a reason; 400 when no line was accepted. "
+            "Each line names its agent: an agent token may name only its own, a host token "
+            "only the agents registered for it (per line: the others are still accepted). "
             "At most "
             f"{api_spool.MAX_LINES} lines per request."
         ),
@@ -200,12 +202,9 @@ class SpoolViewSet(FleetViewSet):
             raise exceptions.ValidationError(
                 {"lines": [f"At most {api_spool.MAX_LINES} lines per request."]}
             )
-        token = request.auth
-        bound = token.agent if isinstance(token, ApiToken) and token.role == "agent" else None
+        token = request.auth if isinstance(request.auth, ApiToken) else None
         try:
-            outcome = api_spool.receive(
-                request.fleet, lines, agent_id=bound.agent_id if bound else None
-            )
+            outcome = api_spool.receive(request.fleet, lines, speakers=tokens.speakers(token))
         except api_spool.InboxFull as exc:
             return Response(
                 {"detail": str(exc)},

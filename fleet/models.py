@@ -655,11 +655,22 @@ class FleetModerator(models.Model):
 class TokenRole(models.TextChoices):
     AGENT = "agent", "agent: coordination writes, propose, read"
     INTEGRATION = "integration", "integration: read, sessions, propose"
+    HOST = "host", "host: relays its listed agents' spool lines, reads the cache to sync"
     OPERATOR = "operator", "operator: everything in the fleet, incl. moderation"
 
 
 class ApiToken(models.Model):
-    """A REST credential for one fleet and one role. Only a hash and a short prefix are kept."""
+    """A REST credential for one fleet and one role. Only a hash and a short prefix are kept.
+
+    A `host` token is the one credential of a shared agent host: its `sync` relays the spool
+    lines of several agents, each line naming its agent, and the server accepts a line only
+    if that agent is in `relays_for`. The list is explicit, granted by an operator (admin or
+    `issue_token --relay`), rather than "the agents whose `host` matches the token": an
+    agent reports its own `host` in every heartbeat, so a match would let any agent (or the
+    host token itself) enrol in a host by naming it, and an agent moving hosts would be
+    relayed by both until someone noticed. An explicit list changes only when a person
+    changes it, every change is an Activity row, and a revoked agent leaves it in one edit.
+    """
 
     Role = TokenRole
 
@@ -673,6 +684,13 @@ class ApiToken(models.Model):
         blank=True,
         related_name="api_tokens",
         help_text="The agent an agent-role token speaks for.",
+    )
+    relays_for = models.ManyToManyField(
+        Agent,
+        blank=True,
+        related_name="relayed_by",
+        help_text="A host token: the agents of this host whose spool lines it relays; a line "
+        "naming any other agent is refused. Set by an operator, never by an agent.",
     )
     prefix = models.CharField(max_length=12, editable=False, help_text="Shown to identify it.")
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
@@ -695,6 +713,11 @@ class ApiToken(models.Model):
                 fields=("fleet", "name"),
                 condition=Q(revoked_at__isnull=True),
                 name="fleet_token_live_name_unique",
+            ),
+            # a host token speaks for its listed agents, never as one bound agent
+            models.CheckConstraint(
+                condition=~Q(role=TokenRole.HOST) | Q(agent__isnull=True),
+                name="fleet_token_host_has_no_agent",
             ),
         ]
 

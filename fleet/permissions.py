@@ -19,9 +19,10 @@ from rest_framework.views import APIView
 from fleet import scope
 from fleet.models import ApiToken, Fleet
 
-AGENT, INTEGRATION, OPERATOR = (
+AGENT, INTEGRATION, HOST, OPERATOR = (
     ApiToken.Role.AGENT,
     ApiToken.Role.INTEGRATION,
+    ApiToken.Role.HOST,
     ApiToken.Role.OPERATOR,
 )
 #: Who may do what; the roles are described in docs/api.md.
@@ -30,6 +31,12 @@ SESSIONS = READ  # SessionStart/SessionEnd hooks run with integration tokens
 PROPOSE = READ
 COORDINATE = frozenset({AGENT, OPERATOR})
 MODERATE = frozenset({OPERATOR})
+#: What an agent host's `sync` reads (cache files, the snapshot's delta, the change feed).
+#: A host token gets only this and RELAY: it moves its agents' writes and the fleet's
+#: render between host and server, and asks the server nothing else.
+SYNC = READ | {HOST}
+#: The spool upload; which agents a token may name is checked per line (fleet.api_spool).
+RELAY = COORDINATE | {HOST}
 
 
 def _session_role(request: Request, fleet: Fleet) -> str | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -37,15 +38,44 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+def fit_problem(
+    fleet: Fleet, role: str, agent: Agent | None, relays: Iterable[Agent] = ()
+) -> str | None:
+    """Why this role, bound agent and relay list do not make a token of `fleet`, or None.
+
+    The one rule, asked by issue_token, set_relays and the admin form: agents belong to
+    the token's fleet; only a host token has a relay list, and it is never bound to one
+    agent (it speaks for each agent its lines name, checked per line).
+    """
+    relays = list(relays)
+    if role not in ApiToken.Role.values:
+        return f"role must be one of {', '.join(ApiToken.Role.values)}"
+    strangers = [a.agent_id for a in [*([agent] if agent else []), *relays]
+                 if a.fleet_id != fleet.pk]
+    if strangers:
+        return f"agent(s) {', '.join(strangers)} not in fleet {fleet.slug}"
+    if role == ApiToken.Role.HOST and agent is not None:
+        return "a host token is not bound to one agent: list its agents as relays instead"
+    if role != ApiToken.Role.HOST and relays:
+        return "only a host token relays for a list of agents"
+    return None
+
+
 @transaction.atomic
 def issue_token(
-    fleet: Fleet, *, role: str, name: str, agent: Agent | None = None, by: Any = None
+    fleet: Fleet,
+    *,
+    role: str,
+    name: str,
+    agent: Agent | None = None,
+    relays: Iterable[Agent] = (),
+    by: Any = None,
 ) -> Issued:
-    """Create a token for `fleet` and `role`; ValueError for a role/agent that do not fit."""
-    if role not in ApiToken.Role.values:
-        raise ValueError(f"role must be one of {', '.join(ApiToken.Role.values)}")
-    if agent is not None and agent.fleet_id != fleet.pk:
-        raise ValueError(f"agent {agent.agent_id} is not in fleet {fleet.slug}")
+    """Create a token for `fleet` and `role`; ValueError for a role/agents that do not fit."""
+    relays = list(relays)
+    problem = fit_problem(fleet, role, agent, relays)
+    if problem:
+        raise ValueError(problem)
     secret = SECRET_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
         fleet=fleet,
@@ -56,8 +86,55 @@ def issue_token(
         key_hash=hash_secret(secret),
         created_by=by if getattr(by, "pk", None) else None,
     )
-    activity.record(fleet, "token.issued", target=token, user=by, role=role, name=name)
+    token.relays_for.set(relays)
+    extra: dict[str, Any] = {"relays": sorted(a.agent_id for a in relays)} if relays else {}
+    activity.record(fleet, "token.issued", target=token, user=by, role=role, name=name, **extra)
     return Issued(token=token, secret=secret)
+
+
+@transaction.atomic
+def set_relays(token: ApiToken, agents: Iterable[Agent], *, by: Any = None) -> ApiToken:
+    """Make `agents` the host token's relay list: an agent joins or leaves a shared host.
+
+    Audited ("token.relays_changed", with who was added and removed), since the list is
+    what decides whose writes the host may speak for. ValueError when they do not fit.
+    """
+    agents = list(agents)
+    problem = fit_problem(token.fleet, token.role, token.agent, agents)
+    if problem:
+        raise ValueError(problem)
+    before = set(token.relays_for.values_list("agent_id", flat=True))
+    after = {a.agent_id for a in agents}
+    token.relays_for.set(agents)
+    if before != after:
+        activity.record(token.fleet, "token.relays_changed", target=token, user=by,
+                        name=token.name, added=sorted(after - before),
+                        removed=sorted(before - after))
+    return token
+
+
+@dataclass(frozen=True)
+class Speakers:
+    """Whose spool lines a token may relay: the rule for the spool upload, per line.
+
+    `only` None means any agent of the fleet (an operator token); otherwise the agent ids
+    it speaks for: an agent token's one agent, a host token's relay list.
+    """
+
+    only: frozenset[str] | None
+    host: str | None = None  # a host token's name, for the refusal's reason
+
+
+def speakers(token: ApiToken | None) -> Speakers:
+    """Who `token` may speak for in spool lines (a staff session: anyone, as an operator)."""
+    if token is None:
+        return Speakers(only=None)
+    if token.role == ApiToken.Role.HOST:
+        ids = token.relays_for.values_list("agent_id", flat=True)
+        return Speakers(only=frozenset(ids), host=token.name)
+    if token.role == ApiToken.Role.AGENT and token.agent is not None:
+        return Speakers(only=frozenset({token.agent.agent_id}))
+    return Speakers(only=None)
 
 
 def token_for_secret(secret: str) -> ApiToken | None:

@@ -16,8 +16,9 @@ The bridge itself never touches the network; this separate process does, on its 
 
 Server down, 5xx, 503: `ServerDown` (the loop backs off; the spool is kept). 401/403/404:
 `AuthError` (a revoked token, a wrong fleet): a clear message and exit status 2. Lines the
-server refused (e.g. a second agent's writes on a host whose token speaks for one agent)
-are not delivered: `--once` says so and exits with status 3; the loop logs each time.
+server refused (a second agent's writes on a host whose token speaks for one agent, or an
+agent a host token does not list) are not delivered: `--once` says so and exits with
+status 3; the loop logs each time.
 Stdlib only (urllib); no Django.
 """
 
@@ -107,8 +108,8 @@ def _http_error(code: int, remote: Remote, tail: str) -> Exception:
                          "was revoked or is wrong. Issue a new one (manage.py issue_token) "
                          "and update the token file; sync stopped.")
     if code == 403:
-        return AuthError(f"the token may not do this (403 on {tail}); it needs an agent or "
-                         "operator role")
+        return AuthError(f"the token may not do this (403 on {tail}); it needs an agent, "
+                         "host or operator role")
     if code == 404 and (not tail.startswith("cache/") or tail == "cache/manifest"):
         return AuthError(f"fleet {remote.fleet!r} is unknown to {remote.server} or not this "
                          "token's fleet (404)")
@@ -567,9 +568,9 @@ def undelivered(pushed: PushReport, spool_dir: Path, fleet: str) -> str | None:
     reasons = sorted({str(item.get("reason") or "rejected") for item in pushed.rejected})
     where = Path(spool_dir) / "rejected" / f"{fleet}{contract.SPOOL_SUFFIX}"
     return (f"ctxlake sync: {len(pushed.rejected)} line(s) NOT delivered: the server refused "
-            f"them ({'; '.join(reasons)[:500]}); kept in {where}. A token speaks for one "
-            "agent: give each agent its own token, or use an operator token for a shared "
-            "host (docs/agents.md).")
+            f"them ({'; '.join(reasons)[:500]}); kept in {where}. An agent token speaks "
+            "for one agent and a host token for the agents listed for it: give each agent "
+            "its own token, or list this host's agents on its host token (docs/agents.md).")
 
 
 def _summary(pushed: PushReport, pulled: PullReport) -> str:

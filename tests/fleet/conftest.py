@@ -26,13 +26,16 @@ ApiAs = Callable[..., APIClient]
 
 @pytest.fixture
 def api_as(db: None) -> ApiAs:
-    """api_as(agent) → an agent-role client for that agent; api_as(fleet, "operator") → …"""
+    """api_as(agent) → an agent-role client for that agent; api_as(fleet, "operator") → …;
+    api_as(fleet, "host", relays=[ada, bo]) → a host token relaying for those agents."""
 
-    def make(who: Agent | Fleet, role: str | None = None) -> APIClient:
+    def make(who: Agent | Fleet, role: str | None = None, relays: Any = ()) -> APIClient:
         agent = who if isinstance(who, Agent) else None
         fleet = who.fleet if isinstance(who, Agent) else who
         role = role or ("agent" if agent else "operator")
-        issued = tokens.issue_token(fleet, role=role, name=f"{role}-{next(_names)}", agent=agent)
+        issued = tokens.issue_token(
+            fleet, role=role, name=f"{role}-{next(_names)}", agent=agent, relays=relays
+        )
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {issued.secret}")
         client.token = issued.token  # type: ignore[attr-defined]

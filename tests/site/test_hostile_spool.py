@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 
 from ctxlake_site import workers
 from fleet import tokens
-from fleet.models import AppliedEvent, DeadLetter, Fleet, InboxEvent
+from fleet.models import Agent, AppliedEvent, DeadLetter, Fleet, InboxEvent
 from mcp_bridge.contract.spool import Spool
 
 CITE = {"session_id": "s1", "message_id": "m1"}
@@ -126,14 +126,19 @@ def test_every_hostile_line_is_one_dead_letter_and_the_rest_are_applied(
     assert len(dead_file.read_text().splitlines()) == 32
 
 
+@pytest.mark.parametrize("role", ["operator", "host"])
 @pytest.mark.parametrize("name", [name for name, _ in hostile("fleet-a")])
 def test_the_rest_spool_upload_refuses_each_hostile_line(
-    name: str, fleet_a: Fleet, spool_dir: Path, settings: Any
+    name: str, role: str, fleet_a: Fleet, spool_dir: Path, settings: Any
 ) -> None:
+    """Whatever the token: an operator's, or a host token relaying for ada (the lines'
+    agent), so each line reaches the contract's check and is refused by it."""
     settings.CTXLAKE_SPOOL_DIR = spool_dir
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 16 << 20  # so the 11 MB line reaches the contract
     raw = dict(hostile(fleet_a.slug))[name]
-    issued = tokens.issue_token(fleet_a, role="operator", name="host")
+    ada = Agent.objects.create(fleet=fleet_a, agent_id="ada")
+    issued = tokens.issue_token(fleet_a, role=role, name="host",
+                                relays=[ada] if role == "host" else [])
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {issued.secret}")
     response = client.post(f"/api/v1/fleets/{fleet_a.slug}/spool", raw + b"\n",
