@@ -15,6 +15,11 @@ the same client code, interleaved start by start, is the MCP reference memory se
 (`@modelcontextprotocol/server-memory`), installed from npm into a cache directory outside
 the repository ($CTXLAKE_BENCH_NPM_DIR, default ~/.cache/ctxlake-bench-npm); without npm
 the script says "no peer" and prints no ratio. No figure in this file is a constant.
+
+Issue 29 asks a benchmark to say which of its calls ran while a bridge imported the MCP
+SDK (an import competes with them for the GIL): our bridges run at CTXLAKE_LOG_LEVEL=INFO,
+their stderr read back for the transport's SDK_LOADING / SDK_LOADED lines, and the last
+line printed counts the bridges that imported it and the requests timed inside that window.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mcp_bridge import testing  # noqa: E402
+from mcp_bridge import testing, transport  # noqa: E402
 from mcp_bridge.contract import ranking  # noqa: E402
 
 TARGETS = {("lexical", 10_000): 1.5, ("lexical", 100_000): 10.0, ("hybrid", 10_000): 10.0,
@@ -50,11 +55,48 @@ PEER_PACKAGE = "@modelcontextprotocol/server-memory"
 BRIDGE = [sys.executable, "-m", "mcp_bridge"]
 
 
+class SdkWatch:
+    """Which timed requests ran while a bridge imported the MCP SDK (issue 29: a benchmark
+    must say so). Our bridges run at CTXLAKE_LOG_LEVEL=INFO with stderr in a file; the
+    transport logs transport.SDK_LOADING / SDK_LOADED with the epoch time, and each
+    request's epoch interval is checked against that window."""
+
+    bridges = loaded = requests = overlapped = 0
+
+    @classmethod
+    def account(cls, stderr: Path, spans: list[tuple[float, float]]) -> None:
+        marks: dict[str, float] = {}
+        for line in stderr.read_text(errors="replace").splitlines():
+            for mark in (transport.SDK_LOADING, transport.SDK_LOADED):
+                if f"{mark} at " in line:
+                    marks[mark] = float(line.rsplit(" at ", 1)[1])
+        cls.bridges += 1
+        cls.requests += len(spans)
+        if transport.SDK_LOADING in marks:
+            cls.loaded += 1
+            begin, end = marks[transport.SDK_LOADING], marks.get(transport.SDK_LOADED, 1e12)
+            cls.overlapped += sum(1 for a, b in spans if a < end and b > begin)
+
+    @classmethod
+    def report(cls) -> str:
+        return (f"MCP SDK: imported by {cls.loaded} of {cls.bridges} bridge processes; "
+                f"{cls.overlapped} of {cls.requests} requests ran while it loaded")
+
+
 class Session:
     def __init__(self, env: dict[str, str], command: list[str] = BRIDGE) -> None:
         self.t0 = time.perf_counter()
+        self.stderr: Path | None = None
+        err: Any = subprocess.DEVNULL
+        if command is BRIDGE:
+            fd, name = tempfile.mkstemp(prefix="bridge-bench-stderr-")
+            self.stderr, err = Path(name), fd
+            env = {**env, "CTXLAKE_LOG_LEVEL": "INFO"}
         self.proc = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                                     stdout=subprocess.PIPE, stderr=err)
+        if self.stderr is not None:
+            os.close(err)
+        self.spans: list[tuple[float, float]] = []  # epoch (sent, answered) per request
         self.seq = 0
         self.envelope: dict[str, Any] | None = None  # set when the 2026 era was adopted
 
@@ -65,11 +107,12 @@ class Session:
         body = {"jsonrpc": "2.0", "id": self.seq, "method": method}
         if params is not None:
             body["params"] = params
-        start = time.perf_counter()
+        start, sent = time.perf_counter(), time.time()
         self.proc.stdin.write(json.dumps(body).encode() + b"\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         elapsed = (time.perf_counter() - start) * 1000
+        self.spans.append((sent, time.time()))
         answer = json.loads(line)
         assert answer.get("id") == self.seq, answer
         return elapsed, answer
@@ -114,6 +157,9 @@ class Session:
         except subprocess.TimeoutExpired:
             self.proc.terminate()
             self.proc.wait(timeout=10)
+        if self.stderr is not None:
+            SdkWatch.account(self.stderr, self.spans)
+            self.stderr.unlink()
 
 
 def stats(samples: list[float], cpu_ms: float | None = None) -> dict[str, float]:
@@ -385,6 +431,7 @@ def main() -> None:
         results = {} if args.startup_only else {
             n: bench_size(root, spool, n, args.repeat) for n in args.sizes}
     verdicts(results, start)
+    print(SdkWatch.report())
     print(f"load average at the end: {loadavg()} (2 cores shared with other work: wall-clock "
           "figures are noisy; server cpu/call is the steadier measure)")
 

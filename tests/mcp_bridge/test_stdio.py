@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 import time
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from mcp_bridge import toolspec
+from mcp_bridge import toolspec, transport
 from mcp_bridge.config import Config
 from tests.mcp_bridge.stdio import INIT, ROOT, bridge_env, call, frame, run_session
 
@@ -173,3 +174,29 @@ def test_a_signal_finishes_what_is_in_flight_and_exits_quietly(live: Config,
     queued = {a["result"]["structuredContent"]["event_id"] for a in answers
               if a["id"] in range(10, 15)}
     assert queued <= _spooled_ids(live)  # every write answered "queued" really is
+
+
+def _sdk_marks(stderr: bytes) -> list[tuple[str, float]]:
+    found = []
+    for line in stderr.decode(errors="replace").splitlines():
+        for mark in (transport.SDK_LOADING, transport.SDK_LOADED):
+            if f"{mark} at " in line:
+                found.append((mark, float(line.rsplit(" at ", 1)[1])))
+    return found
+
+
+def test_at_info_the_bridge_says_when_it_imports_the_sdk_and_only_then(live: Config) -> None:
+    """What bench/bridge_bench.py reads to count the requests that ran beside the import."""
+
+    def session(stdin: bytes, **env: str) -> bytes:
+        return subprocess.run([sys.executable, "-m", "mcp_bridge"], input=stdin,
+                              capture_output=True, env=bridge_env(live, **env), timeout=120,
+                              cwd=ROOT).stderr
+
+    whole = INIT + frame(2, "tools/list") + frame(3, "ping")  # the fast path answers all
+    assert _sdk_marks(session(whole, CTXLAKE_LOG_LEVEL="INFO")) == []
+    needs_sdk = INIT + frame(2, "resources/list")  # only the SDK answers this
+    marks = _sdk_marks(session(needs_sdk, CTXLAKE_LOG_LEVEL="INFO"))
+    assert [m for m, _ in marks] == [transport.SDK_LOADING, transport.SDK_LOADED]
+    assert marks[0][1] <= marks[1][1]
+    assert _sdk_marks(session(needs_sdk)) == []  # the default level logs nothing
