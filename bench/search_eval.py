@@ -26,14 +26,21 @@ Methods, per set and path, from the very candidate lists the search code compute
 - shipped: what search returns (mcp_bridge.contract.ranking.fuse, the one definition).
 
 Prints nDCG@10 (gain 2^grade − 1: linear for the binary public qrels, as BEIR and
-eval.py score), recall@5, recall@100 and MRR@10. `shipped` is computed twice, offline
-from the captured lists and by the real search call, and the two must agree.
+eval.py score), recall@5 and recall@100, each with its 95 % bootstrap interval (queries
+resampled 2,000 times, the same resamples for every method: paired), then MRR@10, and
+per set and path shipped − rrf with its paired interval: a figure whose interval holds 0
+is no evidence of a difference. `shipped` is computed twice, offline from the captured
+lists and by the real search call, and the two must agree.
 
---cv chooses the fusion's parameters (a grid over RRF_K, LEXICAL_WEIGHT, COVERAGE_POWER)
-by 5-fold cross-validation over queries, stratified by set and, in the project set, by
-kind, maximising the mean over sets of nDCG@10 (so the 114 project queries weigh as much
-as SciFact's 809), and prints the held-out shipped-minus-RRF margins per set over
---seeds shuffles.
+--cv compares the candidate fusions (FAMILIES: RRF k=60 of the shipped lists, a lexical
+weight only, a lexical weight and k, the three-constant weighted RRF; plain RRF beside
+them) by 5-fold cross-validation over queries, stratified by set and, in the project set,
+by kind: in each fold a family's setting is the one of its grid with the best mean over
+sets of training nDCG@10 (so the 114 project queries weigh as much as SciFact's 809).
+It prints each family's held-out nDCG@10 per set (per query, averaged over --seeds
+shuffles) with its interval and its paired difference from the set's best, and names the
+simplest family (fewest tuned constants) not significantly worse than the best on either
+public set: the one to ship.
 
 Where a set ran on both paths it prints the share of queries whose top 10 the two return
 identically (and the same as a set; and how often their lexical and vector lists' first
@@ -412,6 +419,23 @@ def sides_agree(runs: list[Run]) -> dict[str, dict[str, float]]:
     return out
 
 
+SHOWN = ("ndcg@10", "recall@5", "recall@100")  # the figures printed with intervals
+
+
+def intervals(rows: dict[str, list[dict[str, float]]], idx: list[int]) -> dict[str, Any]:
+    """Per method and metric the 95 % bootstrap interval of the mean, and shipped − rrf
+    with its paired interval: every method resampled on the same queries (one seed), so
+    the intervals are paired across methods, as the difference's is."""
+    out: dict[str, Any] = {}
+    for m in METHODS:
+        out[m] = {k: retrieval_dev.paired_bootstrap([0.0] * len(idx),
+                                                    [rows[m][i][k] for i in idx])[1:]
+                  for k in SHOWN}
+    out["shipped-rrf"] = {k: retrieval_dev.paired_bootstrap(
+        [rows["rrf"][i][k] for i in idx], [rows["shipped"][i][k] for i in idx]) for k in SHOWN}
+    return out
+
+
 def report(runs: list[Run]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for run in runs:
@@ -421,6 +445,7 @@ def report(runs: list[Run]) -> dict[str, Any]:
             out.setdefault(key, {})[run.path] = {
                 "queries": len(idx),
                 **{m: mean([rows[m][i] for i in idx]) for m in METHODS},
+                "ci": intervals(rows, idx),
             }
         out[run.set][run.path]["mismatches"] = agreement(run)
         out[run.set][run.path]["seconds"] = round(run.seconds, 1)
@@ -430,6 +455,7 @@ def report(runs: list[Run]) -> dict[str, Any]:
 
 
 def table(results: dict[str, Any]) -> str:
+    """Each figure with its 95 % bootstrap interval, then shipped − rrf with its paired one."""
     lines = ["| set | path | method | nDCG@10 | recall@5 | recall@100 | MRR@10 |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for key, by_path in results.items():
@@ -437,10 +463,13 @@ def table(results: dict[str, Any]) -> str:
             if path == "sides":
                 continue
             for m in METHODS:
-                x = r[m]
-                lines.append(f"| {key} ({r['queries']}) | {path} | {m} | {x['ndcg@10']:.4f} "
-                             f"| {x['recall@5']:.4f} | {x['recall@100']:.4f} "
+                x, ci = r[m], r["ci"][m]
+                cells = " | ".join(f"{x[k]:.4f} [{ci[k][0]:.3f}, {ci[k][1]:.3f}]" for k in SHOWN)
+                lines.append(f"| {key} ({r['queries']}) | {path} | {m} | {cells} "
                              f"| {x['mrr@10']:.4f} |")
+            d = r["ci"]["shipped-rrf"]
+            cells = " | ".join(f"{d[k][0]:+.4f} [{d[k][1]:+.3f}, {d[k][2]:+.3f}]" for k in SHOWN)
+            lines.append(f"| {key} ({r['queries']}) | {path} | shipped − rrf | {cells} | |")
     return "\n".join(lines)
 
 
@@ -500,58 +529,110 @@ def ndcg_table(runs: list[Run], params: list[dict[str, float]]) -> tuple[Any, An
     return shipped, rrf
 
 
+# The candidate fusions, simplest first: each a subset of GRID, with the constants it tunes
+# (a family tunes none when GRID is cut to one value for every constant). "rrf" is plain
+# RRF k=60 of BM25 over any term and the vector list, outside the grid.
+FAMILIES: dict[str, dict[str, tuple[float, ...]]] = {
+    "rrf60 of the shipped lists": {"RRF_K": (60,), "LEXICAL_WEIGHT": (1.0,),
+                                   "COVERAGE_POWER": (1.0,)},
+    "lexical weight only (k 60)": {"RRF_K": (60,), "LEXICAL_WEIGHT": GRID["LEXICAL_WEIGHT"],
+                                   "COVERAGE_POWER": (1.0,)},
+    "lexical weight and k": {"RRF_K": GRID["RRF_K"], "LEXICAL_WEIGHT": GRID["LEXICAL_WEIGHT"],
+                             "COVERAGE_POWER": (1.0,)},
+    "weighted rrf (3 constants)": GRID,
+}
+
+
+def tuned(family: str) -> int:
+    """How many constants a family tunes: "simplest" is fewest (plain RRF tunes none)."""
+    return 0 if family == "rrf" else sum(len(v) > 1 for v in FAMILIES[family].values())
+
+
+def members(family: str, params: list[dict[str, float]]) -> list[int]:
+    allowed = FAMILIES[family]
+    return [i for i, p in enumerate(params) if all(p[k] in allowed[k] for k in allowed)]
+
+
+def fold_assignments(runs: list[Run], seed: int) -> list[Any]:
+    """Per run each query's fold, stratified by kind (the project's) or set."""
+    rng = random.Random(seed)
+    out = []
+    for r in runs:
+        strata: dict[str, list[int]] = {}
+        for i, q in enumerate(r.queries):
+            strata.setdefault(str(q["kind"]), []).append(i)
+        assign = np.empty(len(r.queries), dtype=int)
+        offset = 0
+        for _, idx in sorted(strata.items()):
+            rng.shuffle(idx)
+            for j, i in enumerate(idx):
+                assign[i] = (offset + j) % FOLDS
+            offset += len(idx)
+        out.append(assign)
+    return out
+
+
+def held_out(arr: list[Any], rows: list[int], seeds: int, runs: list[Run],
+             chosen: Counter[str], params: list[dict[str, float]]) -> list[Any]:
+    """Per run each query's held-out nDCG@10, averaged over `seeds` shuffles: in each fold
+    the family's setting with the best mean over sets of training nDCG@10 ranks it."""
+    held = [np.zeros(len(r.queries)) for r in runs]
+    for seed in range(seeds):
+        folds_of = fold_assignments(runs, seed)
+        for fold in range(FOLDS):
+            fit = sum(a[rows][:, f != fold].mean(axis=1) for a, f in zip(arr, folds_of,
+                                                                          strict=True))
+            best = rows[int(np.argmax(np.round(fit, 9)))]
+            chosen[json.dumps(params[best])] += 1
+            for ri, (a, f) in enumerate(zip(arr, folds_of, strict=True)):
+                held[ri][f == fold] += a[best, f == fold] / seeds
+    return held
+
+
 def cross_validate(runs: list[Run], seeds: int) -> str:
+    """Each candidate fusion's held-out nDCG@10 per set with its 95 % bootstrap interval,
+    each one's paired difference from the best on that set, and the simplest candidate
+    not significantly worse than the best on any public set (the one to ship)."""
     params = grid()
     started = time.monotonic()
     shipped, rrf = ndcg_table(runs, params)
     arr = [np.array([shipped[p][r] for p in range(len(params))]) for r in range(len(runs))]
-    lines = [f"{FOLDS}-fold cross-validation over the fusion grid "
-             f"({len(params)} settings of {', '.join(GRID)}; {time.monotonic() - started:.0f}s "
-             "to score), chosen by the mean over sets of training nDCG@10, "
-             f"{seeds} shuffles; held-out nDCG@10, shipped minus rrf:"]
-    chosen: Counter[str] = Counter()
-    margins: dict[str, list[float]] = {f"{r.set}/{r.path}": [] for r in runs}
-    held_ship: dict[str, list[float]] = {k: [] for k in margins}
-    for seed in range(seeds):
-        rng = random.Random(seed)
-        folds_of = []
-        for r in runs:
-            strata: dict[str, list[int]] = {}
-            for i, q in enumerate(r.queries):
-                strata.setdefault(str(q["kind"]), []).append(i)
-            assign = np.empty(len(r.queries), dtype=int)
-            offset = 0
-            for _, idx in sorted(strata.items()):
-                rng.shuffle(idx)
-                for j, i in enumerate(idx):
-                    assign[i] = (offset + j) % FOLDS
-                offset += len(idx)
-            folds_of.append(assign)
-        held = [np.zeros(len(r.queries)) for r in runs]
-        for fold in range(FOLDS):
-            fit = sum(a[:, f != fold].mean(axis=1) for a, f in zip(arr, folds_of, strict=True))
-            best = int(np.argmax(np.round(fit, 9)))
-            chosen[json.dumps(params[best])] += 1
-            for ri, (a, f) in enumerate(zip(arr, folds_of, strict=True)):
-                held[ri][f == fold] = a[best, f == fold]
-        for ri, r in enumerate(runs):
-            key = f"{r.set}/{r.path}"
-            margins[key].append(float(held[ri].mean() - np.mean(rrf[ri])))
-            held_ship[key].append(float(held[ri].mean()))
-    for key, m in margins.items():
-        ri = list(margins).index(key)
-        lines.append(f"  {key}: held-out shipped {np.mean(held_ship[key]):.4f} vs rrf "
-                     f"{np.mean(rrf[ri]):.4f}; margin per shuffle min {min(m):+.4f} "
-                     f"mean {np.mean(m):+.4f} max {max(m):+.4f}")
-    lines.append("  chosen (folds): " + "; ".join(f"{k} ({n})" for k, n in chosen.most_common(6)))
+    scores: dict[str, list[Any]] = {"rrf": [np.array(x) for x in rrf]}
+    picks: dict[str, Counter[str]] = {}
+    for family in FAMILIES:
+        picks[family] = Counter()
+        scores[family] = held_out(arr, members(family, params), seeds, runs, picks[family],
+                                  params)
+    lines = [f"{FOLDS}-fold cross-validation of the candidate fusions ({seeds} shuffles, "
+             f"{time.monotonic() - started:.0f}s): held-out nDCG@10 per query averaged over "
+             "shuffles; [95 % bootstrap interval]; paired difference from the set's best"]
+    public = [ri for ri, r in enumerate(runs) if r.set != "project"]
+    worse: dict[str, bool] = dict.fromkeys(scores, False)
+    for ri, r in enumerate(runs):
+        best = max(scores, key=lambda f: float(scores[f][ri].mean()))
+        lines.append(f"  {r.set}/{r.path} (best: {best})")
+        for family, held in scores.items():
+            _, lo, hi = retrieval_dev.paired_bootstrap([0.0] * len(held[ri]), held[ri])
+            d, dlo, dhi = retrieval_dev.paired_bootstrap(scores[best][ri], held[ri])
+            worse[family] |= ri in public and dhi < 0
+            lines.append(f"    {family} ({tuned(family)} tuned): {held[ri].mean():.4f} "
+                         f"[{lo:.3f}, {hi:.3f}]; minus best {d:+.4f} [{dlo:+.3f}, {dhi:+.3f}]")
+    for family, c in picks.items():
+        lines.append(f"  {family} chosen: " + "; ".join(f"{k} ({n})" for k, n in c.most_common(4)))
+    ok = [f for f in scores if not worse[f]]
+    simplest = min(ok, key=lambda f: (tuned(f), -sum(float(scores[f][ri].mean())
+                                                       for ri in public)))
+    lines.append(f"  not significantly worse than the best on any public set: {', '.join(ok)}; "
+                 f"the simplest (fewest tuned constants): {simplest}")
+    if simplest != "rrf":
+        rows = members(simplest, params)
+        whole = rows[int(np.argmax(sum(arr[ri][rows].mean(axis=1) for ri in range(len(runs)))))]
+        lines.append(f"  its setting on all queries: {params[whole]}")
     current = {k: getattr(ranking, k) for k in GRID}
-    insample = [float(np.mean(a[params.index(current)])) if current in params else float("nan")
-                for a in arr]
-    best_all = int(np.argmax(sum(a.mean(axis=1) for a in arr)))
-    lines.append(f"  in-sample best {params[best_all]}: " + ", ".join(
-        f"{r.set}/{r.path} {arr[i][best_all].mean():.4f}" for i, r in enumerate(runs)))
-    lines.append(f"  shipped {current}: " + ", ".join(
-        f"{r.set}/{r.path} {insample[i]:.4f}" for i, r in enumerate(runs)))
+    if current in params:
+        lines.append(f"  shipped {current} in sample: " + ", ".join(
+            f"{r.set}/{r.path} {arr[i][params.index(current)].mean():.4f}"
+            for i, r in enumerate(runs)))
     return "\n".join(lines)
 
 
