@@ -93,6 +93,12 @@ def drain_spool_follow(
     successor, so there is one chain; the every-minute schedule restarts it if a killed
     worker broke it. Drains stay safe to overlap — event ids make that so — this only
     saves a worker from polling twice.
+
+    A follower holds a worker for up to `follow_secs`; a render queued behind it (every
+    other worker busy, or one worker, or a restarted cluster whose queue starts with
+    followers) would wait that long. So a follower that sees a render waiting longer than
+    one poll ends after its drain and enqueues its successor behind that render: drains
+    go on, and the render runs next.
     """
     with follower_lock() as mine:
         if not mine:
@@ -100,15 +106,20 @@ def drain_spool_follow(
         rendering.note_worker_broker()
         deadline = time.monotonic() + follow_secs
         total = DrainReport()
+        handed_over = False
         while True:
             report = drain_spool()
             total.merge(report)
             if time.monotonic() + poll_secs >= deadline:
                 break
+            if rendering.renders_waiting(longer_than=poll_secs):
+                handed_over = True
+                break
             time.sleep(poll_secs)
     if chain:  # the next one now, not at the schedule's next tick
         kick_drain()
-    return f"drained {total.applied} event(s), {total.dead} dead-lettered"
+    note = "; ended early for a waiting render" if handed_over else ""
+    return f"drained {total.applied} event(s), {total.dead} dead-lettered{note}"
 
 
 def advisory_key(name: str) -> int:
