@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from claims import snapshot_changes, snapshot_render
-from claims.models import Claim, Contradiction
+from claims.models import Claim, Contradiction, SnapshotChange
 from fleet import artifacts
 from fleet.models import Fleet, SnapshotDelta
 from mcp_bridge import contract
@@ -77,6 +77,14 @@ def render_snapshot(fleet: Fleet, tmp: Path, *, now: datetime) -> Rendered:
     artifacts.record_snapshot(fleet, tmp, cursor=seen)
     snapshot_changes.prune(fleet, seen)
     return Rendered("full", count, tmp)
+
+
+def forget(fleet: Fleet) -> None:
+    """Memory is off: no snapshot is rendered, so nothing reads the fleet's change rows.
+    Drop them, and the cursor with them: the next snapshot (memory back on) is rebuilt
+    whole, so no change made while it was off can be missed."""
+    SnapshotDelta.objects.filter(fleet=fleet).exclude(cursor="").update(cursor="")
+    SnapshotChange.objects.filter(fleet_id=fleet.pk).delete()
 
 
 def _update(fleet: Fleet, prev: SnapshotDelta, tmp: Path, *, now: datetime, seen: str,

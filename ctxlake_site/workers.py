@@ -290,6 +290,8 @@ def _render_files(
         if snap.path is not None:
             files[contract.SNAPSHOT] = snap.path.read_bytes()
             snap.path.unlink()
+    else:
+        snapshot_update.forget(fleet)
     visible, about_leases = [], []
     if fleet.memory_mode == Fleet.MemoryMode.LIVE:
         leased = [lease["path"] for agent in roster["agents"] for lease in agent["leases"]]

@@ -4,26 +4,34 @@ from django.db import migrations, models
 
 
 
-# Statement-level triggers (one INSERT … SELECT per statement, so a drain's bulk insert
-# costs one more statement, not one per row) note every change that can alter a snapshot
-# row; claims.snapshot_changes reads them by transaction id. Rows of claims that are not
-# promoted before or after are skipped: they are in no snapshot.
+# Triggers note every change that can alter a snapshot row; claims.snapshot_changes reads
+# them by transaction id. Rows of claims that are not promoted before or after are skipped:
+# they are in no snapshot. Evidence, events and contradictions have statement triggers
+# (one INSERT … SELECT per statement, so a drain's bulk insert costs one more statement,
+# not one per row).
 XID = "pg_current_xact_id()::text::bigint"
 LOG = "INSERT INTO claims_snapshotchange (fleet_id, claim_id, number, session_id, full_render, xid)"
 
+# The claim table's triggers are row triggers with a WHEN clause: a drain inserts and
+# updates proposals by the thousand, and for a row that is not promoted before or after
+# the condition is checked in C and no function runs at all.
 CLAIM_FN = f"""
 CREATE FUNCTION claims_note_claim() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  IF TG_OP IN ('UPDATE', 'DELETE') THEN
-    {LOG} SELECT o.fleet_id, o.id, o.number, '', false, {XID} FROM old_rows o
-      WHERE o.status = 'promoted';
+  IF TG_OP IN ('UPDATE', 'DELETE') AND OLD.status = 'promoted' THEN
+    {LOG} VALUES (OLD.fleet_id, OLD.id, OLD.number, '', false, {XID});
   END IF;
-  IF TG_OP IN ('UPDATE', 'INSERT') THEN
-    {LOG} SELECT n.fleet_id, n.id, n.number, '', false, {XID} FROM new_rows n
-      WHERE n.status = 'promoted';
+  IF TG_OP IN ('UPDATE', 'INSERT') AND NEW.status = 'promoted' THEN
+    {LOG} VALUES (NEW.fleet_id, NEW.id, NEW.number, '', false, {XID});
   END IF;
   RETURN NULL;
 END $$;
+CREATE TRIGGER claims_claim_snapshot_insert AFTER INSERT ON claims_claim FOR EACH ROW
+  WHEN (NEW.status = 'promoted') EXECUTE FUNCTION claims_note_claim();
+CREATE TRIGGER claims_claim_snapshot_update AFTER UPDATE ON claims_claim FOR EACH ROW
+  WHEN (OLD.status = 'promoted' OR NEW.status = 'promoted') EXECUTE FUNCTION claims_note_claim();
+CREATE TRIGGER claims_claim_snapshot_delete AFTER DELETE ON claims_claim FOR EACH ROW
+  WHEN (OLD.status = 'promoted') EXECUTE FUNCTION claims_note_claim();
 """
 
 
@@ -103,7 +111,6 @@ CREATE TRIGGER auth_user_snapshot_rename AFTER UPDATE ON auth_user FOR EACH ROW
 FORWARD = "\n".join(
     (
         CLAIM_FN,
-        _statement_triggers("claims_claim", "claims_note_claim"),
         _child_fn("claims_evidence", ("claim_id",)),
         _statement_triggers("claims_evidence", "claims_note_claims_evidence"),
         _child_fn("claims_claimevent", ("claim_id",)),

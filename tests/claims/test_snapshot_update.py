@@ -336,3 +336,21 @@ def test_it_misses_no_change_committed_after_the_render_began(
     texts = {row[2] for row in _rows(published)["claims"]}
     assert "written by a slow transaction" in texts
     _assert_same_as_full(world.fleet, tmp_path)
+
+
+def test_it_rebuilds_whole_after_memory_was_off(world: World, tmp_path: Path) -> None:
+    """Changes made while memory is off are never read by a render (none is made): the
+    first snapshot after it is back on is a full rebuild, and nothing piles up meanwhile."""
+    world.add()
+    workers.render_fleet(world.fleet)
+    Fleet.objects.filter(pk=world.fleet.pk).update(memory_mode="off")
+    world.fleet.refresh_from_db()
+    workers.render_fleet(world.fleet)
+    world.edit()
+    world.add()
+    workers.render_fleet(world.fleet)
+    assert not SnapshotChange.objects.filter(fleet_id=world.fleet.pk).exists()
+    Fleet.objects.filter(pk=world.fleet.pk).update(memory_mode="live")
+    world.fleet.refresh_from_db()
+    assert workers.render_fleet(world.fleet).snapshot == "full"
+    _assert_same_as_full(world.fleet, tmp_path)
