@@ -19,6 +19,7 @@ when a rename touched the timeline's names, or when a delta does not apply.
 from __future__ import annotations
 
 import logging
+import shutil
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
@@ -56,17 +57,20 @@ class Rendered:
     changed: int = 0  # claims re-read (a delta render)
 
 
-def render_snapshot(fleet: Fleet, tmp: Path, *, now: datetime) -> Rendered:
+def render_snapshot(fleet: Fleet, tmp: Path, *, now: datetime, local: Path | None = None,
+                    ) -> Rendered:
     """Render the fleet's snapshot into `tmp`, reading only what changed when it can.
 
     Call inside the render's transaction, which holds the fleet's render lock: the cursor
     is taken before anything is read, and stored with the snapshot this publishes.
+    `local` is this host's copy of the latest snapshot, if it keeps one: a delta starts
+    from it when it is that version, instead of reading the stored render back.
     """
     seen = snapshot_changes.cursor()
     prev = SnapshotDelta.objects.filter(fleet=fleet).order_by("-version").first()
     if prev is not None and prev.cursor and prev.index and prev.chain < FULL_REBUILD_AFTER:
         try:
-            done = _update(fleet, prev, tmp, now=now, seen=seen)
+            done = _update(fleet, prev, tmp, now=now, seen=seen, local=local)
         except (delta.Refused, sqlite3.Error) as e:
             log.warning("fleet %s: snapshot delta refused (%s); rebuilding it whole",
                         fleet.slug, e)
@@ -88,7 +92,7 @@ def forget(fleet: Fleet) -> None:
 
 
 def _update(fleet: Fleet, prev: SnapshotDelta, tmp: Path, *, now: datetime, seen: str,
-            ) -> Rendered | None:
+            local: Path | None) -> Rendered | None:
     """The render as a delta on `prev`, or None when only a full rebuild will do."""
     changes = snapshot_changes.since(fleet, prev.cursor)
     old = delta.unpack_index(bytes(prev.index))
@@ -121,6 +125,11 @@ def _update(fleet: Fleet, prev: SnapshotDelta, tmp: Path, *, now: datetime, seen
         snapshot_changes.prune(fleet, seen)
         return Rendered("unchanged", known, None)
     touched = {"claims": numbers, "embeddings": numbers, "timeline": changed}
+    if not _copy_local(local, prev, tmp):
+        stored = artifacts.latest(fleet, contract.SNAPSHOT)
+        if stored is None:
+            return None
+        tmp.write_bytes(stored[1])
     return _publish_delta(fleet, prev, tmp, old, fresh, columns, touched,
                           len(changes.claims), now=now, seen=seen)
 
@@ -128,18 +137,14 @@ def _update(fleet: Fleet, prev: SnapshotDelta, tmp: Path, *, now: datetime, seen
 def _publish_delta(fleet: Fleet, prev: SnapshotDelta, tmp: Path, old: delta.Index,
                    fresh: dict[str, dict[int, tuple[Any, ...]]],
                    columns: dict[str, list[str]], touched: dict[str, set[int]], changed: int,
-                   *, now: datetime, seen: str) -> Rendered | None:
-    """Build the delta from `prev`, apply it to a copy of the previous snapshot in `tmp`,
-    and record it; None when the previous snapshot is not there to copy.
+                   *, now: datetime, seen: str) -> Rendered:
+    """Build the delta from `prev`, apply it to the copy of the previous snapshot in `tmp`,
+    and record it.
 
     `touched` names, per table, the rowids whose rows were recomputed (claims by number;
     the timeline by the numbers of the claims whose events were re-read): each is either
     in `fresh` or gone.
     """
-    body = artifacts.latest(fleet, contract.SNAPSHOT)
-    if body is None:
-        return None
-    tmp.write_bytes(body[1])
     touched = {**touched,
                "timeline": _timeline_rows(tmp, touched["timeline"]) | set(fresh["timeline"])}
     index: delta.Index = {}
@@ -166,6 +171,20 @@ def _publish_delta(fleet: Fleet, prev: SnapshotDelta, tmp: Path, old: delta.Inde
     artifacts.record_delta(fleet, prev, step, index, cursor=seen)
     snapshot_changes.prune(fleet, seen)
     return Rendered("delta", len(index["claims"]), tmp, changed=changed)
+
+
+def _copy_local(local: Path | None, prev: SnapshotDelta, tmp: Path) -> bool:
+    """Copy this host's snapshot to `tmp` if it is `prev`'s render (its version and rows
+    digest); False when it is not (another worker host rendered since, or none here)."""
+    if local is None or delta.version_of(local) != prev.version:
+        return False
+    try:
+        shutil.copyfile(local, tmp)  # a render replacing it meanwhile: we keep the old inode
+    except OSError:
+        return False
+    meta = delta.meta_of(tmp)
+    return meta.get(delta.META_VERSION) == str(prev.version) and \
+        meta.get(delta.META_DIGEST) == prev.digest
 
 
 def _prev_meta(prev: SnapshotDelta, fleet: Fleet) -> dict[str, str] | None:

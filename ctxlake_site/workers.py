@@ -285,7 +285,8 @@ def _render_files(
         # only the claims changed since the last render are read (claims.snapshot_update);
         # a change of leases or handoffs alone leaves the snapshot as it is
         tmp = atomic.temp_path(root / contract.SNAPSHOT)
-        snap = snapshot_update.render_snapshot(fleet, tmp, now=now)
+        local = root / contract.SNAPSHOT if settings.CTXLAKE_LOCAL_CACHE else None
+        snap = snapshot_update.render_snapshot(fleet, tmp, now=now, local=local)
         claims, how = snap.claims, snap.how
         if snap.path is not None:
             files[contract.SNAPSHOT] = snap.path.read_bytes()

@@ -213,10 +213,13 @@ def world(transactional_db: None, fleet_a: Fleet, ada: Agent, mod: User,
     return World(fleet_a, ada, mod, random.Random(25))
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize(("seed", "local"), [(1, True), (2, False), (3, True)])
 def test_it_renders_random_changes_as_a_full_render_would(
-    world: World, tmp_path: Path, seed: int
+    world: World, tmp_path: Path, seed: int, local: bool, settings: Any
 ) -> None:
+    """`local`: a delta starts from this host's copy of the snapshot; else from the render
+    stored in the database (a worker host that keeps no cache dir)."""
+    settings.CTXLAKE_LOCAL_CACHE = local
     world.rng.seed(seed)
     for _ in range(8):
         world.add()
