@@ -562,3 +562,30 @@ class Contradiction(models.Model):
 
     def __str__(self) -> str:
         return f"{self.claim.public_id} conflicts with {self.other.public_id}"
+
+
+class SnapshotChange(models.Model):
+    """One change that may alter a fleet's snapshot.sqlite: a claim (its row, evidence,
+    events or contradictions), a session whose outcome the timeline shows, or `full` (a
+    rename of a person or agent the timeline names).
+
+    Written only by database triggers (migration 0012), never by Python: every writer of
+    these tables, present and future, the admin and raw SQL included, is covered without
+    remembering to. `xid` is the writing transaction's id (pg_current_xact_id), which is
+    what lets a render ask "what committed since my last snapshot" without a gap
+    (claims.snapshot_changes). Not a foreign key to the fleet: a fleet's deletion fires
+    these triggers too.
+    """
+
+    fleet_id = models.BigIntegerField()
+    claim_id = models.BigIntegerField(null=True)
+    number = models.PositiveIntegerField(null=True, help_text="Set when the claim row changed.")
+    session_id = models.CharField(max_length=ev.ID_MAX_CHARS, blank=True, default="")
+    full_render = models.BooleanField(default=False)
+    xid = models.BigIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=("fleet_id", "xid"), name="claims_change_by_xid")]
+
+    def __str__(self) -> str:
+        return f"fleet {self.fleet_id} claim {self.claim_id} xid {self.xid}"

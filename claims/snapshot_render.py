@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
@@ -84,20 +84,10 @@ def write_snapshot(fleet: Fleet, tmp: Path, *, generated_at: datetime) -> int:
     try:
         db.execute("PRAGMA journal_mode = DELETE")
         db.execute("PRAGMA synchronous = OFF")  # the file is fsynced once, before publishing
-        for ddl in contract.SNAPSHOT_DDL:
-            db.execute(ddl)
-        count = _write_claims(db, fleet)
-        _write_timeline(db, fleet)
-        meta = {
-            "format_version": contract.FORMAT_VERSION,
-            "fleet": fleet.slug,
-            "generated_at": iso(generated_at),
-            "memory_mode": fleet.memory_mode,
-            "embedder_name": embed.NAME,
-            "embedder_dims": embed.DIMS,
-            "claim_count": count,
-        }
-        db.executemany("INSERT INTO meta VALUES (?, ?)", [(k, str(v)) for k, v in meta.items()])
+        create_tables(db)
+        count = write_claims(db, fleet)
+        write_timeline(db, fleet)
+        db.executemany("INSERT INTO meta VALUES (?, ?)", meta(fleet, generated_at, count))
         db.execute(contract.SNAPSHOT_FTS_REBUILD)
         db.commit()
     finally:
@@ -105,10 +95,35 @@ def write_snapshot(fleet: Fleet, tmp: Path, *, generated_at: datetime) -> int:
     return count
 
 
-def _write_claims(db: sqlite3.Connection, fleet: Fleet) -> int:
+def create_tables(db: sqlite3.Connection) -> None:
+    for ddl in contract.SNAPSHOT_DDL:
+        db.execute(ddl)
+
+
+def meta(fleet: Fleet, generated_at: datetime, count: int) -> list[tuple[str, str]]:
+    """The snapshot's meta rows (before it is sealed with its version and digest)."""
+    values = {
+        "format_version": contract.FORMAT_VERSION,
+        "fleet": fleet.slug,
+        "generated_at": iso(generated_at),
+        "memory_mode": fleet.memory_mode,
+        "embedder_name": embed.NAME,
+        "embedder_dims": embed.DIMS,
+        "claim_count": count,
+    }
+    return [(k, str(v)) for k, v in values.items()]
+
+
+def write_claims(db: sqlite3.Connection, fleet: Fleet, only: Collection[int] | None = None,
+                 ) -> int:
+    """Write the fleet's promoted claims (those of `only`, claim pks, when given) and their
+    vectors; how many. The one definition of a claim's snapshot rows: a full render and a
+    delta render (claims.snapshot_update) both write them here."""
     claims = (
         Claim.objects.for_fleet(fleet).promoted().select_related("superseded_by").order_by("number")
     )
+    if only is not None:
+        claims = claims.filter(pk__in=list(only))
     paths, repos = _cited(Evidence.objects.filter(claim__in=claims))
     conflicts = contradictions.open_by_claim(fleet)
     placeholders = ", ".join("?" * (len(CLAIM_COLUMNS) + 1))
@@ -144,35 +159,40 @@ def _cited(evidence: Any) -> tuple[dict[int, list[str]], dict[int, list[str]]]:
     return {k: sorted(v) for k, v in paths.items()}, repos
 
 
-def _write_timeline(db: sqlite3.Connection, fleet: Fleet) -> None:
-    """Events of promoted claims only: an unmoderated claim's text never reaches agents.
-    Each entry names the session it came from (the event's, else the first evidence's for
-    a proposal or corroboration) and how that session ended."""
+def write_timeline(db: sqlite3.Connection, fleet: Fleet, only: Collection[int] | None = None,
+                   ) -> None:
+    """Events of promoted claims only (of `only`, claim pks, when given): an unmoderated
+    claim's text never reaches agents. Each entry names the session it came from (the
+    event's, else the first evidence's for a proposal or corroboration) and how that
+    session ended."""
     events = (
         ClaimEvent.objects.filter(claim__fleet=fleet, claim__status=Claim.Status.PROMOTED)
         .select_related("claim", "actor_user", "actor_agent")
         .order_by("at", "pk")
     )
-    first_cited = _first_sessions(fleet)
-    outcomes = dict(Session.objects.filter(fleet=fleet).exclude(outcome="")
-                    .values_list("session_id", "outcome"))
-    rows = []
-    for event in events.iterator(chunk_size=2000):
-        session = _event_session(event, first_cited)
-        rows.append(
-            (
-                event.pk,  # stable rowid across renders (see _write_claims)
-                event.claim.subject,
-                iso(event.at),
-                event.kind,
-                event.claim.public_id,
-                session,
-                _actor_name(event),
-                event.claim.for_agents("text") if event.kind != "edited"
-                else "claim text edited",
-                outcomes.get(session) if session else None,
-            )
+    if only is not None:
+        events = events.filter(claim_id__in=list(only))
+    first_cited = _first_sessions(fleet, only)
+    listed = [(event, _event_session(event, first_cited))
+              for event in events.iterator(chunk_size=2000)]
+    sessions = Session.objects.filter(fleet=fleet).exclude(outcome="")
+    if only is not None:
+        sessions = sessions.filter(session_id__in={s for _, s in listed if s})
+    outcomes = dict(sessions.values_list("session_id", "outcome"))
+    rows = [
+        (
+            event.pk,  # stable rowid across renders (see write_claims)
+            event.claim.subject,
+            iso(event.at),
+            event.kind,
+            event.claim.public_id,
+            session,
+            _actor_name(event),
+            event.claim.for_agents("text") if event.kind != "edited" else "claim text edited",
+            outcomes.get(session) if session else None,
         )
+        for event, session in listed
+    ]
     db.executemany(
         "INSERT INTO timeline (rowid, subject, at, kind, claim_id, session_id, actor, "
         "summary, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -197,12 +217,15 @@ def _event_session(event: ClaimEvent, first_cited: dict[int, str]) -> str | None
     return None
 
 
-def _first_sessions(fleet: Fleet) -> dict[int, str]:
+def _first_sessions(fleet: Fleet, only: Collection[int] | None = None) -> dict[int, str]:
     """claim pk → the session id of its earliest evidence (promoted claims of the fleet)."""
-    rows = (Evidence.objects.filter(claim__fleet=fleet, claim__status=Claim.Status.PROMOTED)
-            .order_by("claim_id", "created_at", "pk").values_list("claim_id", "session_id"))
+    rows = Evidence.objects.filter(claim__fleet=fleet, claim__status=Claim.Status.PROMOTED)
+    if only is not None:
+        rows = rows.filter(claim_id__in=list(only))
     first: dict[int, str] = {}
-    for claim_id, session_id in rows:
+    for claim_id, session_id in rows.order_by("claim_id", "created_at", "pk").values_list(
+        "claim_id", "session_id"
+    ):
         first.setdefault(claim_id, session_id)
     return first
 

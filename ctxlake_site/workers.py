@@ -24,7 +24,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from claims import contradictions, snapshot_render, tallies
+from claims import contradictions, snapshot_render, snapshot_update, tallies
 from claims import spool_apply as claims_apply
 from ctxlake_site import briefing, db_health, paths
 from ctxlake_site.drain import Applier, Drainer, DrainReport
@@ -42,7 +42,7 @@ from fleet import (
 )
 from fleet.models import Fleet, Lease
 from mcp_bridge import contract
-from mcp_bridge.contract import atomic, embed, events
+from mcp_bridge.contract import atomic, delta, embed, events
 
 # Event kinds applied a run at a time (one statement per kind, not per event); the drain's
 # planner (ctxlake_site.drain_plan) decides which events may share a run.
@@ -93,6 +93,12 @@ def drain_spool_follow(
     successor, so there is one chain; the every-minute schedule restarts it if a killed
     worker broke it. Drains stay safe to overlap — event ids make that so — this only
     saves a worker from polling twice.
+
+    A follower holds a worker for up to `follow_secs`; a render queued behind it (every
+    other worker busy, or one worker, or a restarted cluster whose queue starts with
+    followers) would wait that long. So a follower that sees a render waiting longer than
+    one poll ends after its drain and enqueues its successor behind that render: drains
+    go on, and the render runs next.
     """
     with follower_lock() as mine:
         if not mine:
@@ -100,15 +106,20 @@ def drain_spool_follow(
         rendering.note_worker_broker()
         deadline = time.monotonic() + follow_secs
         total = DrainReport()
+        handed_over = False
         while True:
             report = drain_spool()
             total.merge(report)
             if time.monotonic() + poll_secs >= deadline:
                 break
+            if rendering.renders_waiting(longer_than=poll_secs):
+                handed_over = True
+                break
             time.sleep(poll_secs)
     if chain:  # the next one now, not at the schedule's next tick
         kick_drain()
-    return f"drained {total.applied} event(s), {total.dead} dead-lettered"
+    note = "; ended early for a waiting render" if handed_over else ""
+    return f"drained {total.applied} event(s), {total.dead} dead-lettered{note}"
 
 
 def advisory_key(name: str) -> int:
@@ -186,6 +197,7 @@ class RenderReport:
     fleet: str
     claims: int
     seconds: float
+    snapshot: str = ""  # how the snapshot was rendered: full, delta, unchanged ("" if off)
 
 
 def render_fleet_cache(fleet_id: int) -> str:
@@ -227,12 +239,14 @@ def _render_fleet(fleet: Fleet, *, max_tokens: int | None) -> RenderReport:
     now = timezone.now()
     stamp = cast(str, cache_render.iso(now))  # iso() is None only for None
     with _render_dir(fleet) as root:
-        files, claims = _render_files(fleet, root, now=now, stamp=stamp, max_tokens=max_tokens)
-        artifacts.publish(fleet, files, at=now)
+        files, claims, how = _render_files(fleet, root, now=now, stamp=stamp,
+                                           max_tokens=max_tokens)
+        kept = _kept(fleet, files)
+        artifacts.publish(fleet, files, at=now, keep=kept)
         if settings.CTXLAKE_LOCAL_CACHE:
-            _write_local(root, files)
+            _write_local(root, files, fleet=fleet, kept=kept)
         change_feed.announce(fleet.slug, f"{now:%Y-%m-%dT%H:%M:%S.%fZ}")  # at COMMIT: wakes waiters
-    return RenderReport(fleet.slug, claims, time.monotonic() - started)
+    return RenderReport(fleet.slug, claims, time.monotonic() - started, how)
 
 
 @contextmanager
@@ -251,8 +265,9 @@ def _render_dir(fleet: Fleet) -> Iterator[Path]:
 
 def _render_files(
     fleet: Fleet, root: Path, *, now: datetime, stamp: str, max_tokens: int | None
-) -> tuple[dict[str, bytes], int]:
-    """Every cache file's bytes (name → bytes, the manifest last), and the claims count."""
+) -> tuple[dict[str, bytes], int, str]:
+    """Every cache file's bytes (name → bytes, the manifest last; the snapshot left out
+    when it is unchanged), the claims count, and how the snapshot was rendered."""
     head = {"format_version": contract.FORMAT_VERSION, "fleet": fleet.slug, "generated_at": stamp}
     roster = cache_render.render_roster(fleet, now=now)
     history = cache_render.render_history(fleet)
@@ -265,13 +280,19 @@ def _render_files(
             (contract.HANDOFFS, handoffs),
         )
     }
-    claims = 0
+    claims, how = 0, ""
     if fleet.memory_mode != Fleet.MemoryMode.OFF:
+        # only the claims changed since the last render are read (claims.snapshot_update);
+        # a change of leases or handoffs alone leaves the snapshot as it is
         tmp = atomic.temp_path(root / contract.SNAPSHOT)
-        claims = snapshot_render.write_snapshot(fleet, tmp, generated_at=now)
-        artifacts.record_snapshot(fleet, tmp)  # its version, and the delta hosts apply
-        files[contract.SNAPSHOT] = tmp.read_bytes()
-        tmp.unlink()
+        local = root / contract.SNAPSHOT if settings.CTXLAKE_LOCAL_CACHE else None
+        snap = snapshot_update.render_snapshot(fleet, tmp, now=now, local=local)
+        claims, how = snap.claims, snap.how
+        if snap.path is not None:
+            files[contract.SNAPSHOT] = snap.path.read_bytes()
+            snap.path.unlink()
+    else:
+        snapshot_update.forget(fleet)
     visible, about_leases = [], []
     if fleet.memory_mode == Fleet.MemoryMode.LIVE:
         leased = [lease["path"] for agent in roster["agents"] for lease in agent["leases"]]
@@ -301,7 +322,7 @@ def _render_files(
             "briefing_claims": [c["id"] for c in [*about_leases, *visible] if c["id"] in text],
         }
     )
-    return files, claims
+    return files, claims, how
 
 
 def _json(value: Any) -> bytes:
@@ -309,10 +330,25 @@ def _json(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def _write_local(root: Path, files: dict[str, bytes]) -> None:
+def _kept(fleet: Fleet, files: dict[str, bytes]) -> tuple[str, ...]:
+    """Files this render left as they were: the snapshot, when memory is on and no claim
+    changed (its head stays; nothing was read or rewritten)."""
+    on = fleet.memory_mode != Fleet.MemoryMode.OFF
+    return (contract.SNAPSHOT,) if on and contract.SNAPSHOT not in files else ()
+
+
+def _write_local(root: Path, files: dict[str, bytes], *, fleet: Fleet,
+                 kept: tuple[str, ...]) -> None:
     """Write the render into this host's cache dir, each file atomically, in `files`' order
-    (the manifest last); a snapshot no longer rendered is removed."""
-    if contract.SNAPSHOT not in files:
+    (the manifest last); a snapshot no longer rendered is removed, and a kept one another
+    worker host rendered last is brought here from the database."""
+    if contract.SNAPSHOT in kept:
+        head = artifacts.snapshot_version(fleet)
+        if head is not None and delta.version_of(root / contract.SNAPSHOT) != head:
+            latest = artifacts.latest(fleet, contract.SNAPSHOT)
+            if latest is not None:
+                atomic.write_atomic(root / contract.SNAPSHOT, latest[1])
+    elif contract.SNAPSHOT not in files:
         (root / contract.SNAPSHOT).unlink(missing_ok=True)
     for name, body in files.items():
         atomic.write_atomic(root / name, body)

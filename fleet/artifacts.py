@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from django.db.models import F
 
@@ -44,8 +45,10 @@ class Listed:
     rendered_at: datetime
 
 
-def publish(fleet: Fleet, files: Mapping[str, bytes], *, at: datetime) -> None:
-    """Make `files` (name → bytes) the fleet's latest render; drop names not in it.
+def publish(fleet: Fleet, files: Mapping[str, bytes], *, at: datetime,
+            keep: Collection[str] = ()) -> None:
+    """Make `files` (name → bytes) the fleet's latest render; drop names not in it, except
+    those in `keep` (rendered before and unchanged: their head stays as it is).
 
     Call inside the render's transaction (which holds the fleet's render lock): the heads
     move at its COMMIT, all at once, so a web host serves the old set or the new one.
@@ -60,7 +63,7 @@ def publish(fleet: Fleet, files: Mapping[str, bytes], *, at: datetime) -> None:
         CacheHead.objects.update_or_create(
             fleet=fleet, name=name, defaults={"artifact": artifact, "rendered_at": at}
         )
-    CacheHead.objects.filter(fleet=fleet).exclude(name__in=list(files)).delete()
+    CacheHead.objects.filter(fleet=fleet).exclude(name__in=[*files, *keep]).delete()
     prune(fleet)
 
 
@@ -113,12 +116,13 @@ def latest(fleet: Fleet, name: str) -> tuple[str, bytes] | None:
     return None if row is None else (etag_for(row[0]), bytes(row[1]))
 
 
-def record_snapshot(fleet: Fleet, path: Path) -> int:
+def record_snapshot(fleet: Fleet, path: Path, *, cursor: str = "") -> int:
     """Seal the freshly rendered snapshot at `path` with the fleet's next version, and store
     the delta from the previous render; its version.
 
     Call inside the render's transaction (its lock orders renders, so versions never race):
-    the delta row commits with the snapshot's new head, or neither does.
+    the delta row commits with the snapshot's new head, or neither does. `cursor` is the
+    change cursor the snapshot was read at (claims.snapshot_changes).
     """
     prev = SnapshotDelta.objects.filter(fleet=fleet).order_by("-version").first()
     version = prev.version + 1 if prev else 1
@@ -127,6 +131,22 @@ def record_snapshot(fleet: Fleet, path: Path) -> int:
     if prev is not None and prev.index:
         old = delta.unpack_index(bytes(prev.index))
         body = delta.encode(delta.diff(old, index, path, base=prev.version, version=version))
+    _record(fleet, prev, version=version, body=body, index=index, cursor=cursor, chain=0,
+            meta=delta.meta_of(path))
+    return version
+
+
+def record_delta(fleet: Fleet, prev: SnapshotDelta, step: dict[str, Any], index: delta.Index,
+                 *, cursor: str) -> int:
+    """Record a render made by applying `step` (a delta from `prev`) to `prev`'s snapshot:
+    the same row as record_snapshot makes, one more in the chain since the last rebuild."""
+    _record(fleet, prev, version=step["version"], body=delta.encode(step), index=index,
+            cursor=cursor, chain=prev.chain + 1, meta=dict(step["meta"]))
+    return int(step["version"])
+
+
+def _record(fleet: Fleet, prev: SnapshotDelta | None, *, version: int, body: bytes,
+            index: delta.Index, cursor: str, chain: int, meta: dict[str, str]) -> None:
     SnapshotDelta.objects.create(
         fleet=fleet,
         version=version,
@@ -134,12 +154,22 @@ def record_snapshot(fleet: Fleet, path: Path) -> int:
         body=body,
         digest=delta.digest_of(index),
         index=delta.pack_index(index),
+        cursor=cursor,
+        chain=chain,
+        meta=meta,
     )
     if prev is not None:
         SnapshotDelta.objects.filter(pk=prev.pk).update(index=b"")  # the newest diffs on
     keep = version - DELTAS_KEPT
     SnapshotDelta.objects.filter(fleet=fleet, version__lte=keep).delete()
-    return version
+
+
+def snapshot_version(fleet: Fleet) -> int | None:
+    """The version of the fleet's latest snapshot render, or None."""
+    return (
+        SnapshotDelta.objects.filter(fleet=fleet).order_by("-version")
+        .values_list("version", flat=True).first()
+    )
 
 
 def snapshot_delta(fleet: Fleet, since: int) -> bytes | None:

@@ -900,6 +900,15 @@ class SnapshotDelta(models.Model):
     digest = models.CharField(max_length=32)
     index = models.BinaryField(default=b"")
     created_at = models.DateTimeField(default=timezone.now)
+    cursor = models.TextField(
+        blank=True, default="",
+        help_text="The Postgres snapshot (pg_snapshot) this render's claims were read at: "
+        "the next render re-reads only what was not yet visible in it.",
+    )
+    chain = models.PositiveIntegerField(
+        default=0, help_text="Renders applied as a delta since the last full rebuild."
+    )
+    meta = models.JSONField(default=dict, blank=True, help_text="The snapshot's meta table.")
 
     class Meta:
         constraints = [

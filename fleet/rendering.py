@@ -8,6 +8,7 @@ marker lives in the shared (database) cache, so this holds across processes and 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from django.conf import settings
@@ -89,7 +90,10 @@ def _schedule(fleet_id: int) -> None:
     # committed change: one read then, instead of the database cache's add (a count, a
     # read and a refused insert in a transaction of its own).
     key = pending_key(fleet_id)
-    if cache.get(key) is None and cache.add(key, "1", timeout=PENDING_TIMEOUT_SECS):
+    # the value is when it was queued: a drain follower hands its worker over to a render
+    # that has waited longer than a poll (renders_waiting)
+    if cache.get(key) is None and cache.add(key, str(time.time()),
+                                            timeout=PENDING_TIMEOUT_SECS):
         if _render_task is None:
             raise RuntimeError("no render task: the ctxlake_site app hands it over at start-up")
         async_task(_render_task, fleet_id, task_name=f"render fleet {fleet_id}")
@@ -97,3 +101,20 @@ def _schedule(fleet_id: int) -> None:
 
 def render_started(fleet_id: int) -> None:
     cache.delete(pending_key(fleet_id))
+
+
+def renders_waiting(longer_than: float) -> int:
+    """How many fleets have a render queued and not started for more than `longer_than`
+    seconds: what a long-running task that shares the workers (the drain follower) asks
+    before it keeps its worker for another poll."""
+    ids = list(Fleet.objects.values_list("pk", flat=True))
+    queued = cache.get_many([pending_key(i) for i in ids]).values()
+    cutoff = time.time() - longer_than
+    return sum(1 for at in queued if _queued_at(at) < cutoff)
+
+
+def _queued_at(value: object) -> float:
+    try:
+        return float(str(value))
+    except ValueError:  # a marker of an older release ("1"): waiting since who knows
+        return 0.0

@@ -49,7 +49,7 @@ class Refused(Exception):
 # -- hashing ---------------------------------------------------------------------------------
 
 
-def _wire(value: Any) -> Any:
+def wire(value: Any) -> Any:
     """A column value as JSON carries it: bytes as {"$b": base64}, the rest as is."""
     if isinstance(value, bytes):
         return {"$b": base64.b64encode(value).decode()}
@@ -119,7 +119,7 @@ def diff(old: Index, new: Index, path: Path, *, base: int, version: int) -> dict
             changed = sorted(r for r, h in after.items() if before.get(r) != h)
             tables[t] = {
                 "columns": _columns(db, t),
-                "upsert": [[_wire(v) for v in row] for row in _rows(db, t, changed)],
+                "upsert": [[wire(v) for v in row] for row in _rows(db, t, changed)],
                 "delete": sorted(set(before) - set(after)),
             }
         meta = db.execute("SELECT key, value FROM meta ORDER BY key").fetchall()
@@ -357,6 +357,15 @@ def _remove(db: sqlite3.Connection, table: str, rowid: int) -> int:
         )
     db.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))
     return row_hash(table, old)
+
+
+def meta_of(path: Path) -> dict[str, str]:
+    """A snapshot's meta table."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return dict(db.execute("SELECT key, value FROM meta"))
+    finally:
+        db.close()
 
 
 def version_of(path: Path) -> int | None:

@@ -250,6 +250,34 @@ def test_only_one_follower_polls_a_spool_at_a_time(db: None, spool_dir: Path) ->
     assert workers.drain_spool_follow(follow_secs=0, poll_secs=0).startswith("drained")
 
 
+def test_a_follower_hands_its_worker_to_a_waiting_render(
+    fleet_a: Fleet, spool_dir: Path
+) -> None:
+    """A render queued behind a follower (every other worker busy) must not wait out the
+    follow: the follower drains, sees the render waiting past a poll, and ends."""
+    import time
+
+    from django.core.cache import cache
+
+    from fleet import rendering
+
+    _raw_line(spool_dir, "fleet-a", (json.dumps(_event("fleet-a")) + "\n").encode())
+    cache.set(rendering.pending_key(fleet_a.pk), str(time.time() - 5), timeout=60)
+    try:
+        assert rendering.renders_waiting(longer_than=1) == 1
+        done = workers.drain_spool_follow(follow_secs=120, poll_secs=1, chain=False)
+    finally:
+        cache.delete(rendering.pending_key(fleet_a.pk))
+    assert done == "drained 1 event(s), 0 dead-lettered; ended early for a waiting render"
+    assert Lease.objects.filter(fleet=fleet_a).count() == 1  # the drain itself went on
+    # a render that has only just been queued gets the poll's time to find a free worker
+    cache.set(rendering.pending_key(fleet_a.pk), str(time.time() + 60), timeout=60)
+    try:
+        assert rendering.renders_waiting(longer_than=1) == 0
+    finally:
+        cache.delete(rendering.pending_key(fleet_a.pk))
+
+
 def test_last_seen_moves_forward_only(fleet_a: Fleet, spool_dir: Path) -> None:
     """An agent's last_seen_at is its latest event's time; an older event replayed from a
     rotated file later does not move it back."""
