@@ -541,9 +541,9 @@ def _window(mode: str, fleet: Fleet, layout: dict[int, list[str]], creds: Creden
     def progress(finished: list[Write], sent: int) -> None:
         ok = sum(1 for w in finished if 0 < w.status < 300)
         seen = sum(len(h.seen) for h in hosts)
-        say(f"[{mode}] t={time.monotonic() - t0:4.0f}s writes sent {sent}, answered "
-            f"{len(finished)}, ok {ok}; sightings {seen}; long-polls refused "
-            f"{sum(h.busy for h in hosts)}  [{load()}]")
+        say(f"[{mode}] t={time.monotonic() - t0:4.0f}s writes due {sent}, answered "
+            f"{len(finished)}, ok {ok}; sightings {seen}; long-polls refused (in-process "
+            f"hosts) {sum(h.busy for h in hosts)}  [{load()}]")
 
     writes, unsent = drive(writer, agents, a.write_every, seconds, progress)
     t1 = time.monotonic()
@@ -582,16 +582,17 @@ def figures(mode: str, writes: list[Write], unsent: int, hosts: list[Host],
         "hosts": a.hosts,
         "sync_processes": sum(1 for h in hosts if h.kind == "sync"),
         "claims": a.claims,
-        "window_secs": window,
+        "window_secs": window,  # the write window and the writes' drain: what CPU is over
         "writes": {
             "offered": len(writes) + unsent,
-            "offered_per_s": (len(writes) + unsent) / window,
+            "offered_per_s": (len(writes) + unsent) / (a.minutes * 60),
             "served": len(ok),
             "served_per_s": len(ok) / window,
             "failed": len(writes) - len(ok),
             "failed_statuses": dict(Counter(str(w.status) for w in writes if w not in ok)),
             "never_sent": unsent,
             "by_kind": dict(Counter(w.kind for w in ok)),
+            "queued_p95": pct([w.sent - w.due for w in writes], 0.95),  # waiting for a client
             "rest_p50": pct(rest, 0.5),
             "rest_p95": pct(rest, 0.95),
         },
@@ -626,7 +627,8 @@ def report(r: dict[str, Any]) -> Iterable[str]:
            f"{r['machine_busy']:.0%} busy")
     yield (f"  writes: {w['served']} served of {w['offered']} offered ({w['served_per_s']:.1f} "
            f"of {w['offered_per_s']:.1f}/s), failed {w['failed']} {w['failed_statuses']}, never "
-           f"sent {w['never_sent']}; REST p50 {secs(w['rest_p50'])} p95 {secs(w['rest_p95'])}")
+           f"sent {w['never_sent']}; queued for a client thread p95 {secs(w['queued_p95'])}; "
+           f"REST p50 {secs(w['rest_p50'])} p95 {secs(w['rest_p95'])}")
     for kind in ("all", "sync", "http"):
         x = v[kind]
         if x["pairs"]:
@@ -647,7 +649,8 @@ def report(r: dict[str, Any]) -> Iterable[str]:
                       + (f" (p50 {t['p50_secs']:.2f} s, max {t['max_secs']:.2f} s)"
                          if "p50_secs" in t else "")
                       for k, t in r["worker_tasks"].items())
-    yield f"  workers: {tasks or 'no tasks'}; long-polls refused {r['longpolls_refused']}"
+    yield (f"  workers: {tasks or 'no tasks'}; long-polls refused (429, in-process hosts) "
+           f"{r['longpolls_refused']}")
     yield f"  first bottleneck: {r['bottleneck']}"
 
 
