@@ -654,6 +654,21 @@ def report(r: dict[str, Any]) -> Iterable[str]:
     yield f"  first bottleneck: {r['bottleneck']}"
 
 
+def compare(results: list[dict[str, Any]]) -> str | None:
+    """Full-snapshot sync against delta sync, same run: the ratios the issue asks for."""
+    by = {r["mode"]: r for r in results}
+    if set(by) != set(MODES):
+        return None
+    d, f = by["delta"], by["full"]
+    kind = "http" if "http" in d["bytes_per_host_minute"] else "sync"
+    fetched = [r["bytes_per_host_minute"][kind]["mean"] for r in (f, d)]
+    cpu = [r["server_cpu_ms_per_write"] for r in (f, d)]
+    return (f"full vs delta, same run: {fetched[0] / max(1.0, fetched[1]):.1f}x the bytes per "
+            f"host per minute; server CPU per write {cpu[0]:.1f} vs {cpu[1]:.1f} ms; "
+            f"visibility p95 {secs(f['visibility']['all']['p95'])} vs "
+            f"{secs(d['visibility']['all']['p95'])}")
+
+
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--agents", type=int, default=500)
@@ -706,6 +721,8 @@ def main() -> None:
         stop(cluster, timeout=5)  # its drain follower may sit in a poll: no need to wait it out
         stop(web)
         shutil.rmtree(work, ignore_errors=True)
+    if (line := compare(results)) is not None:
+        say(line)
     say(f"done  [{load()}]")
     if ARGS.json:
         print(json.dumps({"started": f"{datetime.now(UTC):%Y-%m-%dT%H:%MZ}",
