@@ -26,9 +26,7 @@ import http.client
 import json
 import os
 import random
-import socket
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -45,12 +43,10 @@ import django  # noqa: E402
 
 django.setup()
 
-import numpy as np  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.utils import timezone  # noqa: E402
+from live_server import free_port, load, make_claims, start_gunicorn, stop, vocabulary  # noqa: E402
 
-from claims import embeddings  # noqa: E402
-from claims.models import Claim, text_hash  # noqa: E402
 from ctxlake_site import db_health  # noqa: E402
 from fleet import cache_render, tokens  # noqa: E402
 from fleet.globs import literal_prefix  # noqa: E402
@@ -65,86 +61,6 @@ TARGETS = {
 }
 HOARD = 10_000  # live leases of one agent for the roster scenarios
 Request = Callable[[int], tuple[str, str, bytes | None]]
-
-
-def vocabulary() -> list[str]:
-    words = (ROOT / "mcp_bridge" / "contract" / "data" / "vocab.txt").read_text().split()
-    return [w for w in words if w.isalpha() and w.isascii() and 4 <= len(w) <= 10][:8000]
-
-
-def load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"load {one:.2f} {five:.2f} {fifteen:.2f}"
-
-
-def make_claims(fleet: Fleet, start: int, count: int, words: list[str], rng: random.Random) -> None:
-    """Bulk-insert promoted claims with Zipf-ish word use and random unit vectors under the
-    current embedder's name (numbers and hashes set by hand)."""
-    weights = [1 / (rank + 10) for rank in range(len(words))]
-    now = timezone.now()
-    types = Claim.Type.values
-    model = embeddings.embedder()
-    for batch in range(start, start + count, 5000):
-        vectors = np.random.default_rng(batch).normal(size=(5000, model.DIMS)).astype(np.float32)
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        rows = []
-        for n in range(batch, min(batch + 5000, start + count)):
-            text = " ".join(rng.choices(words, weights, k=12)) + f" (#{n})"
-            rows.append(
-                Claim(
-                    fleet=fleet,
-                    number=n + 1,
-                    text=text,
-                    text_hash=text_hash(text),
-                    type=types[n % len(types)],
-                    subject=f"subject-{n % 200}",
-                    scope=Claim.Scope.FLEET,
-                    status=Claim.Status.PROMOTED,
-                    promoted_at=now,
-                    independent_sessions=1 + n % 3,
-                    embedding=vectors[n - batch],
-                    embedding_model=model.NAME,
-                )
-            )
-        Claim.objects.bulk_create(rows)
-    Fleet.objects.filter(pk=fleet.pk).update(claim_seq=start + count)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_server(port: int, workers: int) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "CTXLAKE_API_RATE_PER_MINUTE": "100000000"}
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "ctxlake_site.wsgi",
-            "--config",
-            "python:ctxlake_site.gunicorn_conf",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            str(workers),
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-        env=env,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return server
-        except OSError:
-            time.sleep(0.1)
-    server.kill()
-    raise SystemExit("gunicorn did not start")
 
 
 def measure(port: int, secret: str, make: Request, total: int, clients: int) -> dict[str, float]:
@@ -305,7 +221,7 @@ def main() -> None:
         make_claims(fleet, 0, 10_000, words, rng)
         vacuumed("seeding 10k claims with vectors")
         port = free_port()
-        server = start_server(port, args.workers)
+        server = start_gunicorn(port, args.workers)
         print(
             f"gunicorn gthread workers: {args.workers}; clients: {c}; requests/scenario: {n}; "
             f"cores: {os.cpu_count()}"
@@ -331,8 +247,7 @@ def main() -> None:
         print("\n".join(lines))
     finally:
         if server is not None:
-            server.terminate()
-            server.wait(timeout=10)
+            stop(server)
         Fleet.objects.filter(pk=fleet.pk).delete()
 
 

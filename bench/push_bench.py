@@ -18,9 +18,7 @@ import argparse
 import http.client
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -38,39 +36,13 @@ import django  # noqa: E402
 django.setup()
 
 from django.core.management import call_command  # noqa: E402
+from live_server import free_port, load, start_gunicorn, stop  # noqa: E402
 
 from ctxlake_site import workers  # noqa: E402
 from fleet import change_feed, tokens  # noqa: E402
 from fleet.models import Agent, CacheHead, Fleet  # noqa: E402
 
 Call = Callable[[int], tuple[str, str, bytes | None]]
-
-
-def load() -> str:
-    return "load {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_server(port: int, worker_class: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "CTXLAKE_API_RATE_PER_MINUTE": "100000000"}
-    config = ["--config", "python:ctxlake_site.gunicorn_conf"] if worker_class == "gthread" else []
-    cmd = [sys.executable, "-m", "gunicorn", "ctxlake_site.wsgi", *config, "--workers", "2",
-           "--bind", f"127.0.0.1:{port}", "--log-level", "warning"]
-    server = subprocess.Popen(cmd, cwd=ROOT, env=env)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return server
-        except OSError:
-            time.sleep(0.1)
-    server.kill()
-    raise SystemExit("gunicorn did not start")
 
 
 def request(port: int, secret: str, method: str, path: str, body: bytes | None = None,
@@ -133,7 +105,7 @@ def main() -> None:
 
         for worker_class in ("sync", "gthread"):
             port = free_port()
-            server = start_server(port, worker_class)
+            server = start_gunicorn(port, 2, worker_class=worker_class)
             try:
                 measure(port, reader, agents, 20)  # warm both workers
                 print(f"{worker_class:8} GET agents           {measure(port, reader, agents, n)}"
@@ -163,8 +135,7 @@ def main() -> None:
                           f"{statistics.median(woke):.0f} ms, last {woke[-1]:.0f} ms after "
                           f"COMMIT (upper bound: results collected in order)  [{load()}]")
             finally:
-                server.terminate()
-                server.wait(10)
+                stop(server)
     finally:
         # heads first: CacheHead → CacheArtifact is PROTECT, and a fleet's delete
         # collects both (a ProtectedError on main as of 2026-12-04)

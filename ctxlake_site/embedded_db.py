@@ -20,12 +20,18 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
+import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 from ctxlake_site import paths
+
+#: The library's start-up lock serialises processes, not threads: threads of one process
+#: racing through it (a gthread web worker's first requests, each opening a connection)
+#: failed with "Unable to release an unaquired lock". One attach at a time per process.
+_attaching = threading.Lock()
 
 
 class DatabaseStopped(RuntimeError):
@@ -74,6 +80,11 @@ def attach(data_dir: Path | None = None) -> EmbeddedServer:
 
     Raises DatabaseStopped, starting nothing, while an operator's stop is in force.
     """
+    with _attaching:
+        return _attach(data_dir)
+
+
+def _attach(data_dir: Path | None) -> EmbeddedServer:
     data_dir = (data_dir or paths.pg_data_dir()).expanduser().resolve()
     why = stopped_on_purpose(data_dir)
     if why is not None:

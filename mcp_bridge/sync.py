@@ -49,6 +49,7 @@ STATE_FILE = SYNC_STATE_FILE
 MAX_LINES, MAX_BODY = 1000, 2 << 20
 TIMEOUT = 15.0
 MAX_BACKOFF = 300.0
+DEFAULT_INTERVAL = 15.0  # seconds between syncs when no change feed wakes the loop earlier
 UNDELIVERED_EXIT = 3  # `--once`: some lines were refused by the server
 SQLITE_MAGIC = b"SQLite format 3\x00"
 #: A delta bigger than this is not read: the host downloads the snapshot whole instead.
@@ -188,8 +189,12 @@ def _listing(remote: Remote, state: dict[str, Any], root: Path) -> tuple[Any, di
     return etag, files
 
 
-def pull(remote: Remote, cache_dir: Path) -> PullReport:
-    """Bring `<cache_dir>/<fleet>/` up to the server's render; never a torn cache."""
+def pull(remote: Remote, cache_dir: Path, *, by_delta: bool = True) -> PullReport:
+    """Bring `<cache_dir>/<fleet>/` up to the server's render; never a torn cache.
+
+    `by_delta=False` downloads a changed snapshot whole, as before delta sync: what
+    bench/fleet_scale.py compares with, and a way to rule the delta out when debugging.
+    """
     root = Path(cache_dir) / remote.fleet
     root.mkdir(parents=True, exist_ok=True)
     state = _load_state(root)
@@ -206,7 +211,7 @@ def pull(remote: Remote, cache_dir: Path) -> PullReport:
             current = known.get(name) if (root / name).exists() else None
             if current == listing[name]:
                 continue
-            if name == contract.SNAPSHOT and _pull_delta(remote, root / name, report):
+            if name == contract.SNAPSHOT and by_delta and _pull_delta(remote, root / name, report):
                 continue  # applied in place (or already the latest): nothing to download
             try:
                 tmp = _download(remote, name, root, current)
@@ -484,6 +489,7 @@ class Push:
     sleep: Callable[[float], None]
     version: str | None = None
     available: bool = True
+    busy: int = 0  # waits the server refused with 429 (for logs and bench/fleet_scale.py)
 
     def before_pull(self) -> None:
         if self.available and self.version is None:
@@ -502,6 +508,7 @@ class Push:
             try:
                 new = changed_version(self.remote, self.version, int(min(left, FEED_MAX_WAIT)))
             except Busy as e:  # the server is full: poll this round, try again the next
+                self.busy += 1
                 self.sleep(min(left, e.retry_after))
                 return
             except (NoFeed, ServerDown) as e:
@@ -520,15 +527,16 @@ class Push:
 
 # -- the loop and the command line -----------------------------------------------------------
 
-def sync_once(remote: Remote, cache_dir: Path, spool_dir: Path) -> tuple[PushReport, PullReport]:
+def sync_once(remote: Remote, cache_dir: Path, spool_dir: Path, *,
+              by_delta: bool = True) -> tuple[PushReport, PullReport]:
     """Push first, so the server's next render can already include what this host queued."""
     pushed = push(remote, spool_dir)
-    return pushed, pull(remote, cache_dir)
+    return pushed, pull(remote, cache_dir, by_delta=by_delta)
 
 
 def run_loop(remote: Remote, cache_dir: Path, spool_dir: Path, *, interval: float,
              log: Callable[[str], object], sleep: Callable[[float], None] = time.sleep,
-             cycles: int | None = None, push: bool = True) -> int:
+             cycles: int | None = None, push: bool = True, by_delta: bool = True) -> int:
     """Sync every `interval` seconds, and at once when the server's change feed says so;
     back off (jittered, ≤ 5 min) while the server is down. `cycles`: stop after that many."""
     failures = 0
@@ -537,7 +545,7 @@ def run_loop(remote: Remote, cache_dir: Path, spool_dir: Path, *, interval: floa
         cycles = None if cycles is None else cycles - 1
         try:
             feed.before_pull()
-            pushed, pulled = sync_once(remote, cache_dir, spool_dir)
+            pushed, pulled = sync_once(remote, cache_dir, spool_dir, by_delta=by_delta)
             failures = 0
             if pushed.sent or pulled.changed:
                 log(_summary(pushed, pulled))
@@ -578,6 +586,7 @@ def _summary(pushed: PushReport, pulled: PullReport) -> str:
             f"{f', {len(pushed.rejected)} rejected' if pushed.rejected else ''}; pulled "
             f"{', '.join(pulled.changed) or 'nothing new'}"
             f"{' (the snapshot by a delta)' if pulled.delta else ''}"
+            f"{f' ({pulled.fetched_bytes} bytes fetched)' if pulled.fetched_bytes else ''}"
             f"{'; removed ' + ', '.join(pulled.removed) if pulled.removed else ''}"
             f"{''.join('; ' + note for note in pulled.notes)}")
 
@@ -622,7 +631,11 @@ def main(argv: list[str], *, command: str = "sync") -> int:
     p.add_argument("--token-file", type=Path, default=None, help="file holding the API token")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--once", action="store_true", help="one push + pull, then exit")
-    mode.add_argument("--interval", type=float, default=15.0, help="seconds between syncs")
+    mode.add_argument("--interval", type=float, default=DEFAULT_INTERVAL,
+                      help="seconds between syncs")
+    p.add_argument("--no-delta", action="store_true",
+                   help="download a changed claims snapshot whole, never by a delta "
+                   "(benchmarks, or to rule the delta out)")
     a = p.parse_args(argv)
     if not contract.FLEET_ID_RE.fullmatch(a.fleet):
         p.error("--fleet (or CTXLAKE_FLEET_ID) is required: [A-Za-z0-9_-]{1,64}")
@@ -640,11 +653,11 @@ def main(argv: list[str], *, command: str = "sync") -> int:
     if not a.once:
         try:
             return run_loop(remote, cache, spool, interval=max(a.interval, 1.0),
-                            log=lambda m: sys.stderr.write(m + "\n"))
+                            log=lambda m: sys.stderr.write(m + "\n"), by_delta=not a.no_delta)
         except KeyboardInterrupt:
             return 0
     try:
-        pushed, pulled = sync_once(remote, cache, spool)
+        pushed, pulled = sync_once(remote, cache, spool, by_delta=not a.no_delta)
     except AuthError as e:
         sys.stderr.write(f"ctxlake sync: {e}\n")
         return 2

@@ -129,6 +129,23 @@ def test_first_sync_is_full_then_a_delta_that_searches_like_a_full_download(
     assert sync.pull(server, host).unchanged  # and then nothing to fetch
 
 
+def test_by_delta_false_downloads_the_changed_snapshot_whole(
+    server: sync.Remote, tmp_path: Path
+) -> None:
+    """`sync --no-delta`: what bench/fleet_scale.py compares delta sync with."""
+    host = tmp_path / "host"
+    sync.pull(server, host)
+    _change(Fleet.objects.get(slug=server.fleet))
+    whole = sync.pull(server, host, by_delta=False)
+    assert contract.SNAPSHOT in whole.changed and not whole.delta
+    size = _snapshot(host, server.fleet).stat().st_size
+    assert whole.fetched_bytes >= size
+    assert f"({whole.fetched_bytes} bytes fetched)" in sync._summary(sync.PushReport(), whole)
+    fresh = tmp_path / "fresh"
+    sync.pull(server, fresh)
+    assert _rows(_snapshot(host, server.fleet)) == _rows(_snapshot(fresh, server.fleet))
+
+
 def test_a_host_several_renders_behind_gets_one_merged_delta(
     server: sync.Remote, tmp_path: Path
 ) -> None:

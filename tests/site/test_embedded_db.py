@@ -57,6 +57,41 @@ def _attach_in_subprocesses(data_dir: Path, n: int) -> list[dict[str, object]]:
     return results
 
 
+THREADS = """
+import json, sys, threading
+from pathlib import Path
+from ctxlake_site import embedded_db
+gate = threading.Barrier(16)
+sockets, errors = [], []
+def connect():
+    gate.wait()
+    try:
+        sockets.append(str(embedded_db.attach(Path(sys.argv[1])).socket_dir))
+    except Exception as exc:
+        errors.append(repr(exc))
+threads = [threading.Thread(target=connect) for _ in range(16)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(json.dumps({"sockets": sorted(set(sockets)), "errors": errors}))
+"""
+
+
+@pytest.mark.slow
+def test_threads_of_one_process_attaching_at_once_all_connect(data_dir: Path) -> None:
+    """A gthread web worker opens connections on many request threads at once (the first
+    requests after it starts, or long-polls that gave theirs back): each attaches. The
+    library's start-up lock is per process, so threads racing through it failed with
+    "Unable to release an unaquired lock" (a 500), found by bench/fleet_scale.py."""
+    done = subprocess.run([sys.executable, "-c", THREADS, str(data_dir)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["errors"] == []
+    assert len(result["sockets"]) == 1
+
+
 @pytest.mark.slow
 def test_two_processes_attaching_at_once_share_one_server(data_dir: Path) -> None:
     first, second = _attach_in_subprocesses(data_dir, 2)
