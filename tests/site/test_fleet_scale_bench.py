@@ -38,9 +38,13 @@ def test_the_bench_runs_both_sync_modes_end_to_end(tmp_path: Path) -> None:
     assert set(results) == {"delta", "full"}
     for r in results.values():
         _check(r)
-    # the whole snapshot on every render, against a delta: more bytes in every pull
-    fetched = {m: r["bytes_per_host_minute"]["http"]["mean"] for m, r in results.items()}
-    assert fetched["full"] > fetched["delta"], fetched
+    # Bytes are counted in both modes (each host downloads the snapshot once at least). Which
+    # mode fetches more is the bench's figure, not this test's: with renders proportional to
+    # the change, a run whose writes touch no promoted claim rewrites no snapshot, so the
+    # two modes may fetch the same; the byte difference itself is tested in
+    # tests/mcp_bridge/test_sync_delta.py (pull(by_delta=False)).
+    for r in results.values():
+        assert r["bytes_per_host_minute"]["http"]["mean"] > 0, r["bytes_per_host_minute"]
     assert not Fleet.objects.filter(slug__startswith="bench-scale-").exists()
 
 

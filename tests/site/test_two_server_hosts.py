@@ -32,7 +32,9 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
+from claims.models import Claim
 from ctxlake_site import workers
 from fleet import inbox, tokens
 from fleet.models import Activity, Agent, AppliedEvent, Fleet, InboxEvent, Lease
@@ -314,6 +316,14 @@ def test_two_web_and_two_worker_hosts_apply_once_serve_the_latest_and_survive_ki
     _wait(lambda: all(_leases_served(w, fleet, token) == 2300 for w in tier.webs)
           and not _render_held(fleet), "the render after the drain", tier)
     before = _served(web1, fleet, token, contract.MANIFEST)[0]
+    # Renders are proportional to the change (claims.snapshot_update): with nothing changed
+    # the next one is over at once. 3,000 more claims give the restarted host's render
+    # real work to be killed in the middle of.
+    Claim.objects.bulk_create(
+        Claim(fleet=fleet, number=3001 + i, text=f"claim {3000 + i} about gadgets",
+              type="fact", subject="gadgets", scope="fleet", status="promoted",
+              promoted_at=timezone.now(), independent_sessions=1, text_hash="0" * 64)
+        for i in range(3000))
     restarted = tier.worker("worker1")  # the killed host, back
     tier.extra.append(restarted)
     _stop_idle(worker2, fleet, tier)
@@ -335,7 +345,7 @@ def test_two_web_and_two_worker_hosts_apply_once_serve_the_latest_and_survive_ki
     snapshot.write_bytes(files[contract.SNAPSHOT][1])
     db = sqlite3.connect(snapshot)
     try:
-        assert db.execute("select count(*) from claims").fetchone()[0] == 3000
+        assert db.execute("select count(*) from claims").fetchone()[0] == 6000
     finally:
         db.close()
     manifest = json.loads(files[contract.MANIFEST][1])
