@@ -290,6 +290,11 @@ class _Loop:
             except (BlockingIOError, InterruptedError):
                 return
             if len(self.reading) + len(self.ready) >= MAX_OPEN:
+                # take what the client already sent: a socket closed with unread data is
+                # reset, and the client would read the reset instead of the refusal
+                with contextlib.suppress(OSError):
+                    conn.setblocking(False)
+                    conn.recv(MAX_REQUEST_BYTES + 1)
                 self._send(conn, _error(f"busy: {MAX_OPEN} requests are open; retry"))
                 continue
             conn.setblocking(False)
