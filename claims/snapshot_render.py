@@ -256,8 +256,9 @@ def path_claims(
     claims = {c.pk: c for c in _live(fleet, now)}
     cited, repos = _cited(Evidence.objects.filter(claim_id__in=claims))
     scored = []
+    match = ranking.PathMatcher(patterns)
     for pk, claim in claims.items():
-        weight = ranking.path_match(patterns, claim.subject, cited.get(pk, []))
+        weight = match(claim.subject, cited.get(pk, []))
         if weight:
             scored.append((ranking.path_score(weight, search.factors(claim, now)), claim))
     scored.sort(key=lambda pair: (-pair[0], pair[1].public_id))

@@ -368,9 +368,10 @@ class Snapshot:
         except sqlite3.Error:
             return []
         scored = []
+        match = ranking.PathMatcher(patterns)
         for raw in raws:
             row = dict(zip(names, raw, strict=True))
-            weight = ranking.path_match(patterns, row["subject"], _paths(row))
+            weight = match(row["subject"], _paths(row))
             if weight:
                 scored.append((ranking.path_score(weight, _factors(row, now)), row))
         scored.sort(key=lambda pair: (-pair[0], pair[1]["id"]))

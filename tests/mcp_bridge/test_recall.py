@@ -111,3 +111,37 @@ def test_path_recall_reads_a_bounded_number_of_rows_however_big_the_tree(tmp_pat
                                                       reverse=True)
     assert found[0]["confidence"] == max(c["confidence"] for c in claims)
     assert snap.for_paths(["src/m7/**"], k=3)[0]["id"] == "cc-0007"
+
+
+def test_one_matcher_over_many_claims_answers_as_each_pattern_alone() -> None:
+    """ranking.PathMatcher cuts each pattern's names once; its answer for every claim is
+    the per-pattern rule's (a path cited → PATH_WEIGHT, else any pattern the subject
+    relates to → SUBJECT_WEIGHT)."""
+    import random
+
+    rng = random.Random(7)
+    parts = ["src", "payments", "api.py", "docs", "README.md", "tests", "billing", "*",
+             "**", "pay*", "x.py", "Payments", "web", "lib"]
+
+    def path() -> str:
+        return "/".join(rng.choice(parts) for _ in range(rng.randint(1, 4)))
+
+    def by_pattern(patterns: list[str], subject: str, paths: list[str]) -> float:
+        if any(ranking.path_related(p, c) for p in patterns for c in paths):
+            return ranking.PATH_WEIGHT
+        if any(ranking.subject_related(p, subject) for p in patterns):
+            return ranking.SUBJECT_WEIGHT
+        return 0.0
+
+    weights = set()
+    for _ in range(300):
+        patterns = [path() for _ in range(rng.randint(1, 6))]
+        match = ranking.PathMatcher(patterns)
+        for _ in range(20):
+            subject = rng.choice([path(), rng.choice(parts), "", " Payments ", "src"])
+            paths = [path() for _ in range(rng.randint(0, 2))]
+            expected = by_pattern(patterns, subject, paths)
+            assert match(subject, paths) == expected == ranking.path_match(
+                patterns, subject, paths), (patterns, subject, paths)
+            weights.add(expected)
+    assert weights == {0.0, ranking.SUBJECT_WEIGHT, ranking.PATH_WEIGHT}  # all three seen
