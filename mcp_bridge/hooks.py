@@ -398,7 +398,7 @@ def target_paths(hook_input: dict[str, Any]) -> tuple[Path | None, list[str]]:
     if tool in EDIT_TOOLS:
         found = pretool.edit_target(hook_input)
         return (Path(found[0]), [found[1]]) if found else (None, [])
-    cwd = Path(str(hook_input.get("cwd") or os.environ.get("CLAUDE_PROJECT_DIR") or "."))
+    cwd = Path(pretool.call_cwd(hook_input))
     command = args.get("command")
     if tool == "Bash" and isinstance(command, str) and _is_git_commit(command):
         root = repo_root(cwd.resolve())

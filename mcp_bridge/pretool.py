@@ -102,12 +102,17 @@ def repo_root(start: str) -> str | None:
         folder = parent
 
 
+def call_cwd(hook_input: dict[str, Any]) -> str:
+    """The directory the tool call runs in: the hook's `cwd`, else the project's."""
+    return str(hook_input.get("cwd") or os.environ.get("CLAUDE_PROJECT_DIR") or ".")
+
+
 def edit_target(hook_input: dict[str, Any]) -> tuple[str, str] | None:
     """(repo root, repo-relative posix path) an edit tool call changes, or None."""
     raw = (hook_input.get("tool_input") or {}).get(EDIT_TOOLS[hook_input["tool_name"]])
     if not isinstance(raw, str) or not raw:
         return None
-    cwd = str(hook_input.get("cwd") or os.environ.get("CLAUDE_PROJECT_DIR") or ".")
+    cwd = call_cwd(hook_input)
     path = os.path.normpath(os.path.join(cwd, raw))
     root = repo_root(os.path.dirname(path))
     if root is None:
@@ -182,8 +187,7 @@ def silent(hook_input: dict[str, Any]) -> bool:
             return True
         # a commit inside a work tree while another agent holds a lease: the full hook asks
         # git what is staged; with no other agent's lease there is nothing to ask about
-        root = repo_root(str(hook_input.get("cwd") or os.environ.get("CLAUDE_PROJECT_DIR")
-                             or "."))
+        root = repo_root(call_cwd(hook_input))
         return root is None or roster_covers(None, os.environ) is False
     if tool not in EDIT_TOOLS:
         return True
