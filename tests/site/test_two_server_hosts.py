@@ -8,7 +8,10 @@ worker SIGKILLed mid-drain or mid-render loses and doubles nothing, and the othe
 finishes the job.
 
 Worker processes are started in their own process groups and killed, stopped and resumed
-as groups (a qcluster is a parent with a guard and worker children).
+as groups (a qcluster is a parent with a guard and worker children). The hosts share one
+Redis queue, so a host is paused only once Redis no longer counts it among the clients
+waiting for a task (`_pause`): a host stopped inside its blocking pop would still be handed
+the next task, and hold it until it is resumed.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from django.db import connection
 from django.utils import timezone
 
@@ -100,7 +104,8 @@ class Tier:
     def worker(self, name: str) -> Host:
         home = self.tmp / name
         home.mkdir(exist_ok=True)
-        env = {**self.base_env, "CTXLAKE_HOME": str(home)}
+        env = {**self.base_env, "CTXLAKE_HOME": str(home),  # its broker connections named
+               "CTXLAKE_REDIS_URL": f"{self.base_env['CTXLAKE_REDIS_URL']}?client_name={name}"}
         return Host(name, home, env, [sys.executable, "manage.py", "qcluster"]).start()
 
     def enqueue(self, host: Host, call: str) -> None:
@@ -239,11 +244,31 @@ def _render_held(fleet: Fleet) -> bool:
     return _lock_held(key >> 32, key & 0xFFFFFFFF, 1)
 
 
+def _waiting_for_tasks(worker: Host, tier: Tier) -> bool:
+    """Redis has one of the host's connections blocked in its pop of the task queue."""
+    client = redis.Redis.from_url(tier.base_env["CTXLAKE_REDIS_URL"])
+    try:
+        return any(c["name"] == worker.name and "b" in c["flags"] for c in client.client_list())
+    finally:
+        client.close()
+
+
+def _pause(worker: Host, tier: Tier) -> None:
+    """SIGSTOP a worker host, then wait until Redis stops handing it tasks.
+
+    The host's pusher waits for tasks in a blocking pop with a timeout (django-q2: 1 s);
+    stopped inside it, it would still be given the next task Redis receives. Once the
+    server has timed that pop out, every task goes to the hosts still running.
+    """
+    worker.signal(signal.SIGSTOP)
+    _wait(lambda: not _waiting_for_tasks(worker, tier), f"{worker.name} out of the queue", tier)
+
+
 def _stop_idle(worker: Host, fleet: Fleet, tier: Tier) -> None:
-    """SIGSTOP a worker host that is not rendering `fleet` (so it holds no render lock)."""
+    """Pause a worker host that is not rendering `fleet` (so it holds no render lock)."""
     for _ in range(100):
         _wait(lambda: not _render_held(fleet), "no render under way", tier)
-        worker.signal(signal.SIGSTOP)
+        _pause(worker, tier)
         if not _render_held(fleet):
             return
         worker.signal(signal.SIGCONT)  # it had just begun one: let it finish, try again
@@ -290,7 +315,9 @@ def test_two_web_and_two_worker_hosts_apply_once_serve_the_latest_and_survive_ki
     assert again[0] == 304
 
     # 3. SIGKILL a worker host mid-drain: the other applies the rest, each once.
-    worker2.signal(signal.SIGSTOP)  # so the drain under way is worker1's (the inbox is empty:
+    _wait(lambda: all(_waiting_for_tasks(w, tier) for w in tier.workers),
+          "both worker hosts waiting on the queue", tier)
+    _pause(worker2, tier)  # so the drain under way is worker1's (the inbox is empty:
     assert not InboxEvent.objects.exists()  # worker2 holds no inbox rows)
     tier.enqueue(worker1, "'ctxlake_site.workers.drain_spool_follow'")  # a no-op if following
     more = _claims(fleet, 300, 2000)
@@ -328,7 +355,7 @@ def test_two_web_and_two_worker_hosts_apply_once_serve_the_latest_and_survive_ki
     tier.extra.append(restarted)
     _stop_idle(worker2, fleet, tier)
     tier.enqueue(restarted, f"'ctxlake_site.workers.render_fleet_cache', {fleet.pk}")
-    _wait(lambda: _render_held(fleet), "the restarted worker mid-render", tier)
+    _wait(lambda: _render_held(fleet), "the restarted worker mid-render", tier, poll=0.005)
     restarted.signal(signal.SIGKILL)
     _wait(lambda: not _render_held(fleet), "the killed render's lock released", tier)
     for web in tier.webs:  # still the whole previous render, on both hosts
