@@ -11,7 +11,11 @@ the hook JSON, and waits for the exit. Measured here for four cases (an edit hit
 agent's lease, a free edit, a Bash command that is not a commit — Codex still spawns for it
 —, a `git commit` with staged files, which runs git) in a temp git repository with a roster
 of --leases live leases, and once as `install` writes it (`sh -c`, the user's link, the
-launcher, then Python). Baselines, measured in the same run and interleaved with the hook
+launcher, then Python). The two cases the script cannot answer alone (a warned edit, a
+commit) are measured twice: with the session's bridge running (`python -m mcp_bridge`,
+started here as the runtime starts it: the script asks it, mcp_bridge.hook_door), which is
+how a hook runs inside a session, and with no bridge (the script imports and runs the hook
+itself). Baselines, measured in the same run and interleaved with the hook
 runs so load affects both alike: `python -c pass` (interpreter start, the floor of any
 Python hook) and `python -S -c pass`. The budgets: 50 ms for PreToolUse and 100 ms for
 SessionStart (issue 15; SessionStart prints the briefing), and PreToolUse p50 at most 2x
@@ -51,6 +55,26 @@ def _roster(cache: Path, leases: int) -> None:
     agents.append({"agent_id": "bo", "leases": [
         {"path": "src/payments/**", "reason": "refunds", "expires_at": until}]})
     testing.build_cache(cache, "bench", snapshot=False, agents=agents)
+
+
+def _start_bridge(env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """The session's bridge, as the runtime starts it, once its hook door listens. Its CPU
+    is not in the hook's figures (it is no child of ours until it exits)."""
+    proc = subprocess.Popen([sys.executable, "-m", "mcp_bridge"], stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, env=env, cwd=ROOT)
+    door = Path(env["CTXLAKE_HOME"]) / "run" / "hooks" / f"{proc.pid}.sock"
+    deadline = time.monotonic() + 60
+    while not door.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"the bridge opened no hook door at {door}")
+        time.sleep(0.05)
+    return proc
+
+
+def _cpu_ms(pid: int) -> float:
+    """User + system CPU of a running process, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
 def _spawn(argv: list[str], stdin: bytes, env: dict[str, str], cwd: Path,
@@ -106,6 +130,8 @@ def main() -> None:
         hook = [sys.executable, "-I", "-S", str(ROOT / "mcp_bridge" / "pretool.py")]
         hook_m = [sys.executable, "-m", "mcp_bridge", "hook", "pre-tool-use"]
         installed, env["HOME"] = _installed_hook(root, repo, env), str(root / "user")
+        alone = {**env, "CTXLAKE_HOME": str(root / "home-no-bridge")}  # no bridge listens
+        bridge = _start_bridge(env)
 
         def edit(path: str) -> bytes:
             return json.dumps({"hook_event_name": "PreToolUse", "cwd": str(repo),
@@ -117,27 +143,40 @@ def main() -> None:
                                "tool_name": "Bash", "tool_input": {"command": command}}).encode()
 
         cases = {
-            "python -c pass (baseline)": ([sys.executable, "-c", "pass"], b""),
-            "python -S -c pass (baseline)": ([sys.executable, "-S", "-c", "pass"], b""),
-            "hook: Edit in bo's lease (warns)": (hook, edit("src/payments/api.py")),
-            "hook: Edit, free path": (hook, edit("src/other.py")),
-            "hook: Bash, not a commit": (hook, bash("pytest -q")),
-            "hook: Bash git commit (runs git)": (hook, bash("git commit -m x")),
-            INSTALLED: (["sh", "-c", installed], edit("src/payments/api.py")),
-            INSTALLED_FREE: (["sh", "-c", installed], edit("src/other.py")),
-            "hook via -m (before issue 26): Edit, free path": (hook_m, edit("src/other.py")),
+            "python -c pass (baseline)": ([sys.executable, "-c", "pass"], b"", env),
+            "python -S -c pass (baseline)": ([sys.executable, "-S", "-c", "pass"], b"", env),
+            "hook: Edit in bo's lease (warns), bridge answers": (
+                hook, edit("src/payments/api.py"), env),
+            "hook: Edit in bo's lease (warns), no bridge": (
+                hook, edit("src/payments/api.py"), alone),
+            "hook: Edit, free path": (hook, edit("src/other.py"), env),
+            "hook: Bash, not a commit": (hook, bash("pytest -q"), env),
+            "hook: Bash git commit, bridge answers (git)": (hook, bash("git commit -m x"), env),
+            "hook: Bash git commit, no bridge (runs git)": (
+                hook, bash("git commit -m x"), alone),
+            INSTALLED: (["sh", "-c", installed], edit("src/payments/api.py"), env),
+            INSTALLED_FREE: (["sh", "-c", installed], edit("src/other.py"), env),
+            "hook via -m (before issue 26): Edit, free path": (
+                hook_m, edit("src/other.py"), env),
             START: ([sys.executable, "-m", "mcp_bridge", "hook", "session-start"],
-                    b'{"session_id": "s-bench", "hook_event_name": "SessionStart"}'),
+                    b'{"session_id": "s-bench", "hook_event_name": "SessionStart"}', env),
         }
         times: dict[str, list[float]] = {name: [] for name in cases}
         cpus: dict[str, list[float]] = {name: [] for name in cases}
-        for argv, stdin in cases.values():  # warm the page cache once
-            _spawn(argv, stdin, env, repo)
-        for _ in range(a.runs):  # interleaved: load hits every case alike
-            for name, (argv, stdin) in cases.items():
-                wall, cpu = _spawn(argv, stdin, env, repo)
-                times[name].append(wall)
-                cpus[name].append(cpu)
+        try:
+            for argv, stdin, case_env in cases.values():  # warm the page cache once
+                _spawn(argv, stdin, case_env, repo)
+            bridge_cpu = _cpu_ms(bridge.pid)
+            for _ in range(a.runs):  # interleaved: load hits every case alike
+                for name, (argv, stdin, case_env) in cases.items():
+                    wall, cpu = _spawn(argv, stdin, case_env, repo)
+                    times[name].append(wall)
+                    cpus[name].append(cpu)
+            bridge_cpu = _cpu_ms(bridge.pid) - bridge_cpu
+        finally:
+            assert bridge.stdin is not None
+            bridge.stdin.close()
+            bridge.wait(timeout=30)
     base = statistics.median(times["python -c pass (baseline)"])
     print(f"Hook wall time, spawn to exit; {a.runs} runs each, {a.leases + 1} live "
           f"leases in the roster; loadavg {os.getloadavg()}")
@@ -150,6 +189,9 @@ def main() -> None:
         cpu = statistics.median(cpus[name])
         print(f"{name:42} {med:7.1f}ms {p90:7.1f}ms {med - base:+8.1f}ms {cpu:7.1f}ms "
               f"{cpu - base_cpu:+8.1f}ms")
+    answered = a.runs * sum(1 for name in times if "bridge answers" in name)
+    print(f"the bridge's CPU for the hooks it answered: {bridge_cpu / answered:.1f} ms per "
+          f"hook (mean of {answered}; not in the hook rows' CPU)")
     start, start_cpu = statistics.median(times.pop(START)), statistics.median(cpus.pop(START))
     print(f"SessionStart budget {SESSION_START_BUDGET_MS:.0f} ms: median wall {start:.1f} ms "
           f"-> {'within' if start <= SESSION_START_BUDGET_MS else 'OVER'}; median CPU "

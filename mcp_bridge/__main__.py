@@ -118,7 +118,12 @@ def serve() -> int:
     for problem in cfg.problems:
         logging.getLogger("mcp_bridge").warning("%s", problem)
     from mcp_bridge.fastpath import FastPath
+    from mcp_bridge.hook_door import HookDoor
     from mcp_bridge.transport import Transport, Worker
+
+    door = HookDoor.open()  # this session's PreToolUse hooks, answered here (hook_door.py)
+    if door is not None:
+        atexit.register(door.close)
 
     fast = FastPath(lambda: _bridge(cfg))
 

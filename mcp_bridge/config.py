@@ -71,7 +71,11 @@ class Config(NamedTuple):
         return self.cache_dir / self.fleet
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
+    def from_env(cls, env: Mapping[str, str] | None = None, *, parent: int | None = None,
+                 ) -> Config:
+        """The configuration `env` states; `parent` is the pid whose runtime session to
+        look up (default: this process's parent) — a bridge answering another process's
+        hook (mcp_bridge.hook_door) names that process's parent."""
         env = os.environ if env is None else env
         problems: list[str] = []
         home = places.home(env)
@@ -85,7 +89,7 @@ class Config(NamedTuple):
             problems.append("CTXLAKE_AGENT_ID is unset or invalid; set it in the MCP "
                             "server's env block")
             agent = "_unset"
-        session, source = resolve_session(env, home)
+        session, source = resolve_session(env, home, ppid=parent, walk=True)
         return cls(
             home=home,
             cache_dir=places.cache_dir(env),
@@ -141,19 +145,22 @@ MAX_SESSION_CHARS = 128
 
 
 def resolve_session(env: Mapping[str, str], home: Path, *, ppid: int | None = None,
-                    ) -> tuple[str, str]:
+                    walk: bool | None = None) -> tuple[str, str]:
     """(session id, source): CTXLAKE_SESSION_ID, else the id the runtime's SessionStart hook
     left for our parent process (the runtime that spawned this bridge), else a fresh uuid4.
 
     A generated id is still a real session: one bridge process is one runtime session in
-    every runtime we install into, so its writes group together and count once.
+    every runtime we install into, so its writes group together and count once. `ppid`
+    names another process than our parent; `walk` (default: only for our own parent)
+    looks further up its ancestors when that process left no id.
     """
     explicit = clean_session(env.get("CTXLAKE_SESSION_ID"))
     if explicit:
         return explicit, "env"
     pid = os.getppid() if ppid is None else ppid
     left = runtime_session(home, pid)
-    if not left and ppid is None and (home / SESSIONS_SUBDIR).is_dir():
+    if not left and (ppid is None if walk is None else walk) and (
+            home / SESSIONS_SUBDIR).is_dir():
         walked = runtime_pid(pid)  # spawned through a shell: the runtime is further up
         left = runtime_session(home, walked) if walked != pid else None
     if left:

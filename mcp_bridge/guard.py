@@ -13,11 +13,15 @@ from __future__ import annotations
 import datetime as dt
 import os
 import sys
+from functools import lru_cache
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from mcp_bridge import contract
 from mcp_bridge.contract.globs import covers
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 MARK = "# ctxlake-guard"
 CHAINED = "pre-commit.ctxlake-chained"
@@ -75,7 +79,7 @@ def conflicts(holds: list[Hold], paths: list[str]) -> list[tuple[str, Hold]]:
     return [(path, hold) for hold in holds for path in paths if covers(hold.pattern, path)]
 
 
-def staged_paths(repo: Path) -> list[str]:
+def staged_paths(repo: Path, env: Mapping[str, str] | None = None) -> list[str]:
     """Every path the commit touches; a rename counts as both its old and its new path.
 
     `--no-renames` lists a rename as a deletion plus an addition, so moving a file out of
@@ -84,23 +88,32 @@ def staged_paths(repo: Path) -> list[str]:
     import subprocess
 
     done = subprocess.run(["git", "diff", "--cached", "--name-only", "-z", "--no-renames",
-                           "--diff-filter=ACDMRT"], cwd=repo, capture_output=True, check=True)
+                           "--diff-filter=ACDMRT"], cwd=repo, capture_output=True, check=True,
+                          env=env)
     return [p for p in done.stdout.decode("utf-8", "replace").split("\0") if p]
 
 
 def roster_holds(cfg: Any) -> tuple[list[Hold] | None, str | None]:
     """(holds, None), or (None, why the leases cannot be checked). Reads the cached roster."""
-    from mcp_bridge.cache import Cache
-
     if cfg.problems:
         return None, "; ".join(cfg.problems)
-    read = Cache(cfg.fleet_cache, fleet=cfg.fleet).read(contract.ROSTER)
+    read = _cache(cfg.fleet_cache, cfg.fleet).read(contract.ROSTER)
     if read.value is None:
         return None, read.note
     holds, problems = live_holds(read.value, cfg.agent, dt.datetime.now(dt.UTC))
     if problems and not holds:
         return None, "; ".join(problems[:3])
     return holds, ("; ".join(problems[:3]) if problems else None)
+
+
+@lru_cache(maxsize=8)
+def _cache(fleet_dir: Path, fleet: str) -> Any:
+    """One Cache per fleet directory, so a bridge answering hooks (mcp_bridge.hook_door)
+    parses the roster again only when a render replaced it (Cache keys its files by
+    inode, mtime and size); a hook process reads it once either way."""
+    from mcp_bridge.cache import Cache
+
+    return Cache(fleet_dir, fleet=fleet)
 
 
 def check(*, strict: bool, repo: Path, out: Any = None) -> int:

@@ -18,7 +18,10 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 from mcp_bridge import contract, pretool
 from mcp_bridge.config import Config
@@ -390,8 +393,10 @@ def repo_root(start: Path) -> Path | None:
     return None if root is None else Path(root)
 
 
-def target_paths(hook_input: dict[str, Any]) -> tuple[Path | None, list[str]]:
-    """(repo root, repo-relative paths) the tool call is about to change; [] for none."""
+def target_paths(hook_input: dict[str, Any], env: Mapping[str, str] | None = None,
+                 ) -> tuple[Path | None, list[str]]:
+    """(repo root, repo-relative paths) the tool call is about to change; [] for none.
+    `env`: the environment git runs in for a commit's paths (default: this process's)."""
     tool, args = hook_input.get("tool_name"), hook_input.get("tool_input")
     if not isinstance(args, dict):
         return None, []
@@ -402,7 +407,7 @@ def target_paths(hook_input: dict[str, Any]) -> tuple[Path | None, list[str]]:
     command = args.get("command")
     if tool == "Bash" and isinstance(command, str) and _is_git_commit(command):
         root = repo_root(cwd.resolve())
-        return (root, _commit_paths(root, command)) if root else (None, [])
+        return (root, _commit_paths(root, command, env)) if root else (None, [])
     return None, []
 
 
@@ -436,34 +441,39 @@ def _is_git_commit(command: str) -> bool:
     return False
 
 
-def _commit_paths(root: Path, command: str) -> list[str]:
+def _commit_paths(root: Path, command: str, env: Mapping[str, str] | None) -> list[str]:
     from mcp_bridge.guard import staged_paths
 
-    paths = staged_paths(root)
+    paths = staged_paths(root, env=env)
     if " -a" in command or "--all" in command:  # commit -a also takes modified tracked files
         import subprocess
 
         done = subprocess.run(["git", "diff", "--name-only", "-z", "--no-renames"], cwd=root,
-                              capture_output=True, timeout=5)
+                              capture_output=True, timeout=5, env=env)
         paths += [q for q in done.stdout.decode("utf-8", "replace").split("\0") if q]
     return list(dict.fromkeys(paths))
 
 
-def pre_tool_use(cfg: Config, hook_input: dict[str, Any], *, strict: bool) -> str:
+def pre_tool_use(cfg: Config, hook_input: dict[str, Any], *, strict: bool,
+                 call_id: str | None = None, env: Mapping[str, str] | None = None,
+                 err: TextIO | None = None) -> str:
     """Claude Code PreToolUse JSON naming each lease the call would step on, or "".
 
     Warn (default): `additionalContext` for the model and a `systemMessage` for the user;
     the normal permission flow continues. `--strict`: `permissionDecision: deny` with the
-    reason, which Claude Code shows to the model.
+    reason, which Claude Code shows to the model. A bridge answering the hook script's
+    call (mcp_bridge.hook_door) passes the script's `env` (git runs in it), its `call_id`
+    (the intrusions' event ids derive from it) and `err` (what the script writes to stderr).
     """
     from mcp_bridge import guard
 
-    _root, paths = target_paths(hook_input)
+    err = sys.stderr if err is None else err
+    _root, paths = target_paths(hook_input, env)
     if not paths:
         return ""
     holds, note = guard.roster_holds(cfg)
     if holds is None:
-        sys.stderr.write(f"ctxlake hook pre-tool-use: not checking leases ({note})\n")
+        err.write(f"ctxlake hook pre-tool-use: not checking leases ({note})\n")
         return ""
     found = guard.conflicts(holds, paths)
     if not found:
@@ -481,17 +491,21 @@ def pre_tool_use(cfg: Config, hook_input: dict[str, Any], *, strict: bool) -> st
         specific.update(permissionDecision="deny", permissionDecisionReason=text)
     else:  # the change goes ahead: each holder is owed an incident
         specific["additionalContext"] = text
-        note_intrusions(cfg, hook_input, found)
+        note_intrusions(cfg, hook_input, found, call_id=call_id, err=err)
     return json.dumps({"systemMessage": text, "hookSpecificOutput": specific},
                       ensure_ascii=False) + "\n"
 
 
-def note_intrusions(cfg: Config, hook_input: dict[str, Any], found: list[tuple[str, Any]]) -> None:
+def note_intrusions(cfg: Config, hook_input: dict[str, Any], found: list[tuple[str, Any]],
+                    *, call_id: str | None = None, err: TextIO | None = None) -> None:
     """Spool one lease.intrusion per holder the warning named (the drain makes each an
     incident the holder is told about). Only on the warning path, so a free edit pays
-    nothing; a spool that cannot take it costs the record, never the hook's answer."""
+    nothing; a spool that cannot take it costs the record, never the hook's answer.
+    With a `call_id` each event's id is derived from it and the holder: the same hook
+    call answered twice (bridge, then the script itself) is one incident."""
     from mcp_bridge.config import clean_session
     from mcp_bridge.contract import events as ev
+    from mcp_bridge.contract.ids import derived_uuid
     from mcp_bridge.contract.spool import Spool
 
     tool = "commit" if hook_input.get("tool_name") == "Bash" else "edit"
@@ -506,9 +520,11 @@ def note_intrusions(cfg: Config, hook_input: dict[str, Any], found: list[tuple[s
     for holder, paths in by_holder.items():
         try:
             spool.append(ev.KIND_LEASE_INTRUSION, {
-                "paths": paths[:ev.INTRUSION_PATHS_MAX], "holder": holder, "tool": tool})
+                "paths": paths[:ev.INTRUSION_PATHS_MAX], "holder": holder, "tool": tool},
+                event_id=derived_uuid(call_id, holder) if call_id else None)
         except Exception as e:  # noqa: BLE001 - Refused, SpoolFull, OSError: warn anyway
-            sys.stderr.write(f"ctxlake hook pre-tool-use: intrusion not recorded: {e}\n")
+            (sys.stderr if err is None else err).write(
+                f"ctxlake hook pre-tool-use: intrusion not recorded: {e}\n")
 
 
 #: The hooks as `install` writes them take no options (pre-tool-use at most --strict):

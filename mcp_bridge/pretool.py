@@ -14,7 +14,9 @@ cheapest parts and leaves everything else to `hooks.pre_tool_use`, in the same p
    file, or a commit while no other agent holds any lease;
 3. anything else (a covering lease, `git commit`, a roster it cannot read, a missing
    setting) runs the full hook, which warns, records the intrusion, or says on stderr why
-   leases were not checked — the same output as before, from the same code.
+   leases were not checked — the same output as before, from the same code: first asked
+   of the session's running bridge, which has that code loaded (mcp_bridge.hook_door:
+   `ask_bridge` below is the client), else imported and run here.
 
 The lease rules stay where they are: globs.covers (the one glob definition) and
 places.cache_dir are imported from mcp_bridge.contract without running the package's
@@ -199,20 +201,27 @@ def main(argv: list[str]) -> int:
     """Exit 0 whatever happens: a hook must never fail the host's turn."""
     try:
         try:
-            hook_input = loads(read_stdin() or b"{}")
+            raw = read_stdin() or b"{}"
+            hook_input = loads(raw)
         except (OSError, ValueError, StopIteration, RecursionError):
-            hook_input = {}
+            raw, hook_input = b"{}", {}
         if not isinstance(hook_input, dict):
             hook_input = {}
-        if set(argv) <= {"--strict"} and silent(hook_input):
+        if not set(argv) <= {"--strict"}:
+            return full_hook(argv, hook_input)
+        if silent(hook_input):
             return 0
-        return full_hook(argv, hook_input)
+        call_id = os.urandom(16).hex()
+        if ask_bridge(argv, raw, call_cwd(hook_input), call_id):
+            return 0
+        return full_hook(argv, hook_input, call_id=call_id)
     except Exception as e:  # noqa: BLE001 - report, never propagate
         sys.stderr.write(f"ctxlake hook: {type(e).__name__}: {e}\n")
         return 0
 
 
-def full_hook(argv: list[str], hook_input: dict[str, Any]) -> int:
+def full_hook(argv: list[str], hook_input: dict[str, Any], call_id: str | None = None,
+              ) -> int:
     """The whole PreToolUse hook (hooks.pre_tool_use), on the input already read."""
     if CHECKOUT not in sys.path:
         sys.path.insert(0, CHECKOUT)
@@ -222,8 +231,55 @@ def full_hook(argv: list[str], hook_input: dict[str, Any]) -> int:
     if not set(argv) <= {"--strict"}:
         return hooks.main(["pre-tool-use", *argv])
     sys.stdout.write(hooks.pre_tool_use(Config.from_env(), hook_input,
-                                        strict="--strict" in argv))
+                                        strict="--strict" in argv, call_id=call_id))
     return 0
+
+
+DOOR_CONNECT_SECS = 0.25  # a listening bridge accepts at once; a stale socket refuses
+DOOR_REPLY_SECS = 3.0  # then the script runs the hook itself (the call id dedups)
+DOOR_PROTOCOL = 1  # mcp_bridge.hook_door.PROTOCOL; a test pins them equal
+
+
+def ask_bridge(argv: list[str], raw: bytes, cwd: str, call_id: str) -> bool:
+    """Have a running bridge of this home answer the hook (mcp_bridge.hook_door); True
+    when one did and its answer is written, False to run the hook here. `raw` is the
+    hook JSON as read (one object), `cwd` the call's directory (call_cwd)."""
+    import _json
+    import _socket
+
+    directory = contract_module("places").hook_doors(os.environ)
+    try:
+        doors = [name for name in os.listdir(directory) if name.endswith(".sock")]
+    except OSError:
+        return False
+    text = _json.encode_basestring_ascii
+    env = ",".join(f"{text(k)}:{text(v)}" for k, v in os.environ.items())
+    request = (f'{{"v":{DOOR_PROTOCOL},"checkout":{text(CHECKOUT)},"call":"{call_id}",'
+               f'"argv":[{",".join(map(text, argv))}],'
+               f'"cwd":{text(os.path.abspath(cwd))},"parent":{os.getppid()},'
+               f'"env":{{{env}}},"input":').encode() + raw + b"}"
+    for name in doors[:8]:
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
+            sock.settimeout(DOOR_CONNECT_SECS)
+            sock.connect(os.path.join(directory, name))
+            sock.settimeout(DOOR_REPLY_SECS)
+            sock.sendall(request)
+            sock.shutdown(_socket.SHUT_WR)
+            chunks = []
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+            reply = loads(b"".join(chunks))
+        except (OSError, ValueError, StopIteration, RecursionError):
+            continue  # refused (a stale socket), too slow, or no answer: the next, or here
+        finally:
+            sock.close()
+        if isinstance(reply, dict) and isinstance(reply.get("stdout"), str) and isinstance(
+                reply.get("stderr"), str):
+            sys.stderr.write(reply["stderr"])
+            sys.stdout.write(reply["stdout"])
+            return True
+    return False
 
 
 if __name__ == "__main__":

@@ -34,14 +34,37 @@ A pattern is a repo-relative path, read segment by segment (`/` separates):
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 # `typing` costs the PreToolUse script (mcp_bridge/pretool.py) ~3 ms at every spawn, and
-# only the annotations need it.
+# only the annotations need it; `functools` (with `collections`) costs it 2-8 ms, so the
+# memo below stands in for lru_cache.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
-    from typing import Any, Final
+    from typing import Any, Final, TypeVar
+
+    F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _memo(maxsize: int) -> Callable[[F], F]:
+    """Remember up to `maxsize` answers of a pure function of hashable arguments; a full
+    memo starts over (these are patterns and segments: a working set, not a history)."""
+    def wrap(fn: F) -> F:
+        memo: dict[tuple[Any, ...], Any] = {}
+
+        def memoized(*args: Any) -> Any:
+            try:
+                return memo[args]
+            except KeyError:
+                pass
+            if len(memo) >= maxsize:
+                memo.clear()
+            value = memo[args] = fn(*args)
+            return value
+
+        memoized.__doc__, memoized.__wrapped__ = fn.__doc__, fn  # type: ignore[attr-defined]
+        memoized.cache_clear = memo.clear  # type: ignore[attr-defined]
+        return memoized  # type: ignore[return-value]
+    return wrap
 
 MAX_PATH_LENGTH: Final = 1024
 WILDCARDS: Final = frozenset("*?[")
@@ -161,7 +184,7 @@ def holds(directory: str, pattern: str) -> bool:
 Parsed = tuple[tuple[str, ...], tuple[Segment, ...] | None]
 
 
-@lru_cache(maxsize=4096)
+@_memo(maxsize=4096)
 def _parsed(text: str) -> Parsed | None:
     """(segments, glob form or None when there is no wildcard); None for a BadPath.
 
@@ -227,7 +250,7 @@ def _literal(parts: tuple[str, ...]) -> tuple[Segment, ...]:
     return (*(tuple(part) for part in parts), GLOBSTAR)
 
 
-@lru_cache(maxsize=4096)
+@_memo(maxsize=4096)
 def _tokens(part: str) -> tuple[Token, ...]:
     """One segment as STAR and character tokens ("a*[!b]" → a, STAR, not-b)."""
     out: list[Token] = []
@@ -296,7 +319,7 @@ def _chars_meet(p: str | Chars, q: str | Chars) -> bool:
     return any(a <= d and c <= b for a, b in p for c, d in q)
 
 
-@lru_cache(maxsize=16384)
+@_memo(maxsize=16384)
 def _meet(p: tuple[Segment, ...], q: tuple[Segment, ...]) -> bool:
     """Can one sequence of segments match both segment patterns? (GLOBSTAR = any run)."""
     if not p and not q:
@@ -307,10 +330,12 @@ def _meet(p: tuple[Segment, ...], q: tuple[Segment, ...]) -> bool:
         return _meet(p, q[1:]) or (bool(p) and _meet(p[1:], q))
     if not p or not q:
         return False
-    return _segment_meet(p[0], q[0]) and _meet(p[1:], q[1:])
+    first_p, first_q = p[0], q[0]
+    assert first_p is not None and first_q is not None  # GLOBSTAR (None) handled above
+    return _segment_meet(first_p, first_q) and _meet(p[1:], q[1:])
 
 
-@lru_cache(maxsize=16384)
+@_memo(maxsize=16384)
 def _segment_meet(p: tuple[Token, ...], q: tuple[Token, ...]) -> bool:
     """Can one (non-empty) segment string match both token sequences?"""
     if not p and not q:

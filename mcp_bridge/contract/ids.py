@@ -20,6 +20,22 @@ def random_uuid() -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+def derived_uuid(*parts: str) -> str:
+    """A UUID in random_uuid's form, named by `parts`: the same parts, the same id.
+
+    The PreToolUse hook names its intrusion events after the hook call (and the holder),
+    so a call the session's bridge answered and the script then ran itself, after a reply
+    that came too late, spools the same event twice, which the drain applies once.
+    """
+    import hashlib
+
+    b = bytearray(hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).digest()[:16])
+    b[6] = b[6] & 0x0F | 0x40
+    b[8] = b[8] & 0x3F | 0x80
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 _HEX = frozenset("0123456789abcdef")
 
 

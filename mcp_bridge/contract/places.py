@@ -43,8 +43,18 @@ def cache_dir(env: Mapping[str, str] | None = None) -> Path:
 def cache_path(env: Mapping[str, str] | None = None) -> str:
     """cache_dir() as a str, without importing pathlib."""
     explicit = _env(env).get("CTXLAKE_CACHE_DIR")
-    root = _env(env).get("CTXLAKE_HOME") or DEFAULT_HOME
-    return os.path.expanduser(explicit or os.path.join(os.path.expanduser(root), "cache"))
+    return os.path.expanduser(explicit or os.path.join(home_path(env), "cache"))
+
+
+def home_path(env: Mapping[str, str] | None = None) -> str:
+    """home() as a str, without importing pathlib."""
+    return os.path.expanduser(_env(env).get("CTXLAKE_HOME") or DEFAULT_HOME)
+
+
+def hook_doors(env: Mapping[str, str] | None = None) -> str:
+    """$CTXLAKE_HOME/run/hooks: where each running bridge listens for the PreToolUse
+    script (mcp_bridge.hook_door), one socket per bridge process."""
+    return os.path.join(home_path(env), "run", "hooks")
 
 
 def spool_dir(env: Mapping[str, str] | None = None) -> Path:

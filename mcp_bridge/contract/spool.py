@@ -60,15 +60,19 @@ class Spool:
         self.path = self.dir / f"{fleet}{contract.SPOOL_SUFFIX}"
         self.lock_path = self.dir / f"{fleet}{contract.SPOOL_LOCK_SUFFIX}"
 
-    def record(self, kind: str, payload: dict[str, Any]) -> tuple[dict[str, Any], Receipt]:
+    def record(self, kind: str, payload: dict[str, Any], event_id: str | None = None,
+               ) -> tuple[dict[str, Any], Receipt]:
         now = iso(utc_now())
-        event: dict[str, Any] = {"v": contract.SPOOL_VERSION, "id": random_uuid(), "kind": kind,
-                 "fleet": self.fleet, "agent": self.agent, "session": self.session,
-                 "at": now, "payload": payload}
+        event: dict[str, Any] = {
+            "v": contract.SPOOL_VERSION, "id": event_id or random_uuid(), "kind": kind,
+            "fleet": self.fleet, "agent": self.agent, "session": self.session, "at": now,
+            "payload": payload}
         return event, Receipt(event_id=event["id"], kind=kind, queued_at=now)
 
-    def append(self, kind: str, payload: dict[str, Any]) -> Receipt:
-        """Queue one event durably.
+    def append(self, kind: str, payload: dict[str, Any], *, event_id: str | None = None,
+               ) -> Receipt:
+        """Queue one event durably (under `event_id` when the caller names it: a retry that
+        must not count twice; else a fresh one).
 
         1. Serialise first (ASCII JSON, one line), so nothing can fail half-written.
         2. Take the fleet's exclusive lock; every check below holds under it.
@@ -77,7 +81,7 @@ class Spool:
         5. Append with O_APPEND (after a newline if a crashed writer left a torn line),
            fsync the file, and fsync the directory if the file was just created.
         """
-        event, receipt = self.record(kind, payload)
+        event, receipt = self.record(kind, payload, event_id)
         problem = contract.envelope_problem(event, self.fleet, fleet_source="this spool's fleet")
         problem = problem or events.problem(kind, payload)
         if problem:

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from mcp_bridge import contract
-from mcp_bridge.contract.ids import canonical_uuid, random_uuid
+from mcp_bridge.contract.ids import canonical_uuid, derived_uuid, random_uuid
 
 
 def test_random_ids_are_version_4_uuids_in_canonical_form() -> None:
@@ -41,3 +41,13 @@ def test_the_envelope_check_takes_and_normalises_ids_as_before() -> None:
     assert event["id"] == event["id"].lower()
     event["id"] = "not-a-uuid"
     assert contract.envelope_problem(event, "acme", fleet_source="test") == "id must be a UUID"
+
+
+def test_a_derived_uuid_is_a_version_4_uuid_named_by_its_parts() -> None:
+    ids = {derived_uuid(f"call-{i}", "bo") for i in range(2000)}
+    assert len(ids) == 2000
+    assert derived_uuid("call-1", "bo") == derived_uuid("call-1", "bo")
+    assert derived_uuid("call-1", "bo") != derived_uuid("call-1", "cy")
+    for text in ids:
+        parsed = uuid.UUID(text)
+        assert (str(parsed), parsed.version, parsed.variant) == (text, 4, uuid.RFC_4122)

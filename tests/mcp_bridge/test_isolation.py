@@ -18,17 +18,19 @@ FORBIDDEN = ("django", "psycopg", "psycopg2", "rest_framework", "django_q", "cla
 PROBE = """
 import atexit, json, socket, sys, runpy
 REPORT = sys.argv[1]
-events = []
+events, local = [], []
 def hook(event, args):
     if event == "socket.__new__" and args[1] not in (socket.AF_UNIX,):
         events.append([event, str(args[1])])
+    elif event in ("socket.bind", "socket.connect") and isinstance(args[1], (str, bytes)):
+        local.append([event, str(args[1])])  # a unix socket's path: not the network
     elif event in ("socket.connect", "socket.bind", "socket.getaddrinfo", "socket.sendto",
                    "http.client.connect", "urllib.Request"):
         events.append([event, repr(args)[:200]])
 sys.addaudithook(hook)
 def report():
     with open(REPORT, "w") as f:
-        json.dump({"modules": sorted(sys.modules), "network": events}, f)
+        json.dump({"modules": sorted(sys.modules), "network": events, "local": local}, f)
 atexit.register(report)
 sys.argv = ["mcp_bridge"]
 runpy.run_module("mcp_bridge", run_name="__main__", alter_sys=True)
@@ -61,6 +63,9 @@ def test_it_never_imports_the_server_side_nor_opens_a_network_socket(live: Confi
     assert not loaded & set(FORBIDDEN)
     assert "onnxruntime" in loaded and "mcp" in loaded  # the probe really exercised it all
     assert seen["network"] == []
+    # the one unix socket it binds is its hook door (mcp_bridge.hook_door), in its home
+    assert [e for e, path in seen["local"] if e == "socket.bind"] == ["socket.bind"]
+    assert all("/run/hooks/" in path or e == "socket.connect" for e, path in seen["local"])
 
 
 def test_it_imports_neither_sdk_nor_numpy_before_the_first_frame() -> None:

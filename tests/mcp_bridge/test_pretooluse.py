@@ -1,8 +1,11 @@
 """`hook pre-tool-use`: Claude Code's PreToolUse answer for an edit inside another's lease.
 
 The real hook process, in a real temp git repository, against a cached roster; every test
-runs through both doors: the script install writes (`python -I -S mcp_bridge/pretool.py`,
-which answers the silent cases itself) and `python -m mcp_bridge hook pre-tool-use`.
+runs through three doors: the script install writes (`python -I -S mcp_bridge/pretool.py`,
+which answers the silent cases itself), the same script while a real bridge of the same
+home is running (it then asks the bridge, mcp_bridge.hook_door: every answer here must
+come from the bridge, never from the script importing the hook), and
+`python -m mcp_bridge hook pre-tool-use`.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +25,52 @@ from tests.mcp_bridge.data import ago, ahead
 from tests.mcp_bridge.stdio import ROOT
 
 FLEET = "acme"
-DOORS = {"script": [sys.executable, "-I", "-S", str(ROOT / "mcp_bridge" / "pretool.py")],
+SCRIPT = [sys.executable, "-I", "-S", str(ROOT / "mcp_bridge" / "pretool.py")]
+DOORS = {"script": SCRIPT, "script, bridge running": [*SCRIPT[:1], "-X", "importtime",
+                                                      *SCRIPT[1:]],
          "module": [sys.executable, "-m", "mcp_bridge", "hook", "pre-tool-use"]}
 _door: list[str] = DOORS["script"]
+_bridge: subprocess.Popen[bytes] | None = None
 
 
 @pytest.fixture(autouse=True, params=sorted(DOORS))
-def door(request: pytest.FixtureRequest) -> list[str]:
+def door(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[str]]:
     """Each test, once per way the hook is started (the module's `_hook` reads it)."""
-    global _door
+    global _door, _bridge
     _door = DOORS[request.param]
-    return _door
+    if request.param != "script, bridge running":
+        yield _door
+        return
+    _bridge = start_bridge(tmp_path / "home")
+    try:
+        yield _door
+    finally:
+        stop_bridge(_bridge, tmp_path / "home")
+        _bridge = None
+
+
+def start_bridge(home: Path) -> subprocess.Popen[bytes]:
+    """A real bridge (`python -m mcp_bridge`) of `home`, once its hook door listens."""
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "CTXLAKE_HOME": str(home),
+           "CTXLAKE_FLEET_ID": FLEET, "CTXLAKE_AGENT_ID": "ada"}
+    proc = subprocess.Popen([sys.executable, "-m", "mcp_bridge"], stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                            cwd=ROOT)
+    sock = home / "run" / "hooks" / f"{proc.pid}.sock"
+    for _ in range(600):
+        if sock.exists() or proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    assert sock.exists(), f"the bridge (exit {proc.poll()}) opened no hook door"
+    return proc
+
+
+def stop_bridge(proc: subprocess.Popen[bytes], home: Path) -> None:
+    """End of input: the bridge leaves, and takes its socket with it."""
+    assert proc.stdin is not None
+    proc.stdin.close()
+    assert proc.wait(timeout=30) == 0
+    assert not (home / "run" / "hooks" / f"{proc.pid}.sock").exists()
 
 
 @pytest.fixture
@@ -55,9 +95,21 @@ def _hook(repo: Path, body: Any, *args: str, cache: bool = True,
            "CTXLAKE_AGENT_ID": "ada", "CTXLAKE_HOME": str(repo.parent / "home"),
            "CTXLAKE_CACHE_DIR": str(repo.parent / ("cache" if cache else "nothing"))}
     stdin = body if isinstance(body, str) else json.dumps(body)
-    return subprocess.run([*_door, *args],
+    done = subprocess.run([*_door, *args],
                           input=stdin, capture_output=True, text=True, env=env, cwd=repo,
                           timeout=30)
+    if _bridge is not None:  # the bridge answered whatever the script did not
+        imported = _imports(done.stderr)
+        assert "mcp_bridge.hooks" not in imported and "json" not in imported, body
+        done.stderr = "".join(line for line in done.stderr.splitlines(keepends=True)
+                              if not line.startswith("import time:"))
+    return done
+
+
+def _imports(stderr: str) -> set[str]:
+    """The modules `python -X importtime` says it imported."""
+    return {line.rsplit("|", 1)[-1].strip() for line in stderr.splitlines()
+            if line.startswith("import time:")}
 
 
 def _edit(repo: Path, path: str, tool: str = "Edit") -> dict[str, Any]:
@@ -160,7 +212,8 @@ def test_the_warning_path_imports_nothing_expensive(repo: Path) -> None:
     warned edit spools its intrusion without `uuid`, `dataclasses` or `argparse`."""
     global _door
     if _door is not DOORS["script"]:
-        pytest.skip("the module door runs runpy and site: measured by bench/hook_bench.py")
+        pytest.skip("the module door runs runpy and site: measured by bench/hook_bench.py; "
+                    "with a bridge running, _hook checks that the script imports no hook")
     saved, _door = _door, [sys.executable, "-X", "importtime", *_door[1:]]
     try:
         done = _hook(repo, _edit(repo, "src/payments/api.py"))
@@ -168,8 +221,7 @@ def test_the_warning_path_imports_nothing_expensive(repo: Path) -> None:
         _door = saved
     assert "leased by bo" in done.stdout
     assert len(_spooled(repo)) == 1
-    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()
-                if line.startswith("import time:")}
+    imported = _imports(done.stderr)
     assert "mcp_bridge.contract.spool" in imported  # the parse below reads real output
     assert imported.isdisjoint(NOT_ON_THE_WARNING_PATH), imported & set(NOT_ON_THE_WARNING_PATH)
 

@@ -167,6 +167,8 @@ def test_pretooluse_warns_before_editing_a_leased_path(clients: Clients, fleet: 
     said = f"src/payments/webhook.py is leased by {HOLDER} ({LEASED_GLOB})"
     assert [t for t in _context_texts(after) if said in t and LEASE_REASON in t], after
     assert target.read_text() == "RETRIES = 3\n"  # a warning by default, not a block
+    # the session's bridge listened for its hooks (mcp_bridge.hook_door) in the same home
+    assert (fleet.ctx_home / "run" / "hooks").is_dir()
 
 
 def _messages_after(request: Recorded, use_id: str) -> list[Any]:
