@@ -357,3 +357,19 @@ def test_it_rebuilds_whole_after_memory_was_off(world: World, tmp_path: Path) ->
     world.fleet.refresh_from_db()
     assert workers.render_fleet(world.fleet).snapshot == "full"
     _assert_same_as_full(world.fleet, tmp_path)
+
+
+def test_a_deleted_fleet_leaves_no_change_rows(world: World, fleet_b: Fleet) -> None:
+    """Deleting a fleet deletes its promoted claims, whose triggers note each one; no render
+    of that fleet will ever prune them, so the fleet row's own deletion removes them
+    (claims migration 0013). Another fleet's rows stay."""
+    for _ in range(6):
+        world.add()
+    Claim.objects.create(fleet=fleet_b, number=1, text="b's claim", type="fact", subject="b",
+                         scope="fleet", status="promoted", promoted_at=timezone.now(),
+                         independent_sessions=1, text_hash="b" * 64)
+    assert SnapshotChange.objects.filter(fleet_id=world.fleet.pk).exists()
+    gone = world.fleet.pk
+    world.fleet.delete()
+    assert not SnapshotChange.objects.filter(fleet_id=gone).exists()
+    assert SnapshotChange.objects.filter(fleet_id=fleet_b.pk).count() == 1
