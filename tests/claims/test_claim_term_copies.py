@@ -72,3 +72,20 @@ def test_a_collection_filter_on_an_uncopied_column_is_refused(fleet_a: Fleet) ->
     wider, _ = search._where(search.collection(fleet_a, ["promoted"]).filter(confidence=1))
     with pytest.raises(ValueError, match="confidence"):
         search._on_terms(wider)
+
+
+def test_a_deleted_claim_leaves_no_terms_whoever_deletes_it(fleet_a: Fleet) -> None:
+    """The term rows carry no foreign key constraint (claims.models.ClaimTerm says why):
+    Django's cascade deletes them with their claim, and the trigger of migration 0014 does
+    for a delete that bypasses Django, as raw SQL does."""
+    by_django, by_sql, kept = Claim.objects.bulk_create([
+        Claim(fleet=fleet_a, number=n, text=f"Retries hide flaky tests {n}", subject="ci",
+              type="fact", text_hash=text_hash(str(n))) for n in (1, 2, 3)])
+    assert ClaimTerm.objects.filter(claim__in=[by_django, by_sql, kept]).count() == 3 * 6
+    by_django.delete()
+    with connection.cursor() as cur:
+        cur.execute("DELETE FROM claims_claim WHERE id = %s", [by_sql.pk])
+    left = ClaimTerm.objects.values_list("claim_id", flat=True).distinct()
+    assert list(left) == [kept.pk]
+    fleet_a.delete()  # the fleet's claims and their terms go with it
+    assert not ClaimTerm.objects.exists()
