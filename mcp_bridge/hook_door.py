@@ -98,6 +98,9 @@ class HookDoor:
         try:
             directory = os.path.dirname(door.path)
             os.makedirs(directory, mode=0o700, exist_ok=True)
+            if os.stat(directory).st_uid != os.getuid():
+                raise PermissionError(f"{directory} belongs to another user")
+            os.chmod(directory, 0o700)  # made earlier with wider permissions: not any more
             _clear_stale(directory)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(door.path)  # a dead process with our pid left it

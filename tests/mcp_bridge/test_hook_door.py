@@ -100,6 +100,17 @@ def test_the_door_is_the_users_own(home: Path, bridge: subprocess.Popen[bytes]) 
     assert stat.S_IMODE(door.stat().st_mode) & 0o077 == 0
 
 
+def test_a_door_directory_left_open_to_others_is_closed_again(home: Path) -> None:
+    doors = home / "run" / "hooks"
+    doors.mkdir(parents=True)
+    doors.chmod(0o777)
+    proc = start_bridge(home)
+    try:
+        assert stat.S_IMODE(doors.stat().st_mode) == 0o700
+    finally:
+        stop_bridge(proc, home)
+
+
 HOSTILE: dict[str, bytes] = {
     "NUL bytes": b'{"v": 1\x00}',
     "invalid UTF-8": b'{"v": "\xff\xfe"}',
