@@ -8,11 +8,19 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import secrets
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -24,10 +32,13 @@ from moto.server import ThreadedMotoServer
 
 from ctxlake_site import object_store, workers
 from ctxlake_site.env import BadSetting
-from fleet import artifact_store, artifacts, leases
+from fleet import artifact_store, artifacts, leases, tokens
 from fleet.models import Agent, CacheArtifact, CacheHead, Fleet, etag_for
 from mcp_bridge import contract
 from tests.fleet.conftest import ApiAs
+from tests.helpers import database_url_for_test_database, env_for_test_database
+
+ROOT = Path(__file__).resolve().parents[2]
 
 PREFIX = "ctx/"
 # Keys no secret pattern recognises (a MinIO user name can be any word), so that a leak
@@ -277,6 +288,81 @@ def test_the_access_keys_are_never_logged_or_served(
     assert caplog.records  # something was logged: requests, the failure
     for text in [caplog.text, *shown]:
         assert ACCESS_KEY not in text and SECRET_KEY not in text
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_two_web_hosts_serve_the_same_render_from_the_store(
+    s3: S3, fleet_a: Fleet, ada: Agent, settings: Any, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two gunicorn web hosts, each with its own CTXLAKE_HOME and the store's variables,
+    on this test's database: each serves what this process (the worker) rendered."""
+    settings.CTXLAKE_LOCAL_CACHE = False
+    workers.render_fleet(fleet_a)  # committed: transaction=True
+    token = tokens.issue_token(fleet_a, role="agent", name="web-hosts", agent=ada).secret
+    env = {**env_for_test_database(SECRET_KEY="objstore-" + "x" * 40,
+                                   CTXLAKE_LOG_LEVEL="DEBUG"),
+           **{n: v for n, v in os.environ.items() if n.startswith("CTXLAKE_S3_")}}
+    env["DATABASE_URL"] = database_url_for_test_database()
+    for name in ("CTXLAKE_CACHE_DIR", "CTXLAKE_SPOOL_DIR", "CTXLAKE_DB_NAME"):
+        env.pop(name, None)
+    hosts = [_web_host(tmp_path / f"web{n}", env) for n in (1, 2)]
+    try:
+        for name in (contract.MANIFEST, contract.ROSTER, contract.SNAPSHOT):
+            row = CacheHead.objects.get(fleet=fleet_a, name=name).artifact
+            assert row.place == CacheArtifact.Place.OBJECT_STORE
+            for _, url in hosts:
+                served = _http_get(f"{url}/api/v1/fleets/{fleet_a.slug}/cache/{name}", token)
+                assert served[0] == 200, served
+                assert served[1] == etag_for(row.sha256)
+                assert hashlib.sha256(served[2]).hexdigest() == row.sha256
+    finally:
+        for proc, _ in hosts:
+            proc.terminate()
+            proc.wait(timeout=20)
+    for n in (1, 2):  # the hosts logged at DEBUG: never the keys
+        log = (tmp_path / f"web{n}" / "process.log").read_text(errors="replace")
+        assert ACCESS_KEY not in log and SECRET_KEY not in log
+
+
+def _web_host(home: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
+    home.mkdir()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with open(home / "process.log", "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "ctxlake_site.wsgi", "--bind",
+             f"127.0.0.1:{port}", "--workers", "1", "--threads", "2"],
+            cwd=ROOT, env={**env, "CTXLAKE_HOME": str(home)}, stdout=log,
+            stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while not _answers(url):
+        assert proc.poll() is None and time.monotonic() < deadline, (
+            (home / "process.log").read_text(errors="replace")[-3000:])
+        time.sleep(0.05)
+    return proc, url
+
+
+def _answers(url: str) -> bool:
+    try:
+        urllib.request.urlopen(f"{url}/api/v1/health", timeout=2).close()
+    except urllib.error.HTTPError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def _http_get(url: str, token: str) -> tuple[int, str, bytes]:
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.headers["ETag"], r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, "", e.read()
 
 
 BAD = [
