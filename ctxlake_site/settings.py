@@ -15,7 +15,7 @@ from pathlib import Path
 import dj_database_url
 import django_stubs_ext
 
-from ctxlake_site import gunicorn_conf, paths
+from ctxlake_site import gunicorn_conf, object_store, paths
 from ctxlake_site.env import (
     BadSetting,
     env_bool,
@@ -196,6 +196,12 @@ STORAGES = {
         else "django.contrib.staticfiles.storage.StaticFilesStorage"
     },
 }
+# Rendered cache files' bodies: in Postgres by default; in an S3-compatible object store
+# when CTXLAKE_S3_BUCKET is set (ctxlake_site/object_store.py, fleet/artifact_store.py).
+_OBJECT_STORE = object_store.from_env()
+if _OBJECT_STORE is not None:
+    STORAGES["artifacts"] = _OBJECT_STORE.storage
+CTXLAKE_S3_PREFIX = _OBJECT_STORE.prefix if _OBJECT_STORE is not None else ""
 _STATIC_FINDERS = env_bool("CTXLAKE_STATIC_FINDERS", False)  # read always: a bad value fails
 WHITENOISE_USE_FINDERS = not _COLLECTED or _STATIC_FINDERS
 WHITENOISE_MANIFEST_STRICT = False  # a stale collection falls back to unhashed names
@@ -294,5 +300,11 @@ LOGGING = {
         "console": {"class": "logging.StreamHandler", "filters": ["stopped_db", "scrub"]}
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"django": {"handlers": ["console"], "propagate": False, "level": LOG_LEVEL}},
+    "loggers": {
+        "django": {"handlers": ["console"], "propagate": False, "level": LOG_LEVEL},
+        # at DEBUG botocore logs every request to the object store with its headers (the
+        # scrubber masks the signature's credential): INFO at most for these three
+        **{name: {"level": "INFO" if LOG_LEVEL == "DEBUG" else LOG_LEVEL}
+           for name in ("botocore", "boto3", "s3transfer")},
+    },
 }

@@ -281,6 +281,9 @@ def _render_files(
         )
     }
     claims, how = 0, ""
+    if contract.SNAPSHOT in artifacts.stranded(fleet):
+        # the store was switched off with the snapshot in it: rebuild it whole, into Postgres
+        snapshot_update.forget(fleet)
     if fleet.memory_mode != Fleet.MemoryMode.OFF:
         # only the claims changed since the last render are read (claims.snapshot_update);
         # a change of leases or handoffs alone leaves the snapshot as it is

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from typing import Any
 
 from django.http import HttpResponse, HttpResponseBase
@@ -26,12 +27,14 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from fleet import api_spool, artifacts, tokens
+from fleet import api_spool, artifact_store, artifacts, tokens
 from fleet.api_parsers import NDJSONParser
-from fleet.models import ApiToken
+from fleet.models import ApiToken, Fleet
 from fleet.permissions import RELAY, SYNC, FleetRequest
 from fleet.views import FLEET_PARAM, FleetViewSet
 from mcp_bridge import contract
+
+log = logging.getLogger(__name__)
 
 CONTENT_TYPES = {
     contract.MANIFEST: "application/json",
@@ -93,7 +96,7 @@ class CacheViewSet(FleetViewSet):
         etag = '"' + hashlib.sha256(repr(files).encode()).hexdigest()[:32] + '"'
         if files and _not_modified(request, etag):
             return HttpResponse(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": etag})
-        stored = artifacts.latest(request.fleet, contract.MANIFEST)
+        stored = _latest(request.fleet, contract.MANIFEST)
         manifest = _read_json(stored[1]) if stored else None
         note = "" if manifest is not None else "no manifest rendered yet"
         body = CacheIndexSerializer({"manifest": manifest, "files": files, "note": note}).data
@@ -115,7 +118,7 @@ class CacheViewSet(FleetViewSet):
         if etag is not None and _not_modified(request, etag):
             return HttpResponse(status=status.HTTP_304_NOT_MODIFIED,
                                 headers={"ETag": etag, "Cache-Control": "no-cache"})
-        stored = artifacts.latest(request.fleet, name)  # a render may have moved it since
+        stored = _latest(request.fleet, name)  # a render may have moved it since
         if stored is None:
             raise exceptions.NotFound(f"{name} has not been rendered yet.")
         etag, body = stored
@@ -151,6 +154,22 @@ class CacheViewSet(FleetViewSet):
             return HttpResponse(status=status.HTTP_304_NOT_MODIFIED)
         return HttpResponse(body, content_type="application/json",
                             headers={"Cache-Control": "no-cache"})
+
+
+class StoreUnavailable(exceptions.APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "The rendered file could not be read from the object store; try again."
+    default_code = "store_unavailable"
+
+
+def _latest(fleet: Fleet, name: str) -> tuple[str, bytes] | None:
+    """artifacts.latest, with a failing object store answered 503 (the details are logged,
+    not sent: the client can only retry)."""
+    try:
+        return artifacts.latest(fleet, name)
+    except artifact_store.StoreError as e:
+        log.warning("GET cache/%s of fleet %s: %s", name, fleet.slug, e)
+        raise StoreUnavailable() from e
 
 
 def _read_json(body: bytes) -> dict[str, Any] | None:

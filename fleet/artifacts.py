@@ -4,6 +4,12 @@ A render (ctxlake_site.workers) hands its files' bytes to `publish`, inside the 
 transaction: each body is stored once per content (sha256, which is also its ETag) and
 the fleet's heads — the latest render of each file name — move together when that
 transaction commits. `latest` and `listing` are what `GET cache/*` reads.
+
+Bodies are in the row, or in the object store when one is configured (fleet.artifact_store):
+the row (hash, size, where the body is) stays here either way, so heads still move at
+COMMIT. A row is served from where its body was written; the setting decides only where
+new bodies go, and a render of the same bytes with the store unset moves the body back
+into Postgres.
 """
 
 from __future__ import annotations
@@ -16,8 +22,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from django.db import transaction
 from django.db.models import F
 
+from fleet import artifact_store
 from fleet.models import CacheArtifact, CacheHead, Fleet, SnapshotDelta, etag_for
 from mcp_bridge import contract
 from mcp_bridge.contract import delta
@@ -45,21 +53,19 @@ class Listed:
     rendered_at: datetime
 
 
+@transaction.atomic
 def publish(fleet: Fleet, files: Mapping[str, bytes], *, at: datetime,
             keep: Collection[str] = ()) -> None:
     """Make `files` (name → bytes) the fleet's latest render; drop names not in it, except
     those in `keep` (rendered before and unchanged: their head stays as it is).
 
     Call inside the render's transaction (which holds the fleet's render lock): the heads
-    move at its COMMIT, all at once, so a web host serves the old set or the new one.
+    move at its COMMIT, all at once, so a web host serves the old set or the new one. With
+    the object store configured, new bodies are uploaded before that COMMIT; a store that
+    fails raises artifact_store.StoreError and nothing of this render is published.
     """
     for name, body in files.items():
-        sha = hashlib.sha256(body).hexdigest()
-        artifact, created = CacheArtifact.objects.get_or_create(
-            fleet=fleet, name=name, sha256=sha, defaults={"size": len(body), "body": body}
-        )
-        if not created:  # the same bytes again: make it the newest, so pruning keeps it
-            CacheArtifact.objects.filter(pk=artifact.pk).update(created_at=at)
+        artifact = _stored(fleet, name, body, at=at)
         CacheHead.objects.update_or_create(
             fleet=fleet, name=name, defaults={"artifact": artifact, "rendered_at": at}
         )
@@ -67,23 +73,65 @@ def publish(fleet: Fleet, files: Mapping[str, bytes], *, at: datetime,
     prune(fleet)
 
 
+def _stored(fleet: Fleet, name: str, body: bytes, *, at: datetime) -> CacheArtifact:
+    """The row of these bytes, created (and the body uploaded) if new."""
+    sha = hashlib.sha256(body).hexdigest()
+    to_store = artifact_store.configured()
+    artifact, created = CacheArtifact.objects.get_or_create(
+        fleet=fleet, name=name, sha256=sha,
+        defaults={"size": len(body), "body": b"" if to_store else body,
+                  "place": CacheArtifact.Place.OBJECT_STORE if to_store
+                  else CacheArtifact.Place.DATABASE},
+    )
+    if created:
+        if to_store:
+            artifact_store.upload(fleet.pk, name, sha, body)
+        return artifact
+    # the same bytes again: make it the newest, so pruning keeps it
+    changes: dict[str, Any] = {"created_at": at}
+    if artifact.place == CacheArtifact.Place.OBJECT_STORE and not to_store:
+        # the store was switched off: the body moves back into Postgres
+        changes |= {"body": body, "place": CacheArtifact.Place.DATABASE}
+    CacheArtifact.objects.filter(pk=artifact.pk).update(**changes)
+    return artifact
+
+
 def prune(fleet: Fleet) -> int:
     """Delete the fleet's artifacts past the newest RENDERS_KEPT per name, the head counted
-    and never deleted, and every old one of a name no longer rendered; how many went."""
+    and never deleted, and every old one of a name no longer rendered; how many went.
+    Bodies in the object store are deleted after COMMIT (artifact_store)."""
     heads = dict(CacheHead.objects.filter(fleet=fleet).values_list("name", "artifact_id"))
     older: dict[str, int] = {}
     stale: list[int] = []
-    for pk, name in (
+    stored: list[tuple[str, str]] = []
+    for pk, name, sha, place in (
         CacheArtifact.objects.filter(fleet=fleet)
         .order_by("name", F("created_at").desc(), "-id")
-        .values_list("pk", "name")
+        .values_list("pk", "name", "sha256", "place")
     ):
         if pk == heads.get(name):
             continue
         older[name] = older.get(name, 0) + 1
         if name not in heads or older[name] >= RENDERS_KEPT:
             stale.append(pk)
-    return CacheArtifact.objects.filter(pk__in=stale).delete()[0] if stale else 0
+            if place == CacheArtifact.Place.OBJECT_STORE:
+                stored.append((name, sha))
+    if not stale:
+        return 0
+    gone = CacheArtifact.objects.filter(pk__in=stale).delete()[0]
+    artifact_store.delete_after_commit(fleet.pk, stored)
+    return gone
+
+
+def stranded(fleet: Fleet) -> list[str]:
+    """Names whose latest render is in the object store while none is configured (it was
+    switched off): they cannot be served until rendered again."""
+    if artifact_store.configured():
+        return []
+    return list(
+        CacheHead.objects.filter(fleet=fleet, artifact__place=CacheArtifact.Place.OBJECT_STORE)
+        .order_by("name").values_list("name", flat=True)
+    )
 
 
 def listing(fleet: Fleet) -> list[Listed]:
@@ -107,13 +155,19 @@ def etag(fleet: Fleet, name: str) -> str | None:
 
 
 def latest(fleet: Fleet, name: str) -> tuple[str, bytes] | None:
-    """(ETag, body) of the latest render of `name`, read in one query, or None."""
+    """(ETag, body) of the latest render of `name`, or None: one query, and one read of
+    the object store when the body is there (artifact_store.StoreError if that fails)."""
     row = (
         CacheHead.objects.filter(fleet=fleet, name=name)
-        .values_list("artifact__sha256", "artifact__body")
+        .values_list("artifact__sha256", "artifact__body", "artifact__place")
         .first()
     )
-    return None if row is None else (etag_for(row[0]), bytes(row[1]))
+    if row is None:
+        return None
+    sha, body, place = row
+    if place == CacheArtifact.Place.OBJECT_STORE:  # StoreError if the store fails
+        body = artifact_store.read(fleet.pk, name, sha)
+    return etag_for(sha), bytes(body)
 
 
 def record_snapshot(fleet: Fleet, path: Path, *, cursor: str = "") -> int:

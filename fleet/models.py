@@ -834,11 +834,18 @@ class CacheArtifact(models.Model):
     whichever worker host made it; the ETag is the content's hash, the same on every host.
     """
 
+    class Place(models.TextChoices):
+        """Where the body is: a row keeps being served from where it was written."""
+
+        DATABASE = "db", "Postgres (body)"
+        OBJECT_STORE = "store", "object store (CTXLAKE_S3_*)"
+
     fleet = models.ForeignKey(Fleet, on_delete=models.CASCADE, related_name="cache_artifacts")
     name = models.CharField(max_length=64)
     sha256 = models.CharField(max_length=64)
     size = models.BigIntegerField()
-    body = models.BinaryField()
+    body = models.BinaryField(help_text="Empty when the body is in the object store.")
+    place = models.CharField(max_length=8, choices=Place.choices, default=Place.DATABASE)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -132,11 +132,12 @@ def test_bridge_subcommands_in_the_docs_exist() -> None:
 # -- environment variables ---------------------------------------------------------------------
 
 def _settings_env_vars() -> set[str]:
-    """Every variable settings.py reads through an env_* helper, and the places module
-    (where $CTXLAKE_HOME and the directories under it are resolved) reads."""
+    """Every variable settings.py (and object_store.py, its CTXLAKE_S3_* part) reads
+    through an env_* helper, and the places module (where $CTXLAKE_HOME and the
+    directories under it are resolved) reads."""
     found = set()
     for module in ("ctxlake_site/settings.py", "ctxlake_site/paths.py",
-                   "mcp_bridge/contract/places.py"):
+                   "ctxlake_site/object_store.py", "mcp_bridge/contract/places.py"):
         tree = ast.parse((ROOT / module).read_text())
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call) or not node.args:

@@ -90,6 +90,14 @@ BAD_SETTINGS = [
     ({"DATABASE_URL": "mysql://u:hunter2@h/db"},
      "DATABASE_URL='mysql://u:***@h/db' is not allowed: a postgres:// URL"),
     ({"DATABASE_URL": "nonsense://"}, "DATABASE_URL='nonsense://' is not allowed"),
+    ({"CTXLAKE_S3_BUCKET": ""}, "CTXLAKE_S3_BUCKET='' is not allowed: an S3 bucket name"),
+    ({"CTXLAKE_S3_BUCKET": "b1", "CTXLAKE_S3_ENDPOINT_URL": "http://k:hunter2@minio:9000"},
+     "CTXLAKE_S3_BUCKET='b1' is not allowed"),
+    ({"CTXLAKE_S3_BUCKET": "bkt", "CTXLAKE_S3_ENDPOINT_URL": "http://k:hunter2@minio:9000"},
+     "CTXLAKE_S3_ENDPOINT_URL='http://k:***@minio:9000' is not allowed: an http:// or https://"),
+    ({"CTXLAKE_S3_BUCKET": "bkt", "CTXLAKE_S3_ACCESS_KEY_ID": "k",
+      "CTXLAKE_S3_SECRET_ACCESS_KEY": "hunter2 x"},
+     "CTXLAKE_S3_SECRET_ACCESS_KEY='(hidden)' is not allowed: printable characters"),
 ]
 
 
