@@ -7,7 +7,6 @@ django-q2 schedules that keep both running are created here, idempotently.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import socket
 import tempfile
@@ -34,12 +33,14 @@ from fleet import (
     change_feed,
     incidents,
     leases,
+    locks,
     rendering,
     retention,
     retirement,
     spool_apply,
     webhooks,
 )
+from fleet.locks import advisory_key
 from fleet.models import Fleet, Lease
 from mcp_bridge import contract
 from mcp_bridge.contract import atomic, delta, embed, events
@@ -120,11 +121,6 @@ def drain_spool_follow(
         kick_drain()
     note = "; ended early for a waiting render" if handed_over else ""
     return f"drained {total.applied} event(s), {total.dead} dead-lettered{note}"
-
-
-def advisory_key(name: str) -> int:
-    """A Postgres advisory lock key (signed 64-bit) for a lock's name."""
-    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
 
 
 def kick_drain() -> None:
@@ -228,9 +224,7 @@ def render_fleet(fleet: Fleet, *, max_tokens: int | None = None) -> RenderReport
     one; a worker killed mid-render publishes nothing, and the next render starts over.
     """
     with transaction.atomic():
-        with connection.cursor() as cur:
-            key = advisory_key(f"ctxlake.render:{fleet.pk}")
-            cur.execute("SELECT pg_advisory_xact_lock(%s)", [key])
+        locks.hold_for_transaction(f"ctxlake.render:{fleet.pk}")
         return _render_fleet(fleet, max_tokens=max_tokens)
 
 

@@ -22,17 +22,25 @@ import hashlib
 import logging
 from typing import Any, cast
 
-from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import Storage, storages
-from django.db import connection, transaction
+from django.db import transaction
 
+from fleet import locks
 from fleet.models import CacheArtifact
 
 log = logging.getLogger(__name__)
 STORAGE = "artifacts"
-_FAILURES = (BotoCoreError, ClientError, OSError)
+
+
+def _failures() -> tuple[type[BaseException], ...]:
+    """What a failing store raises. A function, so botocore is imported only by a process
+    whose store failed (an `except` clause is evaluated only when something is raised):
+    the web and the workers without a store never pay for it."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    return (BotoCoreError, ClientError, OSError)
 
 
 class StoreError(Exception):
@@ -56,7 +64,7 @@ def upload(fleet_id: int, name: str, sha256: str, body: bytes) -> None:
     _lock(where)
     try:
         saved = _storage().save(where, ContentFile(body))
-    except _FAILURES as e:
+    except _failures() as e:
         raise StoreError(f"object store {_describe()}: upload of {where} failed: {e}") from e
     if saved != where:  # file_overwrite is on: the store must not rename a key
         raise StoreError(f"object store {_describe()}: {where} was stored as {saved}")
@@ -71,7 +79,7 @@ def read(fleet_id: int, name: str, sha256: str) -> bytes:
     try:
         with _storage().open(where, "rb") as f:
             body = f.read()
-    except _FAILURES as e:
+    except _failures() as e:
         raise StoreError(f"object store {_describe()}: reading {where} failed: {e}") from e
     if hashlib.sha256(body).hexdigest() != sha256:
         raise StoreError(f"object store {_describe()}: {where} does not hold its content")
@@ -102,17 +110,14 @@ def _delete(fleet_id: int, found: list[tuple[str, str]]) -> None:
                 ).exists()
                 if not used:
                     _storage().delete(where)
-        except _FAILURES as e:
+        except _failures() as e:
             log.warning("object store %s: %s left behind, its delete failed: %s",
                         _describe(), where, e)
 
 
 def _lock(where: str) -> None:
     """The key's advisory lock, held to the end of the current transaction."""
-    lock = int.from_bytes(hashlib.sha256(f"ctxlake.object:{where}".encode()).digest()[:8],
-                          "big", signed=True)
-    with connection.cursor() as cur:
-        cur.execute("SELECT pg_advisory_xact_lock(%s)", [lock])
+    locks.hold_for_transaction(f"ctxlake.object:{where}")
 
 
 def _storage() -> Storage:

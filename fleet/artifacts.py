@@ -25,7 +25,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F
 
-from fleet import artifact_store
+from fleet import artifact_store, binary_sql
 from fleet.models import CacheArtifact, CacheHead, Fleet, SnapshotDelta, etag_for
 from mcp_bridge import contract
 from mcp_bridge.contract import delta
@@ -73,26 +73,37 @@ def publish(fleet: Fleet, files: Mapping[str, bytes], *, at: datetime,
     prune(fleet)
 
 
+# Bodies are written and read with binary parameters and results (fleet.binary_sql), not
+# through the ORM: a snapshot of 10k claims is 27 MB, which Django's text protocol sends
+# and reads as hex.
+_TABLE, _HEADS = CacheArtifact._meta.db_table, CacheHead._meta.db_table
+_INSERT = (f"INSERT INTO {_TABLE} (fleet_id, name, sha256, size, body, place, created_at) "
+           "VALUES (%s, %s, %s, %s, %b, %s, %s) "
+           "ON CONFLICT (fleet_id, name, sha256) DO NOTHING RETURNING id")
+_MOVE_BACK = f"UPDATE {_TABLE} SET body = %b, place = %s WHERE id = %s"
+_LATEST = (f"SELECT a.sha256, a.body, a.place FROM {_HEADS} h JOIN {_TABLE} a "
+           "ON a.id = h.artifact_id WHERE h.fleet_id = %s AND h.name = %s")
+
+
 def _stored(fleet: Fleet, name: str, body: bytes, *, at: datetime) -> CacheArtifact:
     """The row of these bytes, created (and the body uploaded) if new."""
     sha = hashlib.sha256(body).hexdigest()
     to_store = artifact_store.configured()
-    artifact, created = CacheArtifact.objects.get_or_create(
-        fleet=fleet, name=name, sha256=sha,
-        defaults={"size": len(body), "body": b"" if to_store else body,
-                  "place": CacheArtifact.Place.OBJECT_STORE if to_store
-                  else CacheArtifact.Place.DATABASE},
-    )
-    if created:
+    place = CacheArtifact.Place.OBJECT_STORE if to_store else CacheArtifact.Place.DATABASE
+    inserted = binary_sql.execute(
+        _INSERT, [fleet.pk, name, sha, len(body), b"" if to_store else body, place, at],
+        fetch=True)
+    if inserted:
         if to_store:
             artifact_store.upload(fleet.pk, name, sha, body)
-        return artifact
+        return CacheArtifact(pk=inserted[0][0], fleet=fleet, name=name, sha256=sha,
+                             size=len(body), place=place, created_at=at)
+    artifact = CacheArtifact.objects.defer("body").get(fleet=fleet, name=name, sha256=sha)
     # the same bytes again: make it the newest, so pruning keeps it
-    changes: dict[str, Any] = {"created_at": at}
+    CacheArtifact.objects.filter(pk=artifact.pk).update(created_at=at)
     if artifact.place == CacheArtifact.Place.OBJECT_STORE and not to_store:
         # the store was switched off: the body moves back into Postgres
-        changes |= {"body": body, "place": CacheArtifact.Place.DATABASE}
-    CacheArtifact.objects.filter(pk=artifact.pk).update(**changes)
+        binary_sql.execute(_MOVE_BACK, [body, CacheArtifact.Place.DATABASE, artifact.pk])
     return artifact
 
 
@@ -157,14 +168,10 @@ def etag(fleet: Fleet, name: str) -> str | None:
 def latest(fleet: Fleet, name: str) -> tuple[str, bytes] | None:
     """(ETag, body) of the latest render of `name`, or None: one query, and one read of
     the object store when the body is there (artifact_store.StoreError if that fails)."""
-    row = (
-        CacheHead.objects.filter(fleet=fleet, name=name)
-        .values_list("artifact__sha256", "artifact__body", "artifact__place")
-        .first()
-    )
-    if row is None:
+    rows = binary_sql.execute(_LATEST, [fleet.pk, name], fetch=True)
+    if not rows:
         return None
-    sha, body, place = row
+    sha, body, place = rows[0]
     if place == CacheArtifact.Place.OBJECT_STORE:  # StoreError if the store fails
         body = artifact_store.read(fleet.pk, name, sha)
     return etag_for(sha), bytes(body)

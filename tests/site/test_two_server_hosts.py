@@ -39,8 +39,7 @@ from django.db import connection
 from django.utils import timezone
 
 from claims.models import Claim
-from ctxlake_site import workers
-from fleet import inbox, tokens
+from fleet import inbox, locks, tokens
 from fleet.models import Activity, Agent, AppliedEvent, Fleet, InboxEvent, Lease
 from mcp_bridge import contract
 from mcp_bridge.contract.spool import utc_now
@@ -240,7 +239,7 @@ def _inbox_held(fleet: Fleet) -> bool:
 
 def _render_held(fleet: Fleet) -> bool:
     """A render of the fleet is under way (it holds workers.render_fleet's lock)."""
-    key = workers.advisory_key(f"ctxlake.render:{fleet.pk}") & 0xFFFFFFFFFFFFFFFF
+    key = locks.advisory_key(f"ctxlake.render:{fleet.pk}") & 0xFFFFFFFFFFFFFFFF
     return _lock_held(key >> 32, key & 0xFFFFFFFF, 1)
 
 
