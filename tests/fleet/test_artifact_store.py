@@ -412,3 +412,16 @@ def test_no_store_variable_means_renders_stay_in_postgres(
     assert row.place == CacheArtifact.Place.DATABASE and bytes(row.body) == b"r"
 
 
+
+
+def test_without_a_store_no_process_imports_botocore() -> None:
+    """The web and the workers without CTXLAKE_S3_* never pay for boto: artifact_store
+    imports botocore only in the `except` clause of a store that failed."""
+    env = {k: v for k, v in env_for_test_database().items() if not k.startswith("CTXLAKE_S3_")}
+    code = ("import sys, django; django.setup(); "
+            "import fleet.artifacts, fleet.api_sync, ctxlake_site.workers; "
+            "sys.exit(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('botocore', 'boto3', 'storages')) or 0)")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
