@@ -40,6 +40,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
+from mcp_bridge import socket_io
+
 PROTOCOL = 1
 MAX_REQUEST_BYTES = 64 * 1024
 START_WAIT_SECS = 3.0
@@ -112,7 +114,7 @@ def _ask(path: Path, model: str, dims: int, text: str) -> Any:
             raise Unavailable(f"the shared embedder cannot be reached ({e.strerror})") from None
         try:
             s.sendall(request)
-            data = _read_all(s, 4096 + 4 * dims)
+            data = socket_io.read_to_end(s, 4096 + 4 * dims)
         except OSError as e:
             raise Unavailable(f"the shared embedder did not answer ({e})") from None
     head, _, body = data.partition(b"\n")
@@ -128,18 +130,6 @@ def _ask(path: Path, model: str, dims: int, text: str) -> Any:
     vector = np.frombuffer(body, dtype="<f4").astype(np.float32)
     vector.setflags(write=False)
     return vector
-
-
-def _read_all(s: socket.socket, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while size <= limit:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
 
 
 def running(home: Path) -> list[int]:

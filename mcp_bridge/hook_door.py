@@ -34,7 +34,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from mcp_bridge import pretool
+from mcp_bridge import pretool, socket_io
 from mcp_bridge.contract import places
 
 log = logging.getLogger("mcp_bridge")
@@ -132,17 +132,11 @@ class HookDoor:
         """Read one request (to the client's shutdown), write one answer; never raise."""
         try:
             conn.settimeout(DEADLINE_SECS)
-            chunks, size = [], 0
-            while size <= MAX_REQUEST:
-                chunk = conn.recv(65536)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
+            raw = socket_io.read_to_end(conn, MAX_REQUEST)
             try:
-                if size > MAX_REQUEST:
+                if len(raw) > MAX_REQUEST:
                     raise Refused(f"request over {MAX_REQUEST} bytes")
-                reply: dict[str, str] = answer(json.loads(b"".join(chunks)))
+                reply: dict[str, str] = answer(json.loads(raw))
             except (Refused, ValueError, RecursionError) as e:
                 reply = {"error": f"{type(e).__name__}: {e}"}
             conn.sendall(json.dumps(reply, ensure_ascii=True).encode())
