@@ -66,28 +66,26 @@ def write_terms(pairs: Sequence[tuple[Any, bm25.Tokens]], *,
     # One INSERT of parallel arrays (unnest), not bulk_create: a drain batch writes tens of
     # thousands of rows, and a model instance per row was most of the proposals' apply
     # time (bench/pipeline_bench.py profile: 35k instances, 1.8 of 4.7 s).
-    columns: dict[str, tuple[str, list[Any]]] = {
-        "claim_id": ("bigint", []), "fleet_id": ("bigint", []), "term": ("text", []),
-        "text_count": ("int", []), "subject_count": ("int", []),
-        **{mine: ("text" if mine == "status" else "int", []) for mine in copies}}
-    for c, tokens in pairs:
-        own = [getattr(c, theirs) for theirs in copies.values()]
-        for term, (in_text, in_subject) in tokens.frequencies().items():
-            for (_, values), value in zip(columns.values(), (
-                    c.pk, c.fleet_id, term, in_text, in_subject, *own), strict=True):
-                values.append(value)
+    columns = {"claim_id": "bigint", "fleet_id": "bigint", "term": "text",
+               "text_count": "int", "subject_count": "int",
+               **{mine: "text" if mine == "status" else "int" for mine in copies}}
+    rows = [
+        (c.pk, c.fleet_id, term, in_text, in_subject,
+         *(getattr(c, theirs) for theirs in copies.values()))
+        for c, tokens in pairs
+        for term, (in_text, in_subject) in tokens.frequencies().items()
+    ]
     table = term_model._meta.db_table
-    rows = len(columns["term"][1])
     with transaction.atomic(savepoint=False), connection.cursor() as cur:
         manager.filter(claim_id__in=[c.pk for c, _ in pairs]).delete()
         if rows:
-            names = ", ".join(columns)
-            arrays = ", ".join(f"%s::{kind}[]" for kind, _ in columns.values())
-            cur.execute(f"INSERT INTO {table} ({names}) SELECT * FROM unnest({arrays})",
-                        [values for _, values in columns.values()])
-        if rows >= ANALYZE_ROWS:
+            arrays = ", ".join(f"%s::{kind}[]" for kind in columns.values())
+            by_column = [list(col) for col in zip(*rows, strict=True)]
+            cur.execute(f"INSERT INTO {table} ({', '.join(columns)}) "
+                        f"SELECT * FROM unnest({arrays})", by_column)
+        if len(rows) >= ANALYZE_ROWS:
             cur.execute(f"ANALYZE {table}")
-    return rows
+    return len(rows)
 
 
 def index_claims(claims: Sequence[Any], *,

@@ -40,7 +40,6 @@ from fleet import (
     spool_apply,
     webhooks,
 )
-from fleet.locks import advisory_key
 from fleet.models import Fleet, Lease
 from mcp_bridge import contract
 from mcp_bridge.contract import atomic, delta, embed, events
@@ -134,7 +133,7 @@ def kick_drain() -> None:
 
 def follower_key() -> int:
     """The advisory lock key for this host and spool directory."""
-    return advisory_key(f"ctxlake.drain:{socket.gethostname()}:{paths.spool_dir().resolve()}")
+    return locks.advisory_key(f"ctxlake.drain:{socket.gethostname()}:{paths.spool_dir().resolve()}")
 
 
 @contextmanager

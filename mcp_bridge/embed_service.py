@@ -41,13 +41,13 @@ from pathlib import Path
 from typing import Any, cast
 
 from mcp_bridge import socket_io
+from mcp_bridge.contract import places
 
 PROTOCOL = 1
 MAX_REQUEST_BYTES = 64 * 1024
 START_WAIT_SECS = 3.0
 CONNECT_TIMEOUT_SECS = 2.0
 IDLE_SECS = 1800
-RUN_SUBDIR = "run"
 SHARED_ENV = "CTXLAKE_EMBED_SHARED"
 IDLE_ENV = "CTXLAKE_EMBED_IDLE_SECS"
 
@@ -61,7 +61,7 @@ def enabled(env: Mapping[str, str]) -> bool:
 
 
 def run_dir(home: Path) -> Path:
-    return Path(home) / RUN_SUBDIR
+    return Path(home) / places.RUN_SUBDIR
 
 
 def socket_path(home: Path, model: str) -> Path:

@@ -38,11 +38,11 @@ from mcp_bridge import pretool, socket_io
 from mcp_bridge.contract import places
 
 log = logging.getLogger("mcp_bridge")
-PROTOCOL = 1
+PROTOCOL = pretool.DOOR_PROTOCOL
 DEADLINE_SECS = 2.0  # for a client to send its request; it sends it at once
 MAX_REQUEST = pretool.MAX_STDIN + (256 << 10)  # the hook JSON and an environment
 MAX_SOCKET_PATH = 104  # sun_path is 108 bytes on Linux, 104 on macOS
-SUFFIX = ".sock"
+SUFFIX = pretool.DOOR_SUFFIX
 
 
 class Refused(ValueError):

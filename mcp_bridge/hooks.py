@@ -508,6 +508,7 @@ def note_intrusions(cfg: Config, hook_input: dict[str, Any], found: list[tuple[s
     from mcp_bridge.contract.ids import derived_uuid
     from mcp_bridge.contract.spool import Spool
 
+    err = sys.stderr if err is None else err
     tool = "commit" if hook_input.get("tool_name") == "Bash" else "edit"
     by_holder: dict[str, list[str]] = {}
     for path, hold in found:
@@ -523,8 +524,7 @@ def note_intrusions(cfg: Config, hook_input: dict[str, Any], found: list[tuple[s
                 "paths": paths[:ev.INTRUSION_PATHS_MAX], "holder": holder, "tool": tool},
                 event_id=derived_uuid(call_id, holder) if call_id else None)
         except Exception as e:  # noqa: BLE001 - Refused, SpoolFull, OSError: warn anyway
-            (sys.stderr if err is None else err).write(
-                f"ctxlake hook pre-tool-use: intrusion not recorded: {e}\n")
+            err.write(f"ctxlake hook pre-tool-use: intrusion not recorded: {e}\n")
 
 
 #: The hooks as `install` writes them take no options (pre-tool-use at most --strict):

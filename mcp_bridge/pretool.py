@@ -237,7 +237,8 @@ def full_hook(argv: list[str], hook_input: dict[str, Any], call_id: str | None =
 
 DOOR_CONNECT_SECS = 0.25  # a listening bridge accepts at once; a stale socket refuses
 DOOR_REPLY_SECS = 3.0  # then the script runs the hook itself (the call id dedups)
-DOOR_PROTOCOL = 1  # mcp_bridge.hook_door.PROTOCOL; a test pins them equal
+DOOR_PROTOCOL = 1  # what mcp_bridge.hook_door speaks (it reads these two from here)
+DOOR_SUFFIX = ".sock"  # a door's file name: <bridge pid>.sock
 
 
 def ask_bridge(argv: list[str], raw: bytes, cwd: str, call_id: str) -> bool:
@@ -249,7 +250,7 @@ def ask_bridge(argv: list[str], raw: bytes, cwd: str, call_id: str) -> bool:
 
     directory = contract_module("places").hook_doors(os.environ)
     try:
-        doors = [name for name in os.listdir(directory) if name.endswith(".sock")]
+        doors = [name for name in os.listdir(directory) if name.endswith(DOOR_SUFFIX)]
     except OSError:
         return False
     text = _json.encode_basestring_ascii

@@ -13,11 +13,7 @@ import os
 
 def random_uuid() -> str:
     """A random (version 4, RFC 4122 variant) UUID in its canonical 36-character form."""
-    b = bytearray(os.urandom(16))
-    b[6] = b[6] & 0x0F | 0x40  # version 4
-    b[8] = b[8] & 0x3F | 0x80  # RFC 4122 variant
-    h = b.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    return _uuid4_text(os.urandom(16))
 
 
 def derived_uuid(*parts: str) -> str:
@@ -29,9 +25,15 @@ def derived_uuid(*parts: str) -> str:
     """
     import hashlib
 
-    b = bytearray(hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).digest()[:16])
-    b[6] = b[6] & 0x0F | 0x40
-    b[8] = b[8] & 0x3F | 0x80
+    return _uuid4_text(hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass"))
+                       .digest()[:16])
+
+
+def _uuid4_text(raw: bytes) -> str:
+    """16 bytes as a version 4, RFC 4122 variant UUID's canonical text."""
+    b = bytearray(raw)
+    b[6] = b[6] & 0x0F | 0x40  # version 4
+    b[8] = b[8] & 0x3F | 0x80  # RFC 4122 variant
     h = b.hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 DEFAULT_HOME = "~/.ctxlake"
+RUN_SUBDIR = "run"  # $CTXLAKE_HOME/run: the local services' sockets (embedder, hook doors)
 
 
 def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:
@@ -54,7 +55,7 @@ def home_path(env: Mapping[str, str] | None = None) -> str:
 def hook_doors(env: Mapping[str, str] | None = None) -> str:
     """$CTXLAKE_HOME/run/hooks: where each running bridge listens for the PreToolUse
     script (mcp_bridge.hook_door), one socket per bridge process."""
-    return os.path.join(home_path(env), "run", "hooks")
+    return os.path.join(home_path(env), RUN_SUBDIR, "hooks")
 
 
 def spool_dir(env: Mapping[str, str] | None = None) -> Path:
