@@ -7,20 +7,23 @@ apart in the admin and in logs. A token is a high-entropy random string, so a pl
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Field, Model
 from django.utils import timezone
 
 from fleet import activity
 from fleet.models import Agent, ApiToken, Fleet
 from mcp_bridge.contract.redact_rules import API_TOKEN_PREFIX
 
+M = TypeVar("M", bound=Model)
 SECRET_PREFIX = API_TOKEN_PREFIX  # the redactor knows the shape (mcp_bridge.contract)
 PREFIX_LEN = 12
 #: last_used_at is refreshed at most this often: a write per request would cost more than
@@ -138,13 +141,58 @@ def speakers(token: ApiToken | None) -> Speakers:
 
 
 def token_for_secret(secret: str) -> ApiToken | None:
-    """The live token with this secret, with its fleet and agent loaded; None otherwise."""
+    """The live token with this secret, with its fleet and agent loaded; None otherwise.
+
+    Every API request asks this, so it is one precompiled statement: the ORM's
+    `select_related("fleet", "agent").filter(…).first()` spent ~1.0 ms of CPU per request
+    compiling the same three-table SELECT (1.16 ms in all against 0.12 ms for the
+    statement itself, 2026-12-04), a fifth of a lease claim's cost. The columns come from
+    the models' own field lists and the rows are built with `Model.from_db`, as the ORM
+    builds them; tests/fleet/test_token_lookup.py holds it equal to the ORM's answer.
+    """
     if not secret.startswith(SECRET_PREFIX):
         return None
+    with connection.cursor() as cursor:
+        cursor.execute(_lookup_sql(), [hash_secret(secret)])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    token_n, fleet_n = len(_fields(ApiToken)), len(_fields(Fleet))
+    token = _from_row(ApiToken, row[:token_n])
+    token.fleet = _from_row(Fleet, row[token_n : token_n + fleet_n])
+    agent = row[token_n + fleet_n :]
+    token.agent = _from_row(Agent, agent) if agent[0] is not None else None
+    return token
+
+
+def _fields(model: type[Model]) -> list[Field[Any, Any]]:
+    return list(model._meta.concrete_fields)
+
+
+def _from_row(model: type[M], values: tuple[Any, ...]) -> M:
+    """An instance as the ORM would load it (from_converters: JSON and the like decoded)."""
+    fields = _fields(model)
+    converted = []
+    for field, value in zip(fields, values, strict=True):
+        for convert in field.get_db_converters(connection):
+            value = convert(value, field, connection)
+        converted.append(value)
+    return model.from_db(connection.alias, [f.attname for f in fields], converted)
+
+
+@functools.cache
+def _lookup_sql() -> str:
+    """token ⋈ fleet ⟕ agent by key hash, live only: each model's columns, in field order."""
+    q = connection.ops.quote_name
+
+    def columns(model: type[Model], alias: str) -> str:
+        return ", ".join(f"{alias}.{q(str(f.column))}" for f in _fields(model))
+
+    t, f, a = (q(m._meta.db_table) for m in (ApiToken, Fleet, Agent))
     return (
-        ApiToken.objects.select_related("fleet", "agent")
-        .filter(key_hash=hash_secret(secret), revoked_at__isnull=True)
-        .first()
+        f"SELECT {columns(ApiToken, 't')}, {columns(Fleet, 'f')}, {columns(Agent, 'a')} "
+        f"FROM {t} t JOIN {f} f ON f.id = t.fleet_id LEFT JOIN {a} a ON a.id = t.agent_id "
+        "WHERE t.key_hash = %s AND t.revoked_at IS NULL ORDER BY t.id LIMIT 1"
     )
 
 
