@@ -98,7 +98,7 @@ def test_it_deletes_nothing_in_a_dry_run(s3: S3, fleet_a: Fleet) -> None:
     assert (report.deleted, report.bytes_freed, report.dry_run) == (1, len(b"orphan"), True)
     assert orphan in s3.objects()
     out = io.StringIO()
-    call_command("collect_artifacts", "--older-than", "0", "--dry-run", "--json", stdout=out)
+    call_command("collect_artifacts", "--older-than", "0", "--json", stdout=out)  # no --commit
     assert json.loads(out.getvalue())["deleted"] == 1 and orphan in s3.objects()
 
 
@@ -185,7 +185,8 @@ def test_the_command_exits_non_zero_when_deletes_fail(
     out, err = io.StringIO(), io.StringIO()
     with caplog.at_level(logging.DEBUG), \
             pytest.raises(CommandError, match="1 delete") as failed:
-        call_command("collect_artifacts", "--older-than=0", "--json", stdout=out, stderr=err)
+        call_command("collect_artifacts", "--older-than=0", "--commit", "--json", stdout=out,
+                     stderr=err)
     assert failed.value.returncode == 1
     assert json.loads(out.getvalue())["failed"] == 1
     for text in (caplog.text, out.getvalue(), err.getvalue()):
@@ -200,7 +201,7 @@ def test_the_command_exits_non_zero_when_the_store_does_not_answer(
     out = io.StringIO()
     with caplog.at_level(logging.DEBUG), \
             pytest.raises(CommandError, match="stopped early.*listing failed") as failed:
-        call_command("collect_artifacts", "--json", "--quiet", stdout=out)
+        call_command("collect_artifacts", "--commit", "--json", "--quiet", stdout=out)
     assert "127.0.0.1" in str(failed.value) and failed.value.returncode == 1
     assert json.loads(out.getvalue())["incomplete"]
     for text in (caplog.text, str(failed.value), out.getvalue()):
@@ -214,7 +215,8 @@ def test_the_command_collects_and_reports_progress_and_json(
     orphan = _rolled_back(fleet_a, b"orphan")
     artifacts.publish(fleet_a, {"briefing.md": b"live"}, at=timezone.now())
     out, err = io.StringIO(), io.StringIO()
-    call_command("collect_artifacts", "--older-than", "0", "--json", stdout=out, stderr=err)
+    call_command("collect_artifacts", "--older-than", "0", "--commit", "--json", stdout=out,
+                 stderr=err)
     report = json.loads(out.getvalue())
     assert report["configured"] is True
     assert (report["listed"], report["deleted"], report["kept"]) == (2, 1, 1)

@@ -1,5 +1,5 @@
-"""`manage.py collect_artifacts [--older-than HOURS] [--dry-run] [--json] [--quiet]`:
-delete the object store's orphans (fleet.artifact_orphans)."""
+"""`manage.py collect_artifacts [--older-than HOURS] [--commit] [--json] [--quiet]`:
+delete the object store's orphans (fleet.artifact_orphans); a dry run without --commit."""
 
 from __future__ import annotations
 
@@ -33,13 +33,14 @@ def hours(value: Any) -> timedelta:
 
 class Command(BaseCommand):
     help = ("Delete objects under CTXLAKE_S3_PREFIX that no cache row uses and that are older "
-            "than --older-than hours. Exits 1 if a delete or the listing failed.")
+            "than --older-than hours. Dry run unless --commit. Exits 1 if a delete or the "
+            "listing failed.")
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--older-than", default="24", metavar="HOURS",
                             help="Grace period in hours (default 24): younger objects stay.")
-        parser.add_argument("--dry-run", action="store_true",
-                            help="Count what would be deleted; delete nothing.")
+        parser.add_argument("--commit", action="store_true",
+                            help="Actually delete them (without it: count what would go).")
         parser.add_argument("--json", action="store_true", help="Print the report as JSON.")
         parser.add_argument("--quiet", action="store_true", help="No progress on stderr.")
 
@@ -52,7 +53,7 @@ class Command(BaseCommand):
             return
         quiet = options["quiet"] or options.get("verbosity", 1) == 0
         report = artifact_orphans.collect_orphans(
-            older_than=grace, dry_run=bool(options["dry_run"]), every=PROGRESS_EVERY,
+            older_than=grace, dry_run=not options["commit"], every=PROGRESS_EVERY,
             progress=None if quiet else self._progress)
         self._say({"configured": True, **dataclasses.asdict(report)}, as_json, report.summary())
         if report.incomplete:
