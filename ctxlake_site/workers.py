@@ -28,6 +28,8 @@ from claims import spool_apply as claims_apply
 from ctxlake_site import briefing, db_health, paths
 from ctxlake_site.drain import Applier, Drainer, DrainReport
 from fleet import (
+    artifact_orphans,
+    artifact_store,
     artifacts,
     cache_render,
     change_feed,
@@ -173,7 +175,13 @@ def incidents_task() -> str:
 
 def maintain_db_task() -> str:
     """The daily job: prune by each fleet's retention ages, then vacuum and analyze, and
-    rebuild the search indexes bulk deletes bloated (the same steps as maintain_db)."""
+    rebuild the search indexes bulk deletes bloated (the same steps as maintain_db); with an
+    object store, then collect its orphans past a day (the same as collect_artifacts).
+
+    The collection rides on this job rather than a schedule of its own: it is daily upkeep
+    of the same kind, an install without a store gets no extra schedule row to run and
+    skip, and it never raises (a failed delete or listing is logged and counted), so it
+    cannot fail the database's maintenance."""
     pruned = sum(p.done for p in retention.prune())
     rederived = found = 0
     for fleet in Fleet.objects.all():  # the base rates move; promotions may await a vector
@@ -184,7 +192,16 @@ def maintain_db_task() -> str:
     return f"vacuumed {len(actions) - len(rebuilt)} table(s); " + (
         "; ".join(rebuilt) if rebuilt else "no index bloated"
     ) + (f"; pruned {pruned} row(s) past their fleet's retention; re-derived {rederived} "
-         f"claim confidence(s); {found} new contradiction(s)")
+         f"claim confidence(s); {found} new contradiction(s)") + _collected()
+
+
+def _collected() -> str:
+    """The orphan collection's part of maintain_db_task's summary ("" without a store)."""
+    if not artifact_store.configured():
+        return ""
+    report = artifact_orphans.collect_orphans(older_than=artifact_orphans.GRACE)
+    return f"; object store: {report.summary()}" + (
+        f" (incomplete: {report.incomplete})" if report.incomplete else "")
 
 
 @dataclass(frozen=True)

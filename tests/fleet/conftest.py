@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from claims import moderation
 from claims.models import Claim
 from fleet import artifacts, handoffs, tokens
 from fleet.models import Agent, Fleet, Handoff, Session
+from tests.fleet import s3_store
 
 _names = itertools.count(1)
 ApiAs = Callable[..., APIClient]
@@ -108,3 +109,16 @@ def world(fleet_a: Fleet, ada: Agent, mod: Any, tmp_path: Path, settings: Any) -
         by_agent=ada,
     ).claim
     return World(fleet_a, ada, session, handoff, promoted, proposed)
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch, settings: Any) -> Iterator[s3_store.S3]:
+    """A running store (moto's S3 server over HTTP) with a fresh bucket, configured as the
+    settings module would; stopped at the end."""
+    server = s3_store.start()
+    host, port = server.get_host_and_port()
+    found = s3_store.S3(server, f"http://{host}:{port}", f"ctxlake-{uuid.uuid4().hex[:12]}")
+    found.client().create_bucket(Bucket=found.bucket)
+    s3_store.configure(monkeypatch, settings, found)
+    yield found
+    server.stop()

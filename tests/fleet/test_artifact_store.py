@@ -9,26 +9,20 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import secrets
 import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from django.db import transaction
 from django.utils import timezone
 from django.views.debug import SafeExceptionReporterFilter
-from moto.server import ThreadedMotoServer
 
 from ctxlake_site import object_store, workers
 from ctxlake_site.env import BadSetting
@@ -36,73 +30,13 @@ from fleet import artifact_store, artifacts, leases, tokens
 from fleet.models import Agent, CacheArtifact, CacheHead, Fleet, etag_for
 from mcp_bridge import contract
 from tests.fleet.conftest import ApiAs
+from tests.fleet.s3_store import ACCESS_KEY, PREFIX, S3, SECRET_KEY
+from tests.fleet.s3_store import configure as _configure
+from tests.fleet.s3_store import object_key as _key
+from tests.fleet.s3_store import start as _start
 from tests.helpers import database_url_for_test_database, env_for_test_database
 
 ROOT = Path(__file__).resolve().parents[2]
-
-PREFIX = "ctx/"
-# Keys no secret pattern recognises (a MinIO user name can be any word), so that a leak
-# shows up in any output even where the shared redactor would have masked an AWS-shaped one.
-ACCESS_KEY = "ctxlakeuser" + secrets.token_hex(8)
-SECRET_KEY = secrets.token_urlsafe(30)
-
-
-@dataclass
-class S3:
-    """One bucket on a running store, and a plain boto3 client to look inside it."""
-
-    server: ThreadedMotoServer
-    endpoint: str
-    bucket: str
-
-    def client(self) -> Any:
-        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
-                            aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)
-
-    def objects(self) -> set[str]:
-        found = self.client().list_objects_v2(Bucket=self.bucket).get("Contents", [])
-        return {o["Key"] for o in found}
-
-    def body(self, key: str) -> bytes:
-        return bytes(self.client().get_object(Bucket=self.bucket, Key=key)["Body"].read())
-
-
-def _start(port: int = 0) -> ThreadedMotoServer:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    return server
-
-
-@pytest.fixture
-def s3(monkeypatch: pytest.MonkeyPatch, settings: Any) -> Iterator[S3]:
-    """A running store with a fresh bucket, configured as the settings module would."""
-    server = _start()
-    host, port = server.get_host_and_port()
-    found = S3(server, f"http://{host}:{port}", f"ctxlake-{uuid.uuid4().hex[:12]}")
-    found.client().create_bucket(Bucket=found.bucket)
-    _configure(monkeypatch, settings, found)
-    yield found
-    server.stop()
-
-
-def _configure(monkeypatch: pytest.MonkeyPatch, settings: Any, s3: S3 | None) -> None:
-    """Switch the store on (or off, with None) as a restart with these variables would."""
-    env = {"CTXLAKE_S3_BUCKET": s3.bucket, "CTXLAKE_S3_ENDPOINT_URL": s3.endpoint,
-           "CTXLAKE_S3_REGION": "us-east-1", "CTXLAKE_S3_ACCESS_KEY_ID": ACCESS_KEY,
-           "CTXLAKE_S3_SECRET_ACCESS_KEY": SECRET_KEY, "CTXLAKE_S3_PREFIX": PREFIX} if s3 else {}
-    for name in object_store._VARS:
-        monkeypatch.delenv(name, raising=False)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    store = object_store.from_env()
-    storages = {k: v for k, v in settings.STORAGES.items() if k != artifact_store.STORAGE}
-    settings.STORAGES = {**storages, **({"artifacts": store.storage} if store else {})}
-    settings.CTXLAKE_S3_PREFIX = store.prefix if store else ""
-
-
-def _key(fleet: Fleet, name: str, body: bytes) -> str:
-    return f"{PREFIX}{fleet.pk}/{name}/{hashlib.sha256(body).hexdigest()}"
-
 
 def _get(api_as: ApiAs, agent: Agent, name: str) -> Any:
     return api_as(agent).get(f"/api/v1/fleets/{agent.fleet.slug}/cache/{name}")
