@@ -1,8 +1,10 @@
-"""Small helpers shared by tests that run real subprocesses against the test database."""
+"""Small helpers shared by tests that run real subprocesses or threads against the test
+database."""
 
 from __future__ import annotations
 
 import os
+import time
 from urllib.parse import quote
 
 from django.db import connection
@@ -36,3 +38,17 @@ def database_url_for_test_database() -> str:
         if s.get("PASSWORD"):
             auth += ":" + quote(s["PASSWORD"], safe="")
     return f"postgres://{auth}@{quote(host, safe='')}{port}/{s['NAME']}"
+
+
+def until_an_advisory_lock_is_awaited(who: str, deadline_secs: float = 120) -> None:
+    """Until some other session waits for an advisory lock (`who`, named in the failure):
+    how a test knows a second render or a collector queued behind the lock it holds."""
+    deadline = time.monotonic() + deadline_secs
+    while True:
+        with connection.cursor() as cur:
+            cur.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                        "AND NOT granted")
+            if cur.fetchone()[0]:
+                return
+        assert time.monotonic() < deadline, f"{who} never waited for the advisory lock"
+        time.sleep(0.01)

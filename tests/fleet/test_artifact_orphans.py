@@ -8,7 +8,6 @@ import io
 import json
 import logging
 import threading
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -23,6 +22,7 @@ from fleet.models import CacheArtifact, Fleet
 from tests.fleet.s3_store import ACCESS_KEY, PREFIX, S3, SECRET_KEY
 from tests.fleet.s3_store import configure as _configure
 from tests.fleet.s3_store import object_key as _key
+from tests.helpers import until_an_advisory_lock_is_awaited
 
 
 def _later() -> Any:
@@ -133,7 +133,7 @@ def test_a_render_re_uploading_the_same_key_during_a_collection_keeps_its_object
     assert uploaded.wait(60)
     collector = threading.Thread(target=collect)
     collector.start()
-    _wait_for_a_waiting_advisory_lock()
+    until_an_advisory_lock_is_awaited("the collector")
     go.set()
     renderer.join(60)
     collector.join(60)
@@ -141,18 +141,6 @@ def test_a_render_re_uploading_the_same_key_during_a_collection_keeps_its_object
     assert orphan in s3.objects()
     assert s3.body(orphan) == b"back again"
 
-
-def _wait_for_a_waiting_advisory_lock() -> None:
-    """Until some session waits for an advisory lock (the collector, on the render's key)."""
-    deadline = time.monotonic() + 60
-    while True:
-        with connection.cursor() as cur:
-            cur.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
-                        "AND NOT granted")
-            if cur.fetchone()[0]:
-                return
-        assert time.monotonic() < deadline, "the collector never waited for the key's lock"
-        time.sleep(0.01)
 
 
 def test_a_store_failing_mid_collection_is_counted_and_logged_without_its_keys(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,24 +15,13 @@ from django.db import connection
 from ctxlake_site import paths, workers
 from fleet import cache_render
 from fleet.models import Agent, Fleet, Handoff
+from tests.helpers import until_an_advisory_lock_is_awaited
 
 
 def _handoff_summaries(fleet: Fleet) -> list[str]:
     data = json.loads((paths.cache_dir() / fleet.slug / "handoffs.json").read_text())
     return sorted(h["summary"] for h in data["handoffs"])
 
-
-def _until_a_render_waits_for_the_lock(deadline_secs: float = 120) -> None:
-    """Until another session waits on an advisory lock (the newer render, behind ours)."""
-    deadline = time.monotonic() + deadline_secs
-    while True:
-        with connection.cursor() as cur:
-            cur.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
-                        "AND NOT granted")
-            if cur.fetchone()[0]:
-                return
-        assert time.monotonic() < deadline, "the newer render never queued for the lock"
-        time.sleep(0.01)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -50,7 +38,7 @@ def test_a_slow_older_render_never_publishes_over_a_newer_one(
         body = original(f, **kw)
         if threading.current_thread().name == "older":
             read_done.set()
-            _until_a_render_waits_for_the_lock()  # then the older one publishes
+            until_an_advisory_lock_is_awaited("the newer render")  # then the older one publishes
         return body
 
     monkeypatch.setattr(cache_render, "render_handoffs", slow_first)
