@@ -170,7 +170,8 @@ def _fields(model: type[Model]) -> list[Field[Any, Any]]:
 
 
 def _from_row(model: type[M], values: tuple[Any, ...]) -> M:
-    """An instance as the ORM would load it (from_converters: JSON and the like decoded)."""
+    """An instance as the ORM would load it: each value through its field's converters
+    (JSON decoded and the like), then `Model.from_db`."""
     fields = _fields(model)
     converted = []
     for field, value in zip(fields, values, strict=True):
