@@ -157,7 +157,7 @@ def token_for_secret(secret: str) -> ApiToken | None:
         row = cursor.fetchone()
     if row is None:
         return None
-    token_n, fleet_n = len(_fields(ApiToken)), len(_fields(Fleet))
+    token_n, fleet_n = len(_layout(ApiToken)[0]), len(_layout(Fleet)[0])
     token = _from_row(ApiToken, row[:token_n])
     token.fleet = _from_row(Fleet, row[token_n : token_n + fleet_n])
     agent = row[token_n + fleet_n :]
@@ -169,16 +169,24 @@ def _fields(model: type[Model]) -> list[Field[Any, Any]]:
     return list(model._meta.concrete_fields)
 
 
+@functools.cache
+def _layout(model: type[Model]) -> tuple[list[Field[Any, Any]], list[str], list[list[Any]]]:
+    """A model's fields, their attribute names and each one's database converters: the
+    same on every request, so looked up once per process."""
+    fields = _fields(model)
+    return fields, [f.attname for f in fields], [f.get_db_converters(connection) for f in fields]
+
+
 def _from_row(model: type[M], values: tuple[Any, ...]) -> M:
     """An instance as the ORM would load it: each value through its field's converters
     (JSON decoded and the like), then `Model.from_db`."""
-    fields = _fields(model)
+    fields, names, converters = _layout(model)
     converted = []
-    for field, value in zip(fields, values, strict=True):
-        for convert in field.get_db_converters(connection):
+    for field, convert_all, value in zip(fields, converters, values, strict=True):
+        for convert in convert_all:
             value = convert(value, field, connection)
         converted.append(value)
-    return model.from_db(connection.alias, [f.attname for f in fields], converted)
+    return model.from_db(connection.alias, names, converted)
 
 
 @functools.cache

@@ -16,6 +16,7 @@ from fleet import artifact_orphans, artifact_store
 
 MAX_HOURS = 24 * 365 * 10  # ten years: more is a typo, and timedelta overflows past ~2.7M
 PROGRESS_EVERY = 1000
+DEFAULT_HOURS = artifact_orphans.GRACE / timedelta(hours=1)  # the daily job's grace
 
 
 def hours(value: Any) -> timedelta:
@@ -37,8 +38,9 @@ class Command(BaseCommand):
             "listing failed.")
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("--older-than", default="24", metavar="HOURS",
-                            help="Grace period in hours (default 24): younger objects stay.")
+        parser.add_argument("--older-than", default=f"{DEFAULT_HOURS:g}", metavar="HOURS",
+                            help=f"Grace period in hours (default {DEFAULT_HOURS:g}): younger "
+                                 "objects stay.")
         parser.add_argument("--commit", action="store_true",
                             help="Actually delete them (without it: count what would go).")
         parser.add_argument("--json", action="store_true", help="Print the report as JSON.")
