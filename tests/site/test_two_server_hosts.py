@@ -39,7 +39,7 @@ from django.db import connection
 from django.utils import timezone
 
 from claims.models import Claim
-from fleet import inbox, locks, tokens
+from fleet import artifacts, inbox, locks, tokens
 from fleet.models import Activity, Agent, AppliedEvent, Fleet, InboxEvent, Lease
 from mcp_bridge import contract
 from mcp_bridge.contract.spool import utc_now
@@ -216,6 +216,39 @@ def _served(web: Host, fleet: Fleet, token: str, name: str) -> tuple[str, bytes]
     return headers["ETag"], body
 
 
+def _heads(fleet: Fleet, names: tuple[str, ...]) -> dict[str, str | None]:
+    return {name: artifacts.etag(fleet, name) for name in names}
+
+
+def _both_serve_the_latest(tier: Tier, fleet: Fleet, token: str,
+                           names: tuple[str, ...]) -> dict[str, tuple[str, bytes]]:
+    """(ETag, body) per name, served alike by both web hosts and equal to the database's
+    latest render, each host answering 304 to the other's ETag.
+
+    The comparison counts only when the latest render stayed the same while it ran: the
+    queue may run another render at any moment (a debounced follow-up, the periodic
+    render_all), and a render in the middle would make the hosts differ rightly.
+    """
+    web1, web2 = tier.webs
+    for _ in range(50):
+        before = _heads(fleet, names)
+        files = {name: _served(web1, fleet, token, name) for name in names}
+        other = {name: _served(web2, fleet, token, name) for name in names}
+        not_modified = [
+            _request(f"{web.url}/api/v1/fleets/{fleet.slug}/cache/{name}", token,
+                     etag=files[name][0])[0]
+            for web in tier.webs for name in names
+        ]
+        if _heads(fleet, names) != before:
+            continue  # a render landed in the middle: compare again
+        for name in names:
+            assert files[name] == other[name], name
+            assert files[name][0] == before[name], name
+        assert set(not_modified) == {304}, not_modified
+        return files
+    pytest.fail("a render landed during each of 50 comparisons")
+
+
 def _leases_served(web: Host, fleet: Fleet, token: str) -> int:
     status, _, body = _request(f"{web.url}/api/v1/fleets/{fleet.slug}/cache/roster.json",
                                token)
@@ -306,12 +339,9 @@ def test_two_web_and_two_worker_hosts_apply_once_serve_the_latest_and_survive_ki
     # 2. Both web hosts serve the latest render, byte for byte, with the same ETags.
     _wait(lambda: all(_leases_served(w, fleet, token) == 300 for w in tier.webs),
           "both web hosts serve a roster with the 300 leases", tier)
-    for name in (contract.MANIFEST, contract.ROSTER, contract.SNAPSHOT, contract.BRIEFING):
-        assert _served(web1, fleet, token, name) == _served(web2, fleet, token, name), name
-    etag, _ = _served(web1, fleet, token, contract.ROSTER)
-    again = _request(f"{web2.url}/api/v1/fleets/{fleet.slug}/cache/roster.json", token,
-                     etag=etag)
-    assert again[0] == 304
+    _both_serve_the_latest(
+        tier, fleet, token,
+        (contract.MANIFEST, contract.ROSTER, contract.SNAPSHOT, contract.BRIEFING))
 
     # 3. SIGKILL a worker host mid-drain: the other applies the rest, each once.
     _wait(lambda: all(_waiting_for_tasks(w, tier) for w in tier.workers),
@@ -341,7 +371,6 @@ def test_two_web_and_two_worker_hosts_apply_once_serve_the_latest_and_survive_ki
     tier.enqueue(worker2, f"'ctxlake_site.workers.render_fleet_cache', {fleet.pk}")
     _wait(lambda: all(_leases_served(w, fleet, token) == 2300 for w in tier.webs)
           and not _render_held(fleet), "the render after the drain", tier)
-    before = _served(web1, fleet, token, contract.MANIFEST)[0]
     # Renders are proportional to the change (claims.snapshot_update): with nothing changed
     # the next one is over at once. 3,000 more claims give the restarted host's render
     # real work to be killed in the middle of.
@@ -350,9 +379,10 @@ def test_two_web_and_two_worker_hosts_apply_once_serve_the_latest_and_survive_ki
               type="fact", subject="gadgets", scope="fleet", status="promoted",
               promoted_at=timezone.now(), independent_sessions=1, text_hash="0" * 64)
         for i in range(3000))
+    _stop_idle(worker2, fleet, tier)  # no host renders now: the latest render stays put
+    before = _served(web1, fleet, token, contract.MANIFEST)[0]
     restarted = tier.worker("worker1")  # the killed host, back
     tier.extra.append(restarted)
-    _stop_idle(worker2, fleet, tier)
     tier.enqueue(restarted, f"'ctxlake_site.workers.render_fleet_cache', {fleet.pk}")
     _wait(lambda: _render_held(fleet), "the restarted worker mid-render", tier, poll=0.005)
     restarted.signal(signal.SIGKILL)
@@ -363,10 +393,8 @@ def test_two_web_and_two_worker_hosts_apply_once_serve_the_latest_and_survive_ki
     tier.enqueue(worker2, f"'ctxlake_site.workers.render_fleet_cache', {fleet.pk}")
     _wait(lambda: all(_served(w, fleet, token, contract.MANIFEST)[0] != before
                       for w in tier.webs), "the other worker's render", tier)
-    files = {name: _served(web1, fleet, token, name)
-             for name in (contract.MANIFEST, contract.ROSTER, contract.SNAPSHOT)}
-    for name, served in files.items():
-        assert _served(web2, fleet, token, name) == served, name
+    files = _both_serve_the_latest(
+        tier, fleet, token, (contract.MANIFEST, contract.ROSTER, contract.SNAPSHOT))
     snapshot = tmp_path / "served.sqlite"
     snapshot.write_bytes(files[contract.SNAPSHOT][1])
     db = sqlite3.connect(snapshot)
