@@ -125,8 +125,33 @@ TEMPLATES = [
 ]
 
 
+# Connections a process keeps in a pool (psycopg_pool through Django's `pool` option),
+# borrowed per request; 0: one persistent connection per thread (DB_CONN_MAX_AGE). gunicorn
+# sets it in its workers (gunicorn_conf.raw_env), where threads outnumber connections.
+CTXLAKE_DB_POOL = env_int("CTXLAKE_DB_POOL", 0, minimum=0)
+#: How long a request waits for a pooled connection before it is answered 503.
+DB_POOL_WAIT_SECS = 10
+
+
+def _pooled(config: dict[str, object]) -> dict[str, object]:
+    """`config` with a connection pool of CTXLAKE_DB_POOL when that is set.
+
+    A pooled connection is checked before each borrow (CONN_HEALTH_CHECKS: one round trip),
+    so a request after a database restart gets a live one; Django requires CONN_MAX_AGE 0.
+    """
+    if not CTXLAKE_DB_POOL:
+        return config
+    options = dict(config.get("OPTIONS") or {})  # type: ignore[call-overload]
+    options["pool"] = {"min_size": 1, "max_size": CTXLAKE_DB_POOL, "timeout": DB_POOL_WAIT_SECS}
+    return {**config, "OPTIONS": options, "CONN_MAX_AGE": 0, "CONN_HEALTH_CHECKS": True}
+
+
 def _database() -> dict[str, object]:
     """DATABASE_URL when set; otherwise the embedded Postgres, started on first connection."""
+    return _pooled(_server())
+
+
+def _server() -> dict[str, object]:
     url = env_str("DATABASE_URL")
     if url:
         try:
@@ -140,7 +165,7 @@ def _database() -> dict[str, object]:
                 "DATABASE_URL", url, "a postgres:// URL of a PostgreSQL with pgvector; "
                 "unset it for the embedded server"
             )
-        return dict(config)
+        return {**config, "ENGINE": "ctxlake_site.pooled_pg"}  # Django's, its pool failing fast
     return {
         "ENGINE": "ctxlake_site.embedded_pg",
         "NAME": env_match(
@@ -211,10 +236,10 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("CTXLAKE_MAX_BODY_BYTES", 2_621_440, minim
 # How many live leases one agent may hold; a claim past it is refused (fleet.leases).
 CTXLAKE_MAX_LIVE_LEASES_PER_AGENT = env_int("CTXLAKE_MAX_LIVE_LEASES_PER_AGENT", 500, minimum=1)
 # Push (fleet/change_feed.py): long-polls waiting at once in one web process, and per API
-# token in one process. A waiting long-poll holds a request thread, so by default at most
-# half of a gunicorn process's threads wait and the rest keep serving REST.
+# token in one process. A waiting long-poll holds a request thread, so by default only the
+# threads gunicorn_conf sets aside for them wait and the rest keep serving REST.
 CTXLAKE_LONGPOLL_WAITERS = env_int(
-    "CTXLAKE_LONGPOLL_WAITERS", max(1, gunicorn_conf.threads // 2), minimum=1
+    "CTXLAKE_LONGPOLL_WAITERS", gunicorn_conf.longpoll_threads, minimum=1
 )
 CTXLAKE_LONGPOLL_PER_TOKEN = env_int("CTXLAKE_LONGPOLL_PER_TOKEN", 2, minimum=1)
 

@@ -1,6 +1,7 @@
 """A Django database backend: Postgres, started on first connection from the embedded default.
 
-It is Django's own PostgreSQL backend with one change: before connecting, it attaches to
+It is Django's own PostgreSQL backend (through ctxlake_site.pooled_pg, whose pool fails
+fast while the database is unreachable) with one change: before connecting, it attaches to
 the embedded server (starting it if needed) and connects over its unix socket. So the
 server starts on first *use* — `manage.py --help` or `check` never starts a database.
 
@@ -14,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
-from django.db.backends.postgresql import base
 
 from ctxlake_site import embedded_db
+from ctxlake_site.pooled_pg import base
 
 _ready: set[str] = set()  # databases this process has already made sure exist
 

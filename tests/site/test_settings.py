@@ -79,6 +79,9 @@ BAD_SETTINGS = [
      "CSRF_TRUSTED_ORIGINS='ctxlake.example.com' is not allowed: comma-separated origins"),
     ({"CTXLAKE_HSTS_SECONDS": "-5"}, "CTXLAKE_HSTS_SECONDS='-5' is not allowed: an integer"),
     ({"DB_CONN_MAX_AGE": "forever"}, "DB_CONN_MAX_AGE='forever' is not allowed: an integer"),
+    ({"CTXLAKE_DB_POOL": "-1"}, "CTXLAKE_DB_POOL='-1' is not allowed: an integer of at least 0"),
+    ({"CTXLAKE_DB_POOL": "1e400"}, "CTXLAKE_DB_POOL='1e400' is not allowed: an integer"),
+    ({"CTXLAKE_DB_POOL": "16\udcff"}, "CTXLAKE_DB_POOL="),
     ({"CTXLAKE_DB_NAME": "my db"}, "CTXLAKE_DB_NAME='my db' is not allowed: a database name"),
     ({"CTXLAKE_MAX_BODY_BYTES": "10"}, "CTXLAKE_MAX_BODY_BYTES='10' is not allowed: an integer "
      "of at least 1024"),

@@ -1,0 +1,76 @@
+"""A Django database backend: Django's PostgreSQL one, whose connection pool fails fast.
+
+Django's `pool` option (psycopg_pool) makes a request wait up to the pool's `timeout` for a
+connection. That is right while every connection is busy, and wrong while the database is
+unreachable: each request would wait the whole timeout before its 503. `FailFastPool`
+tells the two apart by the pool's own last attempt to connect: after one failed, a request
+waits at most `FAILING_WAIT_SECS`; the pool's attempts go on (a lost connection is retried
+for `RECONNECT_SECS`, and each request that finds none asks for another), and the first
+that succeeds restores the normal wait.
+
+Without the `pool` option this backend is Django's, unchanged.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.db.backends.base.base import NO_DB_ALIAS
+from django.db.backends.postgresql import base
+from psycopg_pool import ConnectionPool
+
+#: The longest a request waits for a connection while the pool cannot connect.
+FAILING_WAIT_SECS = 0.5
+#: How long the pool retries a lost connection (backing off from 1 s) before it gives the
+#: slot up, so that the next request asks for a fresh attempt. psycopg_pool's default, five
+#: minutes of doubling delays, could leave a recovered database unused for a minute.
+RECONNECT_SECS = 2.0
+
+
+class FailFastPool(ConnectionPool):
+    failing = False  # the last attempt to open a connection failed
+
+    def _connect(self, timeout: float | None = None) -> Any:
+        try:
+            conn = super()._connect(timeout)
+        except Exception:
+            self.failing = True
+            raise
+        self.failing = False
+        return conn
+
+    def getconn(self, timeout: float | None = None) -> Any:
+        if self.failing:
+            timeout = min(timeout if timeout is not None else self.timeout, FAILING_WAIT_SECS)
+        return super().getconn(timeout)
+
+
+class DatabaseWrapper(base.DatabaseWrapper):
+    # Django's, missing from its type stubs (annotations only: the values are Django's)
+    _connection_pools: dict[str, ConnectionPool]
+    _configure_connection: Callable[[Any], None]
+
+    @property
+    def pool(self) -> FailFastPool | None:
+        """Django's pool property (django/db/backends/postgresql/base.py), with this module's
+        pool class: the options, the connect arguments and the sharing are Django's."""
+        options = self.settings_dict["OPTIONS"].get("pool")
+        if self.alias == NO_DB_ALIAS or not options:
+            return None
+        if self.alias not in self._connection_pools:
+            if self.settings_dict.get("CONN_MAX_AGE", 0) != 0:
+                raise ImproperlyConfigured("Pooling doesn't support persistent connections.")
+            kwargs = {**self.get_connection_params(), "autocommit": True}
+            checks = self.settings_dict["CONN_HEALTH_CHECKS"]
+            pool = FailFastPool(
+                kwargs=kwargs,
+                open=False,
+                configure=self._configure_connection,
+                check=ConnectionPool.check_connection if checks else None,
+                **{"reconnect_timeout": RECONNECT_SECS, **({} if options is True else options)},
+            )
+            self._connection_pools.setdefault(self.alias, pool)
+        shared = self._connection_pools[self.alias]
+        assert isinstance(shared, FailFastPool)
+        return shared

@@ -1,0 +1,84 @@
+"""ctxlake_site.pooled_pg: the web's connection pool, its settings and its fail-fast wait.
+
+The pool here is a real psycopg_pool against this test run's Postgres: first pointed at a
+directory where no server listens (the database unreachable), then at the real socket.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg_pool
+import pytest
+from django.db import connection
+
+from ctxlake_site import gunicorn_conf
+from ctxlake_site.pooled_pg.base import FAILING_WAIT_SECS, RECONNECT_SECS, FailFastPool
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def target(tmp_path: Path) -> dict[str, Any]:
+    """The pool's connect arguments, read on each attempt: switch `now` to move the server."""
+    real = connection.get_connection_params()
+    real.pop("cursor_factory", None)
+    real.pop("context", None)
+    return {"now": {**real, "host": str(tmp_path), "port": 5432}, "real": real}
+
+
+@pytest.fixture
+def pool(target: dict[str, Any]) -> Iterator[FailFastPool]:
+    made = FailFastPool(kwargs=lambda: target["now"], min_size=1, max_size=2, timeout=10,
+                        reconnect_timeout=RECONNECT_SECS, open=False)
+    made.open()
+    yield made
+    made.close()
+
+
+def _until(check: Any, what: str, secs: float = 60) -> None:
+    deadline = time.monotonic() + secs
+    while not check():
+        assert time.monotonic() < deadline, f"gave up waiting: {what}"
+        time.sleep(0.05)
+
+
+def test_an_unreachable_database_is_waited_for_briefly_and_found_again(
+    pool: FailFastPool, target: dict[str, Any]
+) -> None:
+    _until(lambda: pool.failing, "the pool's first attempt to fail")
+    with pytest.raises(psycopg_pool.PoolTimeout, match=f"after {FAILING_WAIT_SECS:.2f} sec"):
+        pool.getconn()  # the wait it chose is in psycopg_pool's own message
+
+    target["now"] = target["real"]  # the database is back
+
+    def served() -> bool:
+        try:
+            conn = pool.getconn()
+        except psycopg_pool.PoolTimeout:
+            return False
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+        pool.putconn(conn)
+        return True
+
+    _until(served, "the pool to reconnect")
+    assert not pool.failing  # the normal wait again
+
+
+def test_settings_pool_the_web_process_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """gunicorn's config sets CTXLAKE_DB_POOL for its workers; settings turn it into Django's
+    `pool` option, without persistent connections and with a check before each loan."""
+    from ctxlake_site import settings
+
+    assert gunicorn_conf.raw_env == [f"CTXLAKE_DB_POOL={gunicorn_conf.rest_threads}"]
+    assert gunicorn_conf.threads == gunicorn_conf.rest_threads + gunicorn_conf.longpoll_threads
+    monkeypatch.setattr(settings, "CTXLAKE_DB_POOL", 16)
+    pooled = settings._pooled({"ENGINE": "ctxlake_site.pooled_pg", "CONN_MAX_AGE": 60})
+    assert pooled["OPTIONS"] == {"pool": {"min_size": 1, "max_size": 16,
+                                          "timeout": settings.DB_POOL_WAIT_SECS}}
+    assert pooled["CONN_MAX_AGE"] == 0 and pooled["CONN_HEALTH_CHECKS"] is True
+    monkeypatch.setattr(settings, "CTXLAKE_DB_POOL", 0)
+    assert "OPTIONS" not in settings._pooled({"ENGINE": "ctxlake_site.pooled_pg"})
