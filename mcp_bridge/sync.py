@@ -34,6 +34,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -204,22 +205,27 @@ def pull(remote: Remote, cache_dir: Path, *, by_delta: bool = True) -> PullRepor
     if contract.MANIFEST not in listing:
         return PullReport(unchanged=True)  # nothing rendered on the server yet: keep ours
     known, fetched, report = state.get("files", {}), {}, PullReport()
+    held = {name: known.get(name) if (root / name).exists() else None for name in listing}
+    changed = [name for name in [*CACHE_FILES, contract.MANIFEST]  # manifest last, below too
+               if name in listing and held[name] != listing[name]]
     try:
-        for name in [*CACHE_FILES, contract.MANIFEST]:  # manifest last, here and below
-            if name not in listing:
-                continue
-            current = known.get(name) if (root / name).exists() else None
-            if current == listing[name]:
-                continue
-            if name == contract.SNAPSHOT and by_delta and _pull_delta(remote, root / name, report):
-                continue  # applied in place (or already the latest): nothing to download
+        # The changed files at once, each on its own connection: a pull costs the slowest
+        # response, not their sum (a host is told of a render and fetches 2-4 files).
+        with ThreadPoolExecutor(max_workers=max(1, len(changed))) as pool:
+            tasks = {name: pool.submit(_fetch, remote, name, root, held[name], by_delta, report)
+                     for name in changed}
+        failed = []
+        for name, task in tasks.items():
             try:
-                tmp = _download(remote, name, root, current)
-            except FileNotFoundError:
-                continue  # replaced between the listing and the fetch: next pass
+                tmp = task.result()
+            except Exception as e:  # noqa: BLE001 - raised below, once every temp is known
+                failed.append(e)
+                continue
             if tmp is not None:
                 fetched[name] = tmp
                 report.fetched_bytes += tmp.stat().st_size
+        if failed:
+            raise failed[0]
         for name in CACHE_FILES:
             if name in fetched:
                 if name == contract.SNAPSHOT:
@@ -239,6 +245,19 @@ def pull(remote: Remote, cache_dir: Path, *, by_delta: bool = True) -> PullRepor
     atomic.write_atomic(root / STATE_FILE, json.dumps(
         {"manifest_etag": manifest_etag, "files": listing}).encode())
     return report
+
+
+def _fetch(remote: Remote, name: str, root: Path, held: str | None, by_delta: bool,
+           report: PullReport) -> Path | None:
+    """One changed file: its download's temp path, or None when there is nothing to move
+    into place (the snapshot brought up to date by a delta; ours current; replaced on the
+    server between the listing and the fetch, for the next pass)."""
+    if name == contract.SNAPSHOT and by_delta and _pull_delta(remote, root / name, report):
+        return None
+    try:
+        return _download(remote, name, root, held)
+    except FileNotFoundError:
+        return None
 
 
 def _pull_delta(remote: Remote, path: Path, report: PullReport) -> bool:

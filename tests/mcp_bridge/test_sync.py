@@ -79,6 +79,28 @@ def test_it_pulls_the_whole_cache_then_304s_until_the_server_renders_again(host:
     assert not list((host.cache / host.fleet.slug).glob(".*.tmp"))
 
 
+def test_a_pull_fetches_the_changed_files_at_once(
+    host: Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each download waits (up to 10 s) for a second one to start: one after the other, the
+    first would wait alone and the pull would have taken the sum of the responses."""
+    real, started, company = sync._download, [], threading.Event()
+
+    def download(*args: Any, **kwargs: Any) -> Any:
+        started.append(args[1])
+        if len(started) >= 2:
+            company.set()
+        waited.append(company.wait(timeout=10))
+        return real(*args, **kwargs)
+
+    waited: list[bool] = []
+    monkeypatch.setattr(sync, "_download", download)
+    first = sync.pull(host.remote, host.cache)
+    assert len(started) >= 3 and all(waited), (started, waited)
+    assert first.changed[-1] == contract.MANIFEST  # still applied last
+    assert host.roster().value["agents"] == []
+
+
 def test_it_pushes_the_spool_and_forgets_only_acknowledged_lines(host: Host) -> None:
     writer = host.spool_writer()
     first = writer.append("lease.claim", {"paths": ["src/a.py"], "reason": "r", "ttl_secs": 600})
