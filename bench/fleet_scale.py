@@ -224,7 +224,8 @@ def follow(host: Host, remote: sync.Remote, fleet: str, by_delta: bool, interval
     while not halt.is_set():
         try:
             feed.before_pull()
-            report = sync.pull(remote, host.cache, by_delta=by_delta)
+            report = sync.pull(remote, host.cache, by_delta=by_delta,
+                               listed=feed.take_listing())
         except sync.ServerDown:
             host.errors += 1
             halt.wait(1.0)

@@ -3,7 +3,9 @@
 `?after=<version>&wait=<secs>`: 200 `{"version": …}` at once when the fleet's latest render
 is not `after` (or `after` is absent: how a host learns the version before its first pull),
 else when one is announced within `wait` seconds; 204 when none was. A host pulls on 200,
-and on 204 too if its interval is up, then asks again with the version it holds.
+and on 204 too if its interval is up, then asks again with the version it holds. A 200
+carries the render's `listing` as GET cache/manifest would answer it, so the host's pull
+starts with the changed files.
 Too many waiting from one token, or in one server process: 429 with Retry-After, at once.
 """
 
@@ -19,6 +21,7 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 
 from fleet import change_feed
+from fleet.api_sync import CacheFileSerializer, served_listing
 from fleet.models import ApiToken
 from fleet.permissions import SYNC, FleetRequest
 from fleet.views import FLEET_PARAM, FleetViewSet
@@ -44,8 +47,18 @@ class ChangesQuerySerializer(serializers.Serializer[Any]):
     )
 
 
+class ListingSerializer(serializers.Serializer[Any]):
+    etag = serializers.CharField(help_text="The ETag GET cache/manifest would answer with.")
+    files = CacheFileSerializer(many=True)
+
+
 class ChangesSerializer(serializers.Serializer[Any]):
     version = serializers.CharField(help_text="The fleet's latest render version.")
+    listing = ListingSerializer(
+        required=False,
+        help_text="What GET cache/manifest would answer now (files and their ETags), on a "
+        "new version: the host fetches the changed files without asking for it.",
+    )
 
 
 @extend_schema(tags=["sync"], parameters=[FLEET_PARAM])
@@ -69,7 +82,7 @@ class ChangesViewSet(FleetViewSet):
         after: str | None = query.validated_data.get("after")
         slug = request.fleet.slug
         if after is None:
-            return Response({"version": change_feed.current_version(slug)})
+            return _changed(request, change_feed.current_version(slug))
         try:  # a place first (429 costs no query), then the read: see Feed.enter
             ticket = change_feed.FEED.enter(slug, _holder(request))
         except change_feed.Busy as busy:
@@ -77,14 +90,22 @@ class ChangesViewSet(FleetViewSet):
         try:
             current = change_feed.current_version(slug)
             if current != after:
-                return Response({"version": current})
+                return _changed(request, current)
             _release_database()
             new = change_feed.FEED.wait(ticket, after, timeout=query.validated_data["wait"])
         finally:
             change_feed.FEED.leave(ticket)
         if new is None:
             return HttpResponse(status=status.HTTP_204_NO_CONTENT)
-        return Response({"version": new})
+        return _changed(request, new)
+
+
+def _changed(request: FleetRequest, version: str) -> Response:
+    """The version, with the listing read after it: of that render or a later one (a
+    render's notice arrives after its COMMIT), so a host never fetches an older one."""
+    etag, files = served_listing(request.fleet)
+    body = {"version": version, **({"listing": {"etag": etag, "files": files}} if files else {})}
+    return Response(body)
 
 
 def _holder(request: FleetRequest) -> str:

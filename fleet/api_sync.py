@@ -88,12 +88,7 @@ class CacheViewSet(FleetViewSet):
         responses={200: CacheIndexSerializer, 304: OpenApiResponse(description="Not modified")},
     )
     def manifest(self, request: FleetRequest, fleet: str) -> HttpResponseBase:
-        files = [
-            {"name": f.name, "size": f.size, "etag": f.etag, "content_type": CONTENT_TYPES[f.name]}
-            for f in artifacts.listing(request.fleet)
-            if f.name in CONTENT_TYPES
-        ]
-        etag = '"' + hashlib.sha256(repr(files).encode()).hexdigest()[:32] + '"'
+        etag, files = served_listing(request.fleet)
         if files and _not_modified(request, etag):
             return HttpResponse(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": etag})
         stored = _latest(request.fleet, contract.MANIFEST)
@@ -160,6 +155,17 @@ class StoreUnavailable(exceptions.APIException):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_detail = "The rendered file could not be read from the object store; try again."
     default_code = "store_unavailable"
+
+
+def served_listing(fleet: Fleet) -> tuple[str, list[dict[str, Any]]]:
+    """(ETag, files) of GET cache/manifest: every served file of the latest render with its
+    size and ETag. `changes` sends the same with a new version, saving the host that GET."""
+    files = [
+        {"name": f.name, "size": f.size, "etag": f.etag, "content_type": CONTENT_TYPES[f.name]}
+        for f in artifacts.listing(fleet)
+        if f.name in CONTENT_TYPES
+    ]
+    return '"' + hashlib.sha256(repr(files).encode()).hexdigest()[:32] + '"', files
 
 
 def _latest(fleet: Fleet, name: str) -> tuple[str, bytes] | None:

@@ -178,7 +178,11 @@ def _check_whole(name: str, path: Path) -> None:
         raise ServerDown(f"{name}: the download is not a whole {name} file")
 
 
-def _listing(remote: Remote, state: dict[str, Any], root: Path) -> tuple[Any, dict[str, str]]:
+#: The server's listing of a render: (the ETag of GET cache/manifest, {file name: ETag}).
+Listing = tuple[str | None, dict[str, str]]
+
+
+def _listing(remote: Remote, state: dict[str, Any], root: Path) -> Listing:
     have_all = all((root / n).exists() for n in [*state.get("files", {}), contract.MANIFEST])
     response = remote.open("cache/manifest", etag=state.get("manifest_etag") if have_all else None)
     if response is None:
@@ -186,20 +190,34 @@ def _listing(remote: Remote, state: dict[str, Any], root: Path) -> tuple[Any, di
     with response:
         body = json.loads(response.read())
         etag = response.headers.get("ETag")
-    files = {f["name"]: f["etag"] for f in body.get("files", []) if isinstance(f, dict)}
-    return etag, files
+    return etag, _files_of(body)
 
 
-def pull(remote: Remote, cache_dir: Path, *, by_delta: bool = True) -> PullReport:
+def _files_of(body: Any) -> dict[str, str]:
+    """{name: ETag} of a listing's `files`; entries that are not a name and a printable
+    ETag are left out (an ETag goes back into a header)."""
+    files = body.get("files") if isinstance(body, dict) else None
+    return {
+        f["name"]: f["etag"]
+        for f in (files if isinstance(files, list) else [])
+        if isinstance(f, dict) and isinstance(f.get("name"), str)
+        and isinstance(f.get("etag"), str) and f["etag"].isprintable() and f["etag"].isascii()
+    }
+
+
+def pull(remote: Remote, cache_dir: Path, *, by_delta: bool = True,
+         listed: Listing | None = None) -> PullReport:
     """Bring `<cache_dir>/<fleet>/` up to the server's render; never a torn cache.
 
     `by_delta=False` downloads a changed snapshot whole, as before delta sync: what
     bench/fleet_scale.py compares with, and a way to rule the delta out when debugging.
+    `listed`: the render's listing as the change feed sent it (Push.take_listing), instead
+    of asking GET cache/manifest for it.
     """
     root = Path(cache_dir) / remote.fleet
     root.mkdir(parents=True, exist_ok=True)
     state = _load_state(root)
-    manifest_etag, listing = _listing(remote, state, root)
+    manifest_etag, listing = listed if listed else _listing(remote, state, root)
     if manifest_etag is None and not listing:
         return PullReport(unchanged=True)
     if contract.MANIFEST not in listing:
@@ -473,13 +491,21 @@ def changed_version(remote: Remote, after: str | None, wait: int) -> str | None:
 
     Errors map to NoFeed (poll instead), Busy (429), AuthError (401/403) and ServerDown.
     """
+    change = changed(remote, after, wait)
+    return None if change is None else change[0]
+
+
+def changed(remote: Remote, after: str | None, wait: int) -> tuple[str, Listing | None] | None:
+    """changed_version, with the render's listing when the server sends one (older ones
+    do not: the pull then asks GET cache/manifest)."""
     query = urllib.parse.urlencode({"wait": wait, **({"after": after} if after else {})})
     req = urllib.request.Request(remote.url(f"changes?{query}"), headers=remote.headers())
     try:
         with urllib.request.urlopen(req, timeout=wait + remote.timeout) as response:
             if response.status == 204:
                 return None
-            version = json.loads(response.read()).get("version")
+            body = json.loads(response.read())
+            version = body.get("version")
     except urllib.error.HTTPError as e:
         retry_after = e.headers.get("Retry-After", "")
         e.close()
@@ -492,7 +518,12 @@ def changed_version(remote: Remote, after: str | None, wait: int) -> str | None:
         raise ServerDown(f"{remote.server}: change feed failed ({_reason(e)})") from None
     if not isinstance(version, str) or not version:
         raise NoFeed(f"{remote.server} sent no version on changes")
-    return version
+    sent = body.get("listing")
+    files = _files_of(sent)
+    etag = sent.get("etag") if files else None
+    if not isinstance(etag, str) or not etag.isprintable() or not etag.isascii():
+        return version, None
+    return version, (etag, files)
 
 
 @dataclass
@@ -509,13 +540,25 @@ class Push:
     version: str | None = None
     available: bool = True
     busy: int = 0  # waits the server refused with 429 (for logs and bench/fleet_scale.py)
+    listed: Listing | None = None  # the listing that came with `version`, until pulled
 
     def before_pull(self) -> None:
         if self.available and self.version is None:
             try:
-                self.version = changed_version(self.remote, None, 0)
+                self._take(changed(self.remote, None, 0))
             except (NoFeed, Busy) as e:
                 self._give_up(e)
+
+    def take_listing(self) -> Listing | None:
+        """The listing the feed sent with the latest version, once: for this pull only."""
+        listed, self.listed = self.listed, None
+        return listed
+
+    def _take(self, change: tuple[str, Listing | None] | None) -> bool:
+        if change is None:
+            return False
+        self.version, self.listed = change
+        return True
 
     def wait(self, seconds: float) -> None:
         """Return as soon as the fleet changes (pull now), or after `seconds` (pull anyway)."""
@@ -525,7 +568,7 @@ class Push:
                 self.sleep(left)
                 return
             try:
-                new = changed_version(self.remote, self.version, int(min(left, FEED_MAX_WAIT)))
+                change = changed(self.remote, self.version, int(min(left, FEED_MAX_WAIT)))
             except Busy as e:  # the server is full: poll this round, try again the next
                 self.busy += 1
                 self.sleep(min(left, e.retry_after))
@@ -535,8 +578,7 @@ class Push:
                     self._give_up(e)
                 self.sleep(max(0.0, deadline - time.monotonic()))
                 return
-            if new is not None:
-                self.version = new
+            if self._take(change):
                 return
 
     def _give_up(self, why: Exception) -> None:
@@ -546,11 +588,11 @@ class Push:
 
 # -- the loop and the command line -----------------------------------------------------------
 
-def sync_once(remote: Remote, cache_dir: Path, spool_dir: Path, *,
-              by_delta: bool = True) -> tuple[PushReport, PullReport]:
+def sync_once(remote: Remote, cache_dir: Path, spool_dir: Path, *, by_delta: bool = True,
+              listed: Listing | None = None) -> tuple[PushReport, PullReport]:
     """Push first, so the server's next render can already include what this host queued."""
     pushed = push(remote, spool_dir)
-    return pushed, pull(remote, cache_dir, by_delta=by_delta)
+    return pushed, pull(remote, cache_dir, by_delta=by_delta, listed=listed)
 
 
 def run_loop(remote: Remote, cache_dir: Path, spool_dir: Path, *, interval: float,
@@ -564,7 +606,8 @@ def run_loop(remote: Remote, cache_dir: Path, spool_dir: Path, *, interval: floa
         cycles = None if cycles is None else cycles - 1
         try:
             feed.before_pull()
-            pushed, pulled = sync_once(remote, cache_dir, spool_dir, by_delta=by_delta)
+            pushed, pulled = sync_once(remote, cache_dir, spool_dir, by_delta=by_delta,
+                                       listed=feed.take_listing())
             failures = 0
             if pushed.sent or pulled.changed:
                 log(_summary(pushed, pulled))

@@ -118,6 +118,21 @@ def test_it_answers_204_when_nothing_changes_and_at_once_when_behind(
     assert FEED.counts() == (0, 0)
 
 
+def test_a_new_version_comes_with_the_listing_get_manifest_would_send(
+    server: Callable[..., Answer], fleet_a: Fleet, live_server: Any
+) -> None:
+    secret = _secret(fleet_a, "host-1")
+    workers.render_fleet(fleet_a)
+    answer = server(secret, after="2020-01-01T00:00:00Z", wait="0")
+    req = urllib.request.Request(f"{live_server.url}/api/v1/fleets/{fleet_a.slug}/cache/manifest",
+                                 headers={"Authorization": f"Bearer {secret}"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        manifest, etag = json.loads(r.read()), r.headers["ETag"]
+    assert answer.status == 200 and answer.body["version"] != change_feed.NO_VERSION
+    assert answer.body["listing"] == {"etag": etag, "files": manifest["files"]}
+    assert {f["name"] for f in manifest["files"]} >= {"roster.json", "manifest.json"}
+
+
 def test_a_render_during_a_listener_outage_still_wakes_the_waiter(
     server: Callable[..., Answer], fleet_a: Fleet, monkeypatch: pytest.MonkeyPatch
 ) -> None:

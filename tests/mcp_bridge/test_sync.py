@@ -149,8 +149,12 @@ def feed() -> Iterator[change_feed.Feed]:
 
 
 def test_the_loop_pulls_as_soon_as_the_server_publishes_a_render(
-    host: Host, feed: change_feed.Feed
+    host: Host, feed: change_feed.Feed, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """...and with the listing the feed sent, never asking GET cache/manifest for it."""
+    asked: list[object] = []
+    real_listing = sync._listing
+    monkeypatch.setattr(sync, "_listing", lambda *a: asked.append(a) or real_listing(*a))
     slept: list[float] = []
     codes: list[int] = []
     loop = threading.Thread(target=lambda: codes.append(sync.run_loop(
@@ -168,6 +172,39 @@ def test_the_loop_pulls_as_soon_as_the_server_publishes_a_render(
     assert not loop.is_alive() and codes == [0]
     assert host.roster().value["agents"][0]["leases"][0]["path"] == "src/**"
     assert slept == []  # never fell back to sleeping
+    assert asked == []  # both pulls started from the feed's listing
+
+
+@pytest.mark.parametrize("listing", [
+    None, [], "files", {"files": "roster.json"}, {"files": [["roster.json", '"e"']]},
+    {"files": [{"name": 7, "etag": '"e"'}]}, {"files": [{"name": "roster.json", "etag": 7}]},
+    {"files": [{"name": "roster.json", "etag": '"e"\r\nX-Evil: 1'}]},
+    {"files": [{"name": "roster.json", "etag": '"\u00e9"'}]},
+    {"files": [{"name": "roster.json", "etag": '"e"'}], "etag": "\x00"},
+    {"files": [{"name": "roster.json", "etag": '"e"'}]},  # no etag of its own
+])
+def test_a_malformed_listing_from_the_feed_is_ignored(listing: Any) -> None:
+    """A listing the pull cannot trust (a file's ETag goes back into a header) is dropped:
+    the pull asks GET cache/manifest instead, as with a server that sends none."""
+    class Feed(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the http.server hook
+            body = json.dumps({"version": "v2", "listing": listing}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Feed)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        remote = sync.Remote(f"http://127.0.0.1:{server.server_port}", "f", "t", timeout=5)
+        assert sync.changed(remote, "v1", 0) == ("v2", None)
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_without_a_change_feed_the_loop_sleeps_out_its_interval(
