@@ -73,6 +73,10 @@ APPLIERS: dict[str, Applier] = {
 # next one. That is how "every few seconds" works on a scheduler that ticks every 30 s.
 FOLLOW_SECS = 50
 POLL_SECS = 2.0
+#: How long a render may wait for a worker before a follower hands its own over; between
+#: its polls, a follower looks this often. A free worker's broker takes a render within a
+#: poll of its own (django-q2's ORM broker: 0.2 s), so a render older than this is stuck.
+HANDOVER_SECS = 0.5
 
 
 def drain_spool(
@@ -99,8 +103,8 @@ def drain_spool_follow(
     A follower holds a worker for up to `follow_secs`; a render queued behind it (every
     other worker busy, or one worker, or a restarted cluster whose queue starts with
     followers) would wait that long. So a follower that sees a render waiting longer than
-    one poll ends after its drain and enqueues its successor behind that render: drains
-    go on, and the render runs next.
+    HANDOVER_SECS (it looks that often between its polls) ends and enqueues its successor
+    behind that render: drains go on, and the render runs next.
     """
     with follower_lock() as mine:
         if not mine:
@@ -114,14 +118,25 @@ def drain_spool_follow(
             total.merge(report)
             if time.monotonic() + poll_secs >= deadline:
                 break
-            if rendering.renders_waiting(longer_than=poll_secs):
+            if _render_waits(poll_secs):
                 handed_over = True
                 break
-            time.sleep(poll_secs)
     if chain:  # the next one now, not at the schedule's next tick
         kick_drain()
     note = "; ended early for a waiting render" if handed_over else ""
     return f"drained {total.applied} event(s), {total.dead} dead-lettered{note}"
+
+
+def _render_waits(poll_secs: float) -> bool:
+    """Sleep out one poll; True as soon as a render has waited HANDOVER_SECS for a worker
+    (checked every HANDOVER_SECS: a render behind a follower waits about that, not a poll)."""
+    end = time.monotonic() + poll_secs
+    while not rendering.renders_waiting(longer_than=HANDOVER_SECS):
+        left = end - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(HANDOVER_SECS, left))
+    return True
 
 
 def kick_drain() -> None:

@@ -7,8 +7,11 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from claims.models import Claim
 from ctxlake_site import workers
+from ctxlake_site.drain import DrainReport
 from fleet.models import Agent, AppliedEvent, Fleet, Handoff, Lease, Session
 from mcp_bridge.contract.spool import Spool
 
@@ -276,6 +279,44 @@ def test_a_follower_hands_its_worker_to_a_waiting_render(
         assert rendering.renders_waiting(longer_than=1) == 0
     finally:
         cache.delete(rendering.pending_key(fleet_a.pk))
+
+
+def test_a_follower_between_polls_hands_over_to_a_render_queued_meanwhile(
+    fleet_a: Fleet, spool_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A render queued while the follower sleeps out a long poll does not wait the poll: the
+    follower looks every HANDOVER_SECS. The render is queued from another thread once the
+    follower's drain is done and it sleeps; with a 600 s poll, only that look can end it."""
+    import threading
+    import time
+
+    from django.core.cache import cache
+
+    from fleet import rendering
+
+    drained = threading.Event()
+    real_drain = workers.drain_spool
+
+    def drain() -> DrainReport:
+        try:
+            return real_drain()
+        finally:
+            drained.set()
+
+    def queue_a_render() -> None:
+        drained.wait(timeout=60)
+        cache.set(rendering.pending_key(fleet_a.pk), str(time.time() - workers.HANDOVER_SECS),
+                  timeout=60)
+
+    queuer = threading.Thread(target=queue_a_render)
+    monkeypatch.setattr(workers, "drain_spool", drain)
+    queuer.start()
+    try:
+        done = workers.drain_spool_follow(follow_secs=1200, poll_secs=600, chain=False)
+    finally:
+        queuer.join(timeout=60)
+        cache.delete(rendering.pending_key(fleet_a.pk))
+    assert done.endswith("ended early for a waiting render"), done
 
 
 def test_last_seen_moves_forward_only(fleet_a: Fleet, spool_dir: Path) -> None:
