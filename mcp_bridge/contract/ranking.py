@@ -40,7 +40,15 @@ import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from mcp_bridge.contract.globs import covers, holds, literal_segments
+from mcp_bridge.contract.globs import (
+    WILDCARDS,
+    BadPath,
+    covers,
+    holds,
+    literal_segments,
+    normalise,
+    segments,
+)
 
 RRF_K = 5  # tuned: 5-fold CV over people's queries and the project's (search_eval.py --cv)
 COVERAGE_POWER = 1.0  # not tuned: linear; tuning it too overfit (worse held out on SciFact)
@@ -219,29 +227,60 @@ def subject_related(pattern: str, subject: str) -> bool:
 class PathMatcher:
     """path_match for one set of patterns, asked about many claims.
 
-    Each pattern's literal names are cut once, not once per claim: a render's briefing with
-    1,000 live leases over 1,000 claims cut them a million times (bench/fleet_scale.py's
-    profile put nearly all of a lease change's render there).
+    Each pattern is cut once, not once per claim, into sets a cited path is looked up in:
+    a render's briefing with 1,000 live leases over 1,000 claims asked path_related about
+    every (lease, cited path) pair, near a million a render (bench/fleet_scale.py's
+    profile put nearly all of a lease change's render there). The answers are
+    path_related's, which stays the one definition (test_recall checks the two agree):
+    the literal reading of `covers` is a prefix lookup, `holds` a lookup among the
+    patterns' literal prefixes, and only patterns with wildcards are matched one by one.
     """
 
     def __init__(self, patterns: Iterable[str]) -> None:
         self.patterns = tuple(dict.fromkeys(patterns))
+        cut = [(p, parts) for p in self.patterns if (parts := _parts(p)) is not None]
+        # covers' literal reading: the path is a pattern's segments, or lies beneath them
+        self._literal = frozenset(parts for _, parts in cut)
+        self._globbed = tuple(p for p, parts in cut if any(WILDCARDS & set(s) for s in parts))
+        # holds: the cited directory is one of a pattern's leading literal segment runs
+        leads = [literal_segments("/".join(parts)) for _, parts in cut]
+        self._holders = frozenset(lead[:n] for lead in leads for n in range(1, len(lead) + 1))
         # a word subject relates to a pattern that names it among its literal segments
         self.names = frozenset(seg.lower().split(".")[0]
                                for p in self.patterns for seg in literal_segments(p))
 
+    def related(self, path: str) -> bool:
+        """Whether path_related(p, path) holds for any of the patterns."""
+        parts = _parts(path)
+        if parts is None:
+            return False
+        if parts in self._holders:
+            return True
+        if any(parts[:n] in self._literal for n in range(1, len(parts) + 1)):
+            return True
+        return any(covers(p, path) for p in self._globbed)
+
     def subject_hit(self, subject: str) -> bool:
         """Whether the claim's subject relates to any of the patterns."""
         if "/" in subject:
-            return any(path_related(p, subject) for p in self.patterns)
+            return self.related(subject)
         word = subject.strip().lower()
         return bool(word) and word not in GENERIC_SEGMENTS and word in self.names
 
     def __call__(self, subject: str, paths: Sequence[str]) -> float:
         """PATH_WEIGHT, SUBJECT_WEIGHT or 0.0: how a claim relates to the patterns."""
-        if any(path_related(p, cited) for p in self.patterns for cited in paths):
+        if any(self.related(cited) for cited in paths):
             return PATH_WEIGHT
         return SUBJECT_WEIGHT if self.subject_hit(subject) else 0.0
+
+
+def _parts(path: str) -> tuple[str, ...] | None:
+    """A path's canonical segments, None when it names nothing (BadPath): what covers and
+    holds compare."""
+    try:
+        return segments(normalise(path))
+    except BadPath:
+        return None
 
 
 def path_match(patterns: Sequence[str], subject: str, paths: Sequence[str]) -> float:

@@ -121,10 +121,14 @@ def test_one_matcher_over_many_claims_answers_as_each_pattern_alone() -> None:
 
     rng = random.Random(7)
     parts = ["src", "payments", "api.py", "docs", "README.md", "tests", "billing", "*",
-             "**", "pay*", "x.py", "Payments", "web", "lib"]
+             "**", "pay*", "x.py", "Payments", "web", "lib", ".", "..", "", "p?y", "[ab]",
+             "src\\lib"]
 
     def path() -> str:
-        return "/".join(rng.choice(parts) for _ in range(rng.randint(1, 4)))
+        # leading slashes, "./", trailing slashes, ".." and empty segments: BadPaths and
+        # canonical forms must answer as path_related answers them
+        body = "/".join(rng.choice(parts) for _ in range(rng.randint(1, 4)))
+        return rng.choice(["", "", "", "./", "/", " "]) + body + rng.choice(["", "", "/"])
 
     def by_pattern(patterns: list[str], subject: str, paths: list[str]) -> float:
         if any(ranking.path_related(p, c) for p in patterns for c in paths):
@@ -134,7 +138,7 @@ def test_one_matcher_over_many_claims_answers_as_each_pattern_alone() -> None:
         return 0.0
 
     weights = set()
-    for _ in range(300):
+    for _ in range(600):
         patterns = [path() for _ in range(rng.randint(1, 6))]
         match = ranking.PathMatcher(patterns)
         for _ in range(20):
@@ -145,3 +149,28 @@ def test_one_matcher_over_many_claims_answers_as_each_pattern_alone() -> None:
                 patterns, subject, paths), (patterns, subject, paths)
             weights.add(expected)
     assert weights == {0.0, ranking.SUBJECT_WEIGHT, ranking.PATH_WEIGHT}  # all three seen
+
+
+def test_one_matcher_looks_a_cited_path_up_not_once_per_lease(monkeypatch) -> None:
+    """A briefing asks about every claim's cited paths with ~1,000 leases held: literal
+    leases are found by set lookups, and only the leases with wildcards are matched one by
+    one (the render of a lease change spent seconds in a million covers/holds calls)."""
+    leases = [f"src/pkg{i % 60}/mod{i}.py" for i in range(1000)] + ["docs/**/*.md"]
+    cited = [[f"src/pkg{n % 60}/mod{n}.py"] for n in range(0, 2000, 10)]  # half leased
+    cited += [["src/pkg3"], ["src/pkg3/mod3.py/"], ["docs/a/b.md"], ["x/y.py"], ["/abs"]]
+    expected = [ranking.PATH_WEIGHT if any(ranking.path_related(p, c) for p in leases)
+                else 0.0 for (c,) in cited]
+    calls: list[str] = []
+
+    def counted(fn):  # type: ignore[no-untyped-def]
+        def wrapped(*args):  # type: ignore[no-untyped-def]
+            calls.append(fn.__name__)
+            return fn(*args)
+        return wrapped
+
+    monkeypatch.setattr(ranking, "covers", counted(ranking.covers))
+    monkeypatch.setattr(ranking, "holds", counted(ranking.holds))
+    match = ranking.PathMatcher(leases)
+    assert [match("subject", paths) for paths in cited] == expected
+    assert expected.count(ranking.PATH_WEIGHT) == 100 + 3  # the directory, the slash, the glob
+    assert len(calls) <= len(cited)  # at most the one glob lease per path, never 1,001
