@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from urllib.parse import quote
 
 from django.db import connection
@@ -52,3 +53,12 @@ def until_an_advisory_lock_is_awaited(who: str, deadline_secs: float = 120) -> N
                 return
         assert time.monotonic() < deadline, f"{who} never waited for the advisory lock"
         time.sleep(0.01)
+
+
+def until(check: Callable[[], object], what: str, secs: float = 60, poll: float = 0.05) -> None:
+    """Wait for an event the test expects (never a fixed sleep); fail naming `what` after
+    `secs`."""
+    deadline = time.monotonic() + secs
+    while not check():
+        assert time.monotonic() < deadline, f"gave up waiting: {what}"
+        time.sleep(poll)

@@ -7,13 +7,13 @@ the test database committed for real, since NOTIFY is delivered only at COMMIT).
 from __future__ import annotations
 
 import json
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from ctxlake_site import workers
 from fleet import change_feed, tokens
 from fleet.models import Fleet
 from tests.fleet.conftest import ApiAs, World
+from tests.helpers import until
 
 FEED = change_feed.FEED
 
@@ -75,12 +76,7 @@ def _secret(fleet: Fleet, name: str) -> str:
     return tokens.issue_token(fleet, role="integration", name=name).secret
 
 
-def _until(check: Callable[[], bool], what: str) -> None:
-    """Wait for an event the test expects (never a fixed sleep), failing after 30 s."""
-    deadline = time.monotonic() + 30
-    while not check():
-        assert time.monotonic() < deadline, f"gave up waiting: {what}"
-        time.sleep(0.02)
+_until = partial(until, secs=30, poll=0.02)
 
 
 def _parked(n: int) -> Callable[[], bool]:

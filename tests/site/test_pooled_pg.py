@@ -6,7 +6,6 @@ directory where no server listens (the database unreachable), then at the real s
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from django.db import connection
 
 from ctxlake_site import gunicorn_conf
 from ctxlake_site.pooled_pg.base import FAILING_WAIT_SECS, RECONNECT_SECS, FailFastPool
+from tests.helpers import until
 
 pytestmark = pytest.mark.django_db
 
@@ -39,17 +39,10 @@ def pool(target: dict[str, Any]) -> Iterator[FailFastPool]:
     made.close()
 
 
-def _until(check: Any, what: str, secs: float = 60) -> None:
-    deadline = time.monotonic() + secs
-    while not check():
-        assert time.monotonic() < deadline, f"gave up waiting: {what}"
-        time.sleep(0.05)
-
-
 def test_an_unreachable_database_is_waited_for_briefly_and_found_again(
     pool: FailFastPool, target: dict[str, Any]
 ) -> None:
-    _until(lambda: pool.failing, "the pool's first attempt to fail")
+    until(lambda: pool.failing, "the pool's first attempt to fail")
     with pytest.raises(psycopg_pool.PoolTimeout, match=f"after {FAILING_WAIT_SECS:.2f} sec"):
         pool.getconn()  # the wait it chose is in psycopg_pool's own message
 
@@ -64,7 +57,7 @@ def test_an_unreachable_database_is_waited_for_briefly_and_found_again(
         pool.putconn(conn)
         return True
 
-    _until(served, "the pool to reconnect")
+    until(served, "the pool to reconnect")
     assert not pool.failing  # the normal wait again
 
 

@@ -16,8 +16,7 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ import pytest
 from ctxlake_site import workers
 from fleet import change_feed, leases, tokens
 from fleet.models import Agent, AppliedEvent, Fleet, InboxEvent, Lease
+from tests.helpers import until
 from tests.site.test_end_to_end import ROOT, BridgeProcess
 from tests.site.test_two_hosts import INIT
 
@@ -74,12 +74,7 @@ def _serve(fleet: Fleet) -> None:
     workers.render_fleet(fleet)
 
 
-def _until(check: Callable[[], bool], what: str, secs: float = 120) -> None:
-    """Wait for an event the test expects (never a fixed sleep); fail after `secs`."""
-    deadline = time.monotonic() + secs
-    while not check():
-        assert time.monotonic() < deadline, f"gave up waiting: {what}"
-        time.sleep(0.05)
+_until = partial(until, secs=120)
 
 
 def _holders(bridge: BridgeProcess) -> dict[str, list[str]]:

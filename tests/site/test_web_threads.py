@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from django.db import connection
 from ctxlake_site import gunicorn_conf, workers
 from fleet import change_feed, tokens
 from fleet.models import Fleet
-from tests.helpers import database_url_for_test_database, env_for_test_database
+from tests.helpers import database_url_for_test_database, env_for_test_database, until
 from tests.site.test_redis_cluster import _free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,13 +39,6 @@ def _get(url: str, secret: str, timeout: float = 60) -> tuple[int, bytes]:
             return r.status, r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()
-
-
-def _until(check: Callable[[], bool], what: str, secs: float = 60) -> None:
-    deadline = time.monotonic() + secs
-    while not check():
-        assert time.monotonic() < deadline, f"gave up waiting: {what}"
-        time.sleep(0.05)
 
 
 def _web_connections() -> int:
@@ -82,7 +74,7 @@ def web(tmp_path: Path) -> Iterator[str]:
             except OSError:
                 return False
 
-        _until(up, "gunicorn up")
+        until(up, "gunicorn up")
         yield url
     finally:
         proc.terminate()
