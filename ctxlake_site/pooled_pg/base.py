@@ -61,7 +61,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         if self.alias not in self._connection_pools:
             if self.settings_dict.get("CONN_MAX_AGE", 0) != 0:
                 raise ImproperlyConfigured("Pooling doesn't support persistent connections.")
-            kwargs = {**self.get_connection_params(), "autocommit": True}
+            kwargs = self.pool_connect_params()
             checks = self.settings_dict["CONN_HEALTH_CHECKS"]
             pool = FailFastPool(
                 kwargs=kwargs,
@@ -74,3 +74,9 @@ class DatabaseWrapper(base.DatabaseWrapper):
         shared = self._connection_pools[self.alias]
         assert isinstance(shared, FailFastPool)
         return shared
+
+    def pool_connect_params(self) -> dict[str, Any] | Callable[[], dict[str, Any]]:
+        """The pool's connect arguments: Django's (the settings' parameters, autocommit), or a
+        callable psycopg_pool runs each time it opens a connection, for a subclass whose
+        parameters need work that should not run on every loan (embedded_pg)."""
+        return {**self.get_connection_params(), "autocommit": True}

@@ -12,7 +12,7 @@ from typing import Any
 
 import psycopg_pool
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection, connections
 
 from ctxlake_site import gunicorn_conf
 from ctxlake_site.pooled_pg.base import FAILING_WAIT_SECS, RECONNECT_SECS, FailFastPool
@@ -75,3 +75,56 @@ def test_settings_pool_the_web_process_only(monkeypatch: pytest.MonkeyPatch) -> 
     assert pooled["CONN_MAX_AGE"] == 0 and pooled["CONN_HEALTH_CHECKS"] is True
     monkeypatch.setattr(settings, "CTXLAKE_DB_POOL", 0)
     assert "OPTIONS" not in settings._pooled({"ENGINE": "ctxlake_site.pooled_pg"})
+
+
+@pytest.fixture
+def embedded_pool(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, list[int]]]:
+    """A second wrapper on the test database, with Django's `pool` option, as a gunicorn
+    worker's; and the list that grows by one on each attach to the embedded server."""
+    from ctxlake_site import embedded_db
+    from ctxlake_site.embedded_pg import base as embedded
+
+    if not isinstance(connections["default"], embedded.DatabaseWrapper):
+        pytest.skip("this run's database is DATABASE_URL's, not the embedded server")
+    attaches: list[int] = []
+    real_attach = embedded_db.attach
+    monkeypatch.setattr(embedded_db, "attach",
+                        lambda *args: attaches.append(1) or real_attach(*args))
+    options = {**connection.settings_dict["OPTIONS"],
+               "pool": {"min_size": 1, "max_size": 2, "timeout": 2}}
+    # Its alias is "default", as the test's own connection's: the test allows that alias, and
+    # django.contrib.postgres looks each new connection's type OIDs up by it. The pools are
+    # kept by alias, and the test's own connection has no `pool` option, so it never uses this.
+    pooled = embedded.DatabaseWrapper({**connection.settings_dict, "OPTIONS": options,
+                                       "CONN_MAX_AGE": 0}, alias="default")
+    yield pooled, attaches
+    pooled.close()
+    pooled.close_pool()
+
+
+def test_the_embedded_backend_attaches_when_the_pool_connects_not_on_every_loan(
+    embedded_pool: tuple[Any, list[int]],
+) -> None:
+    """Django asks for connection parameters on every loan; attaching each time (a lock and
+    file reads) cost a web worker 14 % of its samples under load."""
+    pooled, attaches = embedded_pool
+    for _ in range(20):  # a request borrows on its first query and gives back at its end
+        with pooled.cursor() as cur:
+            cur.execute("SELECT 1")
+        pooled.close()
+    stats = pooled.pool.get_stats()
+    opened = stats["connections_num"] - stats.get("connections_errors", 0)
+    assert 1 <= len(attaches) <= opened < 20
+
+
+def test_a_pooled_embedded_backend_opens_nothing_while_stopped_on_purpose(
+    embedded_pool: tuple[Any, list[int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxlake_site import embedded_db
+
+    pooled, attaches = embedded_pool
+    monkeypatch.setattr(embedded_db, "stopped_on_purpose", lambda *args: "by a test")
+    with pytest.raises(OperationalError):
+        pooled.cursor()
+    assert attaches and pooled.pool.failing  # it tried, and the pool waits briefly now
+    assert pooled.pool.get_stats().get("pool_available", 0) == 0  # none opened
