@@ -253,14 +253,17 @@ def path_claims(
     patterns = list(dict.fromkeys(patterns))
     if not patterns:
         return []
-    claims = {c.pk: c for c in _live(fleet, now)}
-    cited, repos = _cited(Evidence.objects.filter(claim_id__in=claims))
-    scored = []
+    # Matching needs a claim's subject and cited paths only; the rows of the few that match
+    # are read after. Reading every live claim whole was 40 % of a render's CPU at 1,000
+    # claims and 1,000 leases, where none matched.
+    live = _live(fleet, now)
+    subjects = dict(live.values_list("pk", "subject"))
+    cited, repos = _cited(Evidence.objects.filter(claim_id__in=live.values("pk")))
     match = ranking.PathMatcher(patterns)
-    for pk, claim in claims.items():
-        weight = match(claim.subject, cited.get(pk, []))
-        if weight:
-            scored.append((ranking.path_score(weight, search.factors(claim, now)), claim))
+    weights = {pk: weight for pk, subject in subjects.items()
+               if (weight := match(subject, cited.get(pk, [])))}
+    scored = [(ranking.path_score(weights[claim.pk], search.factors(claim, now)), claim)
+              for claim in live.filter(pk__in=list(weights))]
     scored.sort(key=lambda pair: (-pair[0], pair[1].public_id))
     conflicts = contradictions.open_by_claim(fleet)
     return [_briefing_row(c, repos.get(c.pk, []), conflicts.get(c.pk, []))
