@@ -590,7 +590,8 @@ def figures(mode: str, writes: list[Write], unsent: int, hosts: list[Host],
             "served": len(ok),
             "served_per_s": len(ok) / window,
             "failed": len(writes) - len(ok),
-            "failed_statuses": dict(Counter(str(w.status) for w in writes if w not in ok)),
+            "failed_statuses": dict(Counter(str(w.status) for w in writes
+                                            if not 0 < w.status < 300)),
             "never_sent": unsent,
             "by_kind": dict(Counter(w.kind for w in ok)),
             "queued_p95": pct([w.sent - w.due for w in writes], 0.95),  # waiting for a client
