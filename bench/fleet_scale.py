@@ -88,8 +88,8 @@ from live_server import (  # noqa: E402
 )
 
 from ctxlake_site import db_health, workers  # noqa: E402
-from fleet import tokens  # noqa: E402
-from fleet.models import Agent, CacheHead, Fleet  # noqa: E402
+from fleet import deletion, tokens  # noqa: E402
+from fleet.models import Agent, Fleet  # noqa: E402
 from mcp_bridge import contract, sync  # noqa: E402
 
 TARGET_P95_SECS = 5.0
@@ -479,8 +479,7 @@ def run_mode(mode: str, url: str, port: int, pids: dict[str, int | None],
         workers.render_fleet(fleet)
         return measure(mode, fleet, layout, creds, url, port, pids, work / mode, by_delta)
     finally:
-        CacheHead.objects.filter(fleet=fleet).delete()  # PROTECT: the heads go first
-        fleet.delete()
+        deletion.delete_fleet(fleet)  # after a render still running, not during it
 
 
 def measure(mode: str, fleet: Fleet, layout: dict[int, list[str]], creds: Credentials,

@@ -255,7 +255,9 @@ def render_fleet(fleet: Fleet, *, max_tokens: int | None = None) -> RenderReport
     one; a worker killed mid-render publishes nothing, and the next render starts over.
     """
     with transaction.atomic():
-        locks.hold_for_transaction(f"ctxlake.render:{fleet.pk}")
+        locks.hold_render_lock(fleet.pk)
+        if not Fleet.objects.filter(pk=fleet.pk).exists():  # deleted while this waited
+            return RenderReport(fleet.slug, 0, 0.0, "gone")
         return _render_fleet(fleet, max_tokens=max_tokens)
 
 

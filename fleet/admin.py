@@ -23,7 +23,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from fleet import scope, screen_view, tokens
+from fleet import deletion, scope, screen_view, tokens
 from fleet.admin_screen import ScreenedAdmin, ScreenFilter, path_list
 from fleet.globs import overlaps
 from fleet.models import (
@@ -186,6 +186,13 @@ class FleetAdmin(FleetScopedAdmin):
 
     def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
         return _superuser(request)  # a new fleet belongs to nobody yet
+
+    def delete_model(self, request: HttpRequest, obj: Fleet) -> None:
+        deletion.delete_fleet(obj)  # between two renders, not during one
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Fleet]) -> None:
+        for fleet in queryset:
+            deletion.delete_fleet(fleet)
 
 
 @admin.register(FleetModerator)

@@ -21,3 +21,10 @@ def hold_for_transaction(name: str) -> None:
     """Take the named lock until the current transaction ends (waiting for it if held)."""
     with connection.cursor() as cur:
         cur.execute("SELECT pg_advisory_xact_lock(%s)", [advisory_key(name)])
+
+
+def hold_render_lock(fleet_id: int) -> None:
+    """The fleet's render lock, until the current transaction ends: renders of one fleet run
+    one at a time (ctxlake_site.workers.render_fleet), and a fleet is deleted only between
+    two renders (fleet.deletion), never while one is about to publish rows pointing at it."""
+    hold_for_transaction(f"ctxlake.render:{fleet_id}")
