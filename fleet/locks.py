@@ -23,8 +23,13 @@ def hold_for_transaction(name: str) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(%s)", [advisory_key(name)])
 
 
+def render_lock(fleet_id: int) -> str:
+    """The name of a fleet's render lock."""
+    return f"ctxlake.render:{fleet_id}"
+
+
 def hold_render_lock(fleet_id: int) -> None:
     """The fleet's render lock, until the current transaction ends: renders of one fleet run
     one at a time (ctxlake_site.workers.render_fleet), and a fleet is deleted only between
     two renders (fleet.deletion), never while one is about to publish rows pointing at it."""
-    hold_for_transaction(f"ctxlake.render:{fleet_id}")
+    hold_for_transaction(render_lock(fleet_id))

@@ -272,7 +272,7 @@ def _inbox_held(fleet: Fleet) -> bool:
 
 def _render_held(fleet: Fleet) -> bool:
     """A render of the fleet is under way (it holds workers.render_fleet's lock)."""
-    key = locks.advisory_key(f"ctxlake.render:{fleet.pk}") & 0xFFFFFFFFFFFFFFFF
+    key = locks.advisory_key(locks.render_lock(fleet.pk)) & 0xFFFFFFFFFFFFFFFF
     return _lock_held(key >> 32, key & 0xFFFFFFFF, 1)
 
 
