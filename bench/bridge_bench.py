@@ -1,7 +1,7 @@
 """Benchmark the real bridge over stdio at 10k and 100k promoted claims, beside a peer.
 
     /work/main/.venv/bin/python bench/bridge_bench.py [--sizes 10000 100000] [--repeat 200]
-        [--starts 20] [--no-peer]
+        [--starts 20] [--no-peer] [--bridge-db CMD]
 
 Builds synthetic caches with mcp_bridge.testing (random unit vectors: the cost of cosine is
 the same as for real ones; the query is embedded by the real model), spawns
@@ -16,6 +16,14 @@ the same client code, interleaved start by start, is the MCP reference memory se
 the repository ($CTXLAKE_BENCH_NPM_DIR, default ~/.cache/ctxlake-bench-npm); without npm
 the script says "no peer" and prints no ratio. No figure in this file is a constant.
 
+Search beside bridge-db (issue 29): with `--bridge-db CMD` (or $CTXLAKE_BENCH_BRIDGE_DB) the
+command of a bridge-db install (https://github.com/saagpatel/bridge-db, a SQLite FTS5 MCP
+server; none of it is in this repository, see docs/benchmarks.md for how the run was set
+up), the 10k size also fills bridge-db through its own `create_handoff` tool with the same
+claim texts and times its `recall` against our lexical bridge and our hybrid bridge asking
+queries it never embedded, query by query in turn, with each server's CPU and peak RSS.
+Without it the script says "no bridge-db peer" and prints no ratio.
+
 Issue 29 asks a benchmark to say which of its calls ran while a bridge imported the MCP
 SDK (an import competes with them for the GIL): our bridges run at CTXLAKE_LOG_LEVEL=INFO,
 their stderr read back for the transport's SDK_LOADING / SDK_LOADED lines, and the last
@@ -28,6 +36,7 @@ import argparse
 import json
 import os
 import random
+import shlex
 import shutil
 import signal
 import statistics
@@ -385,6 +394,83 @@ def hybrid_session(root: Path, spool: Path, fleet: str, known: list[str], broad:
     return out if shared else {f"in-process: {k}": v for k, v in out.items()}
 
 
+def bridge_db_session(command: list[str], texts: list[str], tmp: Path) -> Session:
+    """bridge-db started with its files under `tmp`, holding `texts` as handoffs: written
+    through its own `create_handoff` tool, which indexes them for `recall` (its activity
+    log keeps 50 entries a source, and its sections are a fixed list)."""
+    home = tmp / "bridge-db"
+    home.mkdir(exist_ok=True)
+    env = {**os.environ, "HOME": str(home), "BRIDGE_DB_PATH": str(home / "bridge.db"),
+           "BRIDGE_FILE_PATH": str(home / "context.md"), "BRIDGE_DB_LOG_LEVEL": "WARNING",
+           "BRIDGE_DB_AUDIT_LOG_PATH": str(home / "audit.jsonl")}
+    s = Session(env, command)
+    s.start()
+    for text in texts:
+        s.call("create_handoff", {"caller": "claude_ai", "project_name": text})
+    return s
+
+
+def versus_bridge_db(root: Path, spool: Path, n: int, command: list[str], tmp: Path,
+                     repeat: int) -> dict[str, Any]:
+    """Our lexical bridge, our hybrid bridge (every query new to it and to the host's
+    embedder) and bridge-db's `recall`, the same query strings in turn, k = 10."""
+    hybrid, lexical, known, _ = build(root, n)
+    t = time.perf_counter()
+    peer = bridge_db_session(command, [c["text"] for c in testing.synthetic_claims(n)], tmp)
+    print(f"\n== beside bridge-db, {n} items (filled through create_handoff in "
+          f"{time.perf_counter() - t:.1f} s, load average {loadavg()})")
+    env = env_for(root, spool, hybrid)
+    sessions = {"ours lexical": Session(env_for(root, spool, lexical)),
+                "ours hybrid, new query": Session(env), "bridge-db recall": peer}
+    for s in sessions.values():
+        if s is not peer:
+            s.start()
+    ask = {"ours lexical": lambda s, q: s.call("memory_search", {"query": q, "k": 10}),
+           "ours hybrid, new query": lambda s, q: s.call("memory_search", {"query": q, "k": 10}),
+           "bridge-db recall": lambda s, q: s.call("recall", {"query": q, "limit": 10})}
+    for name, s in sessions.items():  # each server's first call pays its set-up, untimed
+        ask[name](s, "warm up the service")
+    mode = sessions["ours hybrid, new query"].call("memory_search", {"query": "warm"})[1]["mode"]
+    assert mode == "hybrid", mode
+    queries = known[201:201 + min(repeat, 199)]  # never asked of these processes nor embedded
+    samples: dict[str, list[float]] = {name: [] for name in sessions}
+    cpu = {name: s.cpu_ms() for name, s in sessions.items()}
+    hits = 0
+    order = list(sessions)
+    for i, q in enumerate(queries):
+        for name in order[i % 3:] + order[:i % 3]:  # who goes first rotates
+            ms, answer = ask[name](sessions[name], q)
+            samples[name].append(ms)
+            if name == "bridge-db recall" and (answer or {}).get("result"):
+                hits += 1
+    out: dict[str, Any] = {name: stats(samples[name], sessions[name].cpu_ms() - cpu[name])
+                           for name in sessions}
+    services = service_pids(Path(env["CTXLAKE_HOME"]))
+    out["rss"] = {"ours hybrid bridge": sessions["ours hybrid, new query"].peak_rss_mib(),
+                  "the host's embedder": max((peak_rss_of(p) for p in services),
+                                             default=float("nan")),
+                  "bridge-db": peer.peak_rss_mib()}
+    for pid in services:
+        os.kill(pid, signal.SIGTERM)
+    for s in sessions.values():
+        s.close()
+    for name in sessions:
+        print(f"{name:48} {fmt(out[name])}")
+    print(f"bridge-db answered {hits} of {len(queries)} queries with at least one hit")
+    for name, mib in out["rss"].items():
+        print(f"{'peak RSS, ' + name:48} {mib:7.1f} MiB")
+    theirs = out["bridge-db recall"]["p50"]
+    for name, target in (("ours hybrid, new query", 1.0), ("ours lexical", 0.5)):
+        ratio = out[name]["p50"] / theirs
+        print(f"{name + ' p50 / bridge-db recall p50':48} {ratio:5.2f}x  target ≤ {target}  "
+              f"{'MET' if ratio <= target else 'MISSED'}")
+    rss = out["rss"]
+    ratio = (rss["ours hybrid bridge"] + rss["the host's embedder"]) / rss["bridge-db"]
+    print(f"{'peak RSS, hybrid bridge + embedder / bridge-db':48} {ratio:5.2f}x  target ≤ 2.0  "
+          f"{'MET' if ratio <= 2.0 else 'MISSED'}  (load average {loadavg()})")
+    return out
+
+
 def verdicts(results: dict[int, dict[str, Any]], start: dict[str, Any]) -> None:
     print("\n== targets (p50)")
     for label in ("ours initialize", "ours discover"):
@@ -420,8 +506,19 @@ def main() -> None:
     parser.add_argument("--starts", type=int, default=20, help="start-ups timed per server")
     parser.add_argument("--no-peer", action="store_true", help="skip the npm peer")
     parser.add_argument("--startup-only", action="store_true")
+    parser.add_argument("--bridge-db", default=os.environ.get("CTXLAKE_BENCH_BRIDGE_DB"),
+                        help="bridge-db's command (a path, or a command line): search beside it")
+    parser.add_argument("--bridge-db-only", action="store_true",
+                        help="only the comparison with bridge-db, at the first size")
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {loadavg()}")
+    if args.bridge_db_only:
+        if not args.bridge_db:
+            parser.error("--bridge-db-only needs --bridge-db CMD")
+        with tempfile.TemporaryDirectory(prefix="bridge-bench-") as tmp:
+            versus_bridge_db(Path(tmp) / "cache", Path(tmp) / "spool", args.sizes[0],
+                             shlex.split(args.bridge_db), Path(tmp), args.repeat)
+        return
     peer = "--no-peer given" if args.no_peer else install_peer()
     with tempfile.TemporaryDirectory(prefix="bridge-bench-") as tmp:
         root, spool = Path(tmp) / "cache", Path(tmp) / "spool"
@@ -430,6 +527,11 @@ def main() -> None:
         start = startup(env_for(root, spool, hybrid), args.starts, peer, Path(tmp))
         results = {} if args.startup_only else {
             n: bench_size(root, spool, n, args.repeat) for n in args.sizes}
+        if not args.bridge_db:
+            print("\nno bridge-db peer: --bridge-db CMD not given (no search ratio)")
+        elif not args.startup_only:
+            versus_bridge_db(root, spool, args.sizes[0], shlex.split(args.bridge_db),
+                             Path(tmp), args.repeat)
     verdicts(results, start)
     print(SdkWatch.report())
     print(f"load average at the end: {loadavg()} (2 cores shared with other work: wall-clock "
