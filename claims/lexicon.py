@@ -30,6 +30,7 @@ from typing import Any
 from django.db import connection, models, transaction
 
 from claims.models import Claim, ClaimTerm
+from fleet import copy_insert
 from mcp_bridge.contract import bm25
 
 assert bm25.COLUMNS == ("text", "subject"), "ClaimTerm has one count per FTS5 column"
@@ -63,28 +64,21 @@ def write_terms(pairs: Sequence[tuple[Any, bm25.Tokens]], *,
     manager: Any = term_model._default_manager
     # Migration 0009's historical model predates the claim's copied columns (0011).
     copies = COPIES if any(f.name == "status" for f in term_model._meta.fields) else {}
-    # One INSERT of parallel arrays (unnest), not bulk_create: a drain batch writes tens of
+    # fleet.copy_insert (COPY for many rows), not bulk_create: a drain batch writes tens of
     # thousands of rows, and a model instance per row was most of the proposals' apply
     # time (bench/pipeline_bench.py profile: 35k instances, 1.8 of 4.7 s).
-    columns = {"claim_id": "bigint", "fleet_id": "bigint", "term": "text",
-               "text_count": "int", "subject_count": "int",
-               **{mine: "text" if mine == "status" else "int" for mine in copies}}
     rows = [
         (c.pk, c.fleet_id, term, in_text, in_subject,
          *(getattr(c, theirs) for theirs in copies.values()))
         for c, tokens in pairs
         for term, (in_text, in_subject) in tokens.frequencies().items()
     ]
-    table = term_model._meta.db_table
+    columns = ["claim_id", "fleet_id", "term", "text_count", "subject_count", *copies]
     with transaction.atomic(savepoint=False), connection.cursor() as cur:
         manager.filter(claim_id__in=[c.pk for c, _ in pairs]).delete()
-        if rows:
-            arrays = ", ".join(f"%s::{kind}[]" for kind in columns.values())
-            by_column = [list(col) for col in zip(*rows, strict=True)]
-            cur.execute(f"INSERT INTO {table} ({', '.join(columns)}) "
-                        f"SELECT * FROM unnest({arrays})", by_column)
+        copy_insert.insert_rows(term_model._meta.db_table, columns, rows)
         if len(rows) >= ANALYZE_ROWS:
-            cur.execute(f"ANALYZE {table}")
+            cur.execute(f"ANALYZE {term_model._meta.db_table}")
     return len(rows)
 
 

@@ -24,6 +24,7 @@ from django.utils import timezone
 from pgvector.django import HnswIndex, VectorField
 
 from fleet.constraints import contract_choices, in_choices
+from fleet.copy_insert import CopyInsertQuerySet
 from fleet.models import Agent, ApiToken, Fleet, Screened, Session, take_claim_numbers
 from mcp_bridge.contract import bm25
 from mcp_bridge.contract import events as ev
@@ -42,7 +43,7 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(normalised_text(text).encode()).hexdigest()
 
 
-class ClaimQuerySet(models.QuerySet["Claim"]):
+class ClaimQuerySet(CopyInsertQuerySet["Claim"]):
     def for_fleet(self, fleet: Fleet) -> ClaimQuerySet:
         return self.filter(fleet=fleet)
 
@@ -377,6 +378,8 @@ class Evidence(Screened):
     excerpt = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
+    objects = CopyInsertQuerySet["Evidence"].as_manager()
+
     class Meta:
         ordering = ("claim_id", "created_at")
         verbose_name_plural = "evidence"
@@ -445,6 +448,8 @@ class ClaimEvent(models.Model):
     note = models.TextField(blank=True)
     data = models.JSONField(default=dict, blank=True)
     at = models.DateTimeField(default=timezone.now)
+
+    objects = CopyInsertQuerySet["ClaimEvent"].as_manager()
 
     class Meta:
         ordering = ("claim_id", "at", "id")

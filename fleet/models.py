@@ -20,6 +20,7 @@ from django.utils import timezone
 from django.utils.deconstruct import deconstructible
 
 from fleet.constraints import contract_choices, in_choices, not_blank
+from fleet.copy_insert import CopyInsertQuerySet
 from fleet.globs import BadPath, literal_prefix
 from mcp_bridge import contract
 from mcp_bridge.contract import events as ev
@@ -523,6 +524,8 @@ class Handoff(Screened):
     updated_at = models.DateTimeField(default=timezone.now)
     #: Not a column: set only on the handoff pick_up_handoff returns (the leases that moved).
     transferred_paths: list[str]
+
+    objects = CopyInsertQuerySet["Handoff"].as_manager()
 
     class Meta:
         ordering = ("-created_at",)
