@@ -1,8 +1,9 @@
 """`manage.py setup_local`: everything a first local run needs, idempotently.
 
 Migrates, creates the cache table, a demo fleet with a little data to look at, and a
-local admin login whose password is kept in $CTXLAKE_HOME/admin-password (0600) so it
-can be printed again on every start.
+local admin login whose password is kept in $CTXLAKE_HOME/admin-password (0600). Only the
+file's path is printed, never the password: `./ctxlake up` runs this on every start, and
+its output lands wherever the server's does (a terminal, or a service manager's journal).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import secrets
 from argparse import ArgumentParser
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -38,15 +40,16 @@ class Command(BaseCommand):
         if not no_demo:
             self._demo_fleet()
         workers.render_all_fleets()  # agents on this machine get a cache right away
-        password = self._admin_login()
-        self.stdout.write(f"admin login: {ADMIN_USER} / {password}")
+        secret_file = self._admin_login()
+        self.stdout.write(f"admin login: {ADMIN_USER}, password in {secret_file}")
 
-    def _admin_login(self) -> str:
+    def _admin_login(self) -> Path:
+        """The admin login exists and its password is in the file returned."""
         secret_file = paths.home() / "admin-password"
         User = get_user_model()
         user = User.objects.filter(username=ADMIN_USER).first()
         if user is not None and secret_file.exists():
-            return secret_file.read_text().strip()
+            return secret_file
         password = secrets.token_urlsafe(12)
         if user is None:
             User.objects.create_superuser(ADMIN_USER, "", password)
@@ -56,7 +59,7 @@ class Command(BaseCommand):
         secret_file.parent.mkdir(parents=True, exist_ok=True)
         secret_file.touch(mode=0o600)
         secret_file.write_text(password)
-        return password
+        return secret_file
 
     @transaction.atomic
     def _demo_fleet(self) -> None:
