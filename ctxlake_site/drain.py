@@ -519,6 +519,8 @@ class _Resolver:
     def note_sessions(self, events: Iterable[dict[str, Any]]) -> None:
         """Record every session the events name (first and last seen), in one go per batch:
         a Session row is what makes a citation of that session verified."""
+        events = list(events)
+        self._load_agents({event["agent"] for event in events})
         seen: dict[str, tuple[Agent, datetime, datetime]] = {}
         for event in events:
             if not event.get("session"):
@@ -543,6 +545,14 @@ class _Resolver:
             at=at,
             payload=event["payload"],
         )
+
+    def _load_agents(self, agent_ids: set[str]) -> None:
+        """The fleet's agents among `agent_ids`, in one query for the batch (a
+        get_or_create per agent was a query or two each); `_agent` creates the rest."""
+        for agent in Agent.objects.filter(fleet=self.fleet,
+                                          agent_id__in=agent_ids - self.agents.keys()):
+            agent.fleet = self.fleet  # appliers read it; a fetched row would query for it
+            self.agents[agent.agent_id] = agent
 
     def _agent(self, agent_id: str) -> Agent:
         if agent_id not in self.agents:
