@@ -20,7 +20,7 @@ def request_embedding() -> None:
     def enqueue() -> None:
         from django_q.tasks import async_task
 
-        if cache.add(PENDING_KEY, "1", timeout=300):
+        if rendering.mark_pending(PENDING_KEY, "1", timeout=300):
             async_task("claims.tasks.embed_pending", task_name="embed pending claims")
 
     rendering.on_commit_once("embed", enqueue)

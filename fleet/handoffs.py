@@ -92,14 +92,29 @@ def create_handoffs(handoffs: list[Handoff]) -> list[Handoff]:
 def update_handoff(
     handoff: Handoff, *, expected_version: int, **changes: Any
 ) -> Handoff | Conflict:
-    """Apply `changes` only if the row is still at `expected_version`; bump the version."""
+    """Apply `changes` only if the row is still at `expected_version`; bump the version.
+
+    When `handoff` was read at that version, the row it now is is this copy plus `changes`:
+    they are set here instead of reading the row again. A refresh would also drop the
+    related rows the caller loaded with it (a REST view's select_related), which the
+    answer's serializer then read back one query each: four statements, a third of a
+    clear's CPU (2026-12-05 profile).
+    """
+    now = timezone.now()
     won = Handoff.objects.filter(pk=handoff.pk, version=expected_version).update(
-        **changes, version=F("version") + 1, updated_at=timezone.now()
+        **changes, version=F("version") + 1, updated_at=now
     )
     if not won:
         current = Handoff.objects.filter(pk=handoff.pk).values_list("version", flat=True).first()
         return Conflict(handoff.pk, expected_version, current if current is not None else 0)
-    handoff.refresh_from_db()
+    if handoff.version != expected_version or any(
+        hasattr(value, "resolve_expression") for value in changes.values()
+    ):
+        handoff.refresh_from_db()
+        return handoff
+    for name, value in changes.items():
+        setattr(handoff, name, value)
+    handoff.version, handoff.updated_at = expected_version + 1, now
     return handoff
 
 

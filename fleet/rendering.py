@@ -84,19 +84,25 @@ def request_render(fleet: Fleet) -> None:
 def _schedule(fleet_id: int) -> None:
     from django_q.tasks import async_task
 
-    # cache.add is atomic: of many requests before the render starts, exactly one enqueues
-    # it. The render clears the key as it starts, so a change during a render asks again.
-    # A marker already there means a render that has not started yet, which will see this
-    # committed change: one read then, instead of the database cache's add (a count, a
-    # read and a refused insert in a transaction of its own).
-    key = pending_key(fleet_id)
-    # the value is when it was queued: a drain follower hands its worker over to a render
-    # that has waited longer than a poll (renders_waiting)
-    if cache.get(key) is None and cache.add(key, str(time.time()),
-                                            timeout=PENDING_TIMEOUT_SECS):
+    # The render clears the key as it starts, so a change during a render asks again. A
+    # marker already there means a render that has not started yet, which will see this
+    # committed change. The value is when it was queued: a drain follower hands its worker
+    # over to a render that has waited longer than a poll (renders_waiting).
+    if mark_pending(pending_key(fleet_id), str(time.time()), PENDING_TIMEOUT_SECS):
         if _render_task is None:
             raise RuntimeError("no render task: the ctxlake_site app hands it over at start-up")
         async_task(_render_task, fleet_id, task_name=f"render fleet {fleet_id}")
+
+
+def mark_pending(key: str, value: str, timeout: float) -> bool:
+    """Set the pending marker `key` unless it is set; True when this call set it (and so
+    enqueues the work it stands for).
+
+    cache.add is atomic: of many requests before the work starts, exactly one enqueues it.
+    Under load the marker is nearly always there already: one read then, instead of the
+    database cache's add (a count, a read and a refused insert in a transaction of its own).
+    """
+    return cache.get(key) is None and cache.add(key, value, timeout=timeout)
 
 
 def render_started(fleet_id: int) -> None:

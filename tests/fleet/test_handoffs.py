@@ -61,3 +61,35 @@ def test_it_links_the_sessions_of_a_pickup(ada: Agent, bo: Agent) -> None:
     done = handoffs.pick_up_handoff(handoff, by=bo, expected_version=1, session=s2)
     assert isinstance(done, Handoff)
     assert (done.from_session, done.picked_up_session) == (s1, s2)
+
+
+def _row(handoff: Handoff) -> dict[str, object]:
+    return {f.attname: getattr(handoff, f.attname) for f in Handoff._meta.concrete_fields}
+
+
+def test_the_handoff_returned_is_the_row_as_written(ada: Agent, bo: Agent) -> None:
+    """update_handoff sets the changes on the copy read at the expected version instead of
+    reading the row back: the copy must equal the row, field for field."""
+    handoff = _handoff(ada)
+    edited = handoffs.update_handoff(handoff, expected_version=1, summary="v2")
+    assert isinstance(edited, Handoff)
+    assert _row(edited) == _row(Handoff.objects.get(pk=handoff.pk))
+    taken = handoffs.pick_up_handoff(edited, by=bo, expected_version=2, confirm=True)
+    assert isinstance(taken, Handoff) and taken.picked_up_by == bo
+    assert _row(taken) == _row(Handoff.objects.get(pk=handoff.pk))
+    cleared = handoffs.clear_handoff(taken, expected_version=3, by=bo)
+    assert isinstance(cleared, Handoff)
+    assert _row(cleared) == _row(Handoff.objects.get(pk=handoff.pk))
+
+
+def test_a_copy_read_before_another_change_is_read_again(ada: Agent) -> None:
+    """A copy older than the version it names (changed in between, then named at the new
+    version) is not patched but re-read: the row's other changes come back too."""
+    handoff = _handoff(ada)
+    old_copy = Handoff.objects.get(pk=handoff.pk)
+    assert isinstance(handoffs.update_handoff(handoff, expected_version=1, summary="v2"),
+                      Handoff)
+    cleared = handoffs.update_handoff(old_copy, expected_version=2, state="cleared")
+    assert isinstance(cleared, Handoff)
+    assert (cleared.summary, cleared.state, cleared.version) == ("v2", "cleared", 3)
+    assert _row(cleared) == _row(Handoff.objects.get(pk=handoff.pk))
