@@ -184,3 +184,18 @@ def test_small_batches_and_expressions_stay_on_djangos_insert() -> None:
     assert any(q["sql"].startswith('INSERT INTO "claims_claimevent"')
                for q in seen.captured_queries)
     assert ClaimEvent.objects.filter(pk__in=[e.pk for e in stamped]).count() == N
+
+
+@pytest.mark.parametrize("copy_from", [COPY_MIN_ROWS, 10**9], ids=["copy", "insert"])
+def test_a_lone_surrogate_fails_the_copy_as_it_fails_an_insert_and_the_connection_recovers(
+    copy_from: int, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(copy_insert, "COPY_MIN_ROWS", copy_from)
+    a = Fleet.objects.create(slug="copied", name="copied")
+    ada = Agent.objects.create(fleet=a, agent_id="ada")
+    claims = _claims(a, ada)
+    claims[-1].text = "half a pair \ud800"  # fails mid-stream, after rows went out
+    with pytest.raises(UnicodeEncodeError), transaction.atomic():
+        Claim.objects.bulk_create(claims)
+    assert not Claim.objects.filter(fleet=a).exists()  # the same connection, usable
+    assert len(Claim.objects.bulk_create(_claims(a, ada))) == N
