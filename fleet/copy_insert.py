@@ -16,8 +16,10 @@ as Django's: at least COPY_MIN_ROWS new rows (a small batch pays one more round 
 its ids and gains nothing), no conflict handling asked, a sequence-backed id, and no value
 that is a database expression (a `DatabaseDefault`, an F()). Anything else goes to
 Django's own `bulk_create` unchanged. Either way the objects come back saved, with their
-ids, as Django's leaves them; triggers and constraints fire as for INSERT, and a database
-error arrives as Django's (IntegrityError …), so callers cannot tell the paths apart.
+ids; triggers and constraints fire as for INSERT, and a database error arrives as Django's
+(IntegrityError …). One difference: Django's INSERT … RETURNING also sets generated
+columns on the objects (Claim.search_vector); after COPY they load on first access, like
+a deferred field.
 """
 
 from __future__ import annotations

@@ -99,6 +99,9 @@ def test_claims_copied_equal_claims_inserted_column_for_column(
     )
     assert copied_terms == inserted_terms and len(copied_terms) > N
     assert Claim.objects.get(pk=copied[3].pk).text == f"{AWKWARD} 3"
+    # a generated column is not set by COPY: it loads on first access, as a deferred field
+    assert "search_vector" in copied[3].get_deferred_fields()
+    assert "slash" in copied[3].search_vector
 
 
 def test_evidence_events_and_handoffs_copied_equal_inserted(
