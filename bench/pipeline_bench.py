@@ -334,14 +334,25 @@ def bench_latency(seconds: float) -> None:
         fleet.delete()
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a count of at least one (a median of no rounds is nothing)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--events", type=int, default=10_000)
+    parser.add_argument("--events", type=positive_int, default=10_000)
     parser.add_argument("--claims", type=int, nargs="*", default=[10_000, 100_000])
     parser.add_argument("--latency", type=float, default=0, metavar="SECS",
                         help="also measure append→applied latency under load for SECS")
     parser.add_argument("--skip-drain", action="store_true")
-    parser.add_argument("--rounds", type=int, default=3, metavar="N",
+    parser.add_argument("--rounds", type=positive_int, default=3, metavar="N",
                         help="drain rounds, every mode once per round in turn; the figures "
                         "are medians (default 3)")
     parser.add_argument("--busy", type=int, default=0, metavar="N",

@@ -74,11 +74,12 @@ def write_terms(pairs: Sequence[tuple[Any, bm25.Tokens]], *,
         for term, (in_text, in_subject) in tokens.frequencies().items()
     ]
     columns = ["claim_id", "fleet_id", "term", "text_count", "subject_count", *copies]
-    with transaction.atomic(savepoint=False), connection.cursor() as cur:
+    with transaction.atomic(savepoint=False):
         manager.filter(claim_id__in=[c.pk for c, _ in pairs]).delete()
         copy_insert.insert_rows(term_model._meta.db_table, columns, rows)
         if len(rows) >= ANALYZE_ROWS:
-            cur.execute(f"ANALYZE {term_model._meta.db_table}")
+            with connection.cursor() as cur:
+                cur.execute(f"ANALYZE {connection.ops.quote_name(term_model._meta.db_table)}")
     return len(rows)
 
 

@@ -13,21 +13,23 @@ claims' term rows).
 
 `CopyInsertQuerySet.bulk_create` takes the COPY path only where it gives the same result
 as Django's: at least COPY_MIN_ROWS new rows (a small batch pays one more round trip for
-its ids and gains nothing), no conflict handling asked, a sequence-backed id, and no value
-that is a database expression (a `DatabaseDefault`, an F()). Anything else goes to
-Django's own `bulk_create` unchanged. Either way the objects come back saved, with their
-ids; triggers and constraints fire as for INSERT, and a database error arrives as Django's
-(IntegrityError …). One difference: Django's INSERT … RETURNING also sets generated
-columns on the objects (Claim.search_vector); after COPY they load on first access, like
-a deferred field.
+its ids and gains nothing), no conflict handling asked, a sequence-backed id this role may
+draw from (see DRAW_IDS), and no value that is a database expression (a
+`DatabaseDefault`, an F()). Anything else goes to Django's own `bulk_create` unchanged.
+Either way the objects come back saved, with their ids; triggers and constraints fire as
+for INSERT, and a database error arrives as Django's (IntegrityError …). One difference:
+Django's INSERT … RETURNING also sets generated columns on the objects
+(Claim.search_vector); after COPY they load on first access, like a deferred field.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
+from contextlib import nullcontext
 from typing import Any, TypeVar, cast
 
 from django.db import connections, models, transaction
+from django.db.backends.utils import CursorDebugWrapper
 from django.db.models.fields import AutoFieldMixin
 
 #: Below this many rows Django's one INSERT … RETURNING is as cheap: COPY needs the ids
@@ -44,23 +46,28 @@ class CopyInsertQuerySet(models.QuerySet[M]):
                     ignore_conflicts: bool = False, update_conflicts: bool = False,
                     update_fields: Collection[str] | None = None,
                     unique_fields: Collection[str] | None = None) -> list[M]:
+        """`batch_size` bounds Django's INSERT statements only: COPY streams the rows, so
+        it has no statement to bound. A size ≤ 0 is refused either way, as Django does."""
+        if batch_size is not None and batch_size <= 0:
+            raise ValueError("Batch size must be a positive integer.")
         objs = list(objs)
-        if (ignore_conflicts or update_conflicts or update_fields or unique_fields
-                or not copyable(self.model, objs, self.db)):
-            return super().bulk_create(
-                objs, batch_size=batch_size, ignore_conflicts=ignore_conflicts,
-                update_conflicts=update_conflicts, update_fields=update_fields,
-                unique_fields=unique_fields,
-            )
-        self._for_write = True
-        # Django's own step before an insert: related objects' ids onto their columns
-        self._prepare_for_bulk_create(objs)  # type: ignore[attr-defined]
-        copy_rows(self.model, objs, self.db)
-        return objs
+        self._for_write = True  # self.db is then the write alias, as in Django's own
+        if not (ignore_conflicts or update_conflicts or update_fields or unique_fields) \
+                and copyable(self.model, objs, self.db):
+            # Django's own step before an insert: related objects' ids onto their columns
+            self._prepare_for_bulk_create(objs)  # type: ignore[attr-defined]
+            if copy_rows(self.model, objs, self.db):
+                return objs
+        return super().bulk_create(
+            objs, batch_size=batch_size, ignore_conflicts=ignore_conflicts,
+            update_conflicts=update_conflicts, update_fields=update_fields,
+            unique_fields=unique_fields,
+        )
 
 
 def copyable(model: type[models.Model], objs: Sequence[models.Model], using: str) -> bool:
-    """Whether `objs` can go through COPY with the same result as Django's INSERT."""
+    """Whether `objs` may go through COPY: enough new rows of a plain table with a
+    sequence-backed id. Values are checked as copy_rows prepares them."""
     meta = model._meta
     return (
         len(objs) >= COPY_MIN_ROWS
@@ -71,11 +78,23 @@ def copyable(model: type[models.Model], objs: Sequence[models.Model], using: str
     )
 
 
-def copy_rows(model: type[models.Model], objs: Sequence[models.Model], using: str) -> None:
+#: The ids for a COPY, drawn from the id column's sequence, or no rows at all where this
+#: role may not draw from it. An identity column's own default needs no grant on its
+#: sequence but an explicit nextval() does: an app role given table grants only, with
+#: migrations run by another role, gets no ids here and its rows go through Django's
+#: INSERT instead of failing with "permission denied for sequence".
+DRAW_IDS = """
+WITH s AS (SELECT pg_get_serial_sequence(%s, %s) AS seq)
+SELECT nextval(s.seq) FROM s, generate_series(1, %s)
+WHERE has_sequence_privilege(s.seq, 'USAGE, UPDATE')
+"""
+
+
+def copy_rows(model: type[models.Model], objs: Sequence[models.Model], using: str) -> bool:
     """Insert unsaved `objs` with COPY, their ids drawn from the table's sequence first.
 
-    Falls back to Django's INSERT for the lot when a value turns out to be a database
-    expression (found while the rows are prepared, before anything is written).
+    False, with nothing written, where Django's INSERT has to do it instead: a value is a
+    database expression (COPY sends only data), or this role may not draw the ids.
     """
     meta = model._meta
     connection = connections[using]
@@ -86,23 +105,23 @@ def copy_rows(model: type[models.Model], objs: Sequence[models.Model], using: st
         for f in fields:
             value = f.pre_save(obj, add=True)
             if hasattr(value, "resolve_expression"):
-                models.QuerySet.bulk_create(model._default_manager.using(using), objs)
-                return
+                return False
             row.append(f.get_db_prep_save(value, connection))
         rows.append(row)
     pk = meta.pk
     assert pk is not None
-    with transaction.atomic(using=using, savepoint=False), connection.cursor() as cur, \
-            connection.wrap_database_errors:
-        cur.execute("SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
-                    [meta.db_table, pk.column, len(objs)])
+    with transaction.atomic(using=using, savepoint=False), connection.cursor() as cur:
+        cur.execute(DRAW_IDS, [connection.ops.quote_name(meta.db_table), pk.column, len(objs)])
         ids = [row[0] for row in cur.fetchall()]
+    if len(ids) != len(objs):
+        return False
     insert_rows(meta.db_table, [cast(str, f.column) for f in (pk, *fields)],
                 [[id_, *row] for id_, row in zip(ids, rows, strict=True)], using)
     for obj, id_ in zip(objs, ids, strict=True):
         obj.pk = id_
         obj._state.adding = False
         obj._state.db = using
+    return True
 
 
 def insert_rows(table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
@@ -110,7 +129,8 @@ def insert_rows(table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
     """Insert `rows` (values as psycopg adapts them) into `table`'s `columns`, inside the
     caller's transaction: COPY from COPY_MIN_ROWS rows, else one INSERT (COPY costs a
     second round trip, which a few rows do not earn back). A database error arrives as
-    Django's."""
+    Django's; the COPY is logged as Django logs its statements (`connection.queries`,
+    the `django.db.backends` logger), without its rows."""
     connection = connections[using]
     quote = connection.ops.quote_name
     names = f"{quote(table)} ({', '.join(quote(c) for c in columns)})"
@@ -121,6 +141,8 @@ def insert_rows(table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
                 cur.execute(f"INSERT INTO {names} VALUES {', '.join([one] * len(rows))}",
                             [value for row in rows for value in row])
             return
-        with connection.wrap_database_errors, cur.cursor.copy(f"COPY {names} FROM STDIN") as copy:
+        sql = f"COPY {names} FROM STDIN"
+        logged = cur.debug_sql(sql) if isinstance(cur, CursorDebugWrapper) else nullcontext()
+        with logged, connection.wrap_database_errors, cur.cursor.copy(sql) as copy:
             for row in rows:
                 copy.write_row(row)

@@ -98,7 +98,9 @@ def update_handoff(
     they are set here instead of reading the row again. A refresh would also drop the
     related rows the caller loaded with it (a REST view's select_related), which the
     answer's serializer then read back one query each: four statements, a third of a
-    clear's CPU (2026-12-05 profile).
+    clear's CPU (2026-12-05 profile). The copy is right because every write to the row
+    moves `version` on, not only this one: a trigger (migration fleet 0019) bumps it for a
+    text release, an admin save and a deleted session's SET_NULL alike.
     """
     now = timezone.now()
     won = Handoff.objects.filter(pk=handoff.pk, version=expected_version).update(

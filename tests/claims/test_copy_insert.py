@@ -71,6 +71,8 @@ def _copies(make: Callable[[], list[Any]], model: type[models.Model]) -> list[An
     with CaptureQueriesContext(connection) as seen:
         made = model._default_manager.bulk_create(objs)
     assert any("generate_series" in q["sql"] for q in seen.captured_queries)
+    assert any(q["sql"].startswith(f'COPY "{model._meta.db_table}"')  # logged as Django's
+               for q in seen.captured_queries)
     assert not any(q["sql"].startswith(f'INSERT INTO "{model._meta.db_table}"')
                    for q in seen.captured_queries)
     return made
@@ -202,3 +204,39 @@ def test_a_lone_surrogate_fails_the_copy_as_it_fails_an_insert_and_the_connectio
         Claim.objects.bulk_create(claims)
     assert not Claim.objects.filter(fleet=a).exists()  # the same connection, usable
     assert len(Claim.objects.bulk_create(_claims(a, ada))) == N
+
+
+def test_a_role_without_the_sequence_grant_gets_djangos_insert() -> None:
+    """An app role with table grants only (migrations run by another role) may insert
+    through the identity column's default but not draw ids with nextval(): its large
+    batches go through Django's INSERT instead of failing."""
+    a = Fleet.objects.create(slug="copied", name="copied")
+    ada = Agent.objects.create(fleet=a, agent_id="ada")
+    claims = Claim.objects.bulk_create(_claims(a, ada))
+    with connection.cursor() as cur:
+        cur.execute("CREATE ROLE ctxlake_tables_only NOLOGIN")
+        cur.execute("GRANT USAGE ON SCHEMA public TO ctxlake_tables_only")
+        cur.execute("GRANT SELECT, INSERT ON ALL TABLES IN SCHEMA public TO ctxlake_tables_only")
+        cur.execute("SET LOCAL ROLE ctxlake_tables_only")
+    try:
+        events = [ClaimEvent(claim=c, kind="proposed", note=AWKWARD) for c in claims]
+        with CaptureQueriesContext(connection) as seen:
+            ClaimEvent.objects.bulk_create(events)
+        statements = [q["sql"].split()[0] for q in seen.captured_queries]
+        assert statements == ["WITH", "INSERT"]  # no ids drawn, then Django's INSERT
+        assert all(e.pk and not e._state.adding for e in events)
+        assert ClaimEvent.objects.filter(pk__in=[e.pk for e in events], note=AWKWARD).count() == N
+    finally:
+        with connection.cursor() as cur:
+            cur.execute("RESET ROLE")
+    # the owner still copies
+    _copies(lambda: [ClaimEvent(claim=c, kind="proposed") for c in claims], ClaimEvent)
+
+
+def test_batch_size_is_checked_as_django_checks_it() -> None:
+    a = Fleet.objects.create(slug="copied", name="copied")
+    ada = Agent.objects.create(fleet=a, agent_id="ada")
+    for size in (0, -1):
+        with pytest.raises(ValueError, match="Batch size"), transaction.atomic():
+            Claim.objects.bulk_create(_claims(a, ada), batch_size=size)
+    assert len(Claim.objects.bulk_create(_claims(a, ada), batch_size=5)) == N

@@ -93,3 +93,29 @@ def test_a_copy_read_before_another_change_is_read_again(ada: Agent) -> None:
     assert isinstance(cleared, Handoff)
     assert (cleared.summary, cleared.state, cleared.version) == ("v2", "cleared", 3)
     assert _row(cleared) == _row(Handoff.objects.get(pk=handoff.pk))
+
+
+def test_every_write_moves_the_version_on_so_no_stale_copy_is_patched(ada: Agent) -> None:
+    """Writes other than the swap (a text release's update, an admin save of the version it
+    loaded, a deleted session's SET_NULL) move `version` too: a copy read before them can't
+    win the swap and be answered with their change missing."""
+    session = Session.objects.create(fleet=ada.fleet, agent=ada, session_id="s1")
+    handoff = handoffs.create_handoff(ada, summary="x", session=session)
+    copy = Handoff.objects.get(pk=handoff.pk)
+
+    def version() -> int:
+        return Handoff.objects.values_list("version", flat=True).get(pk=handoff.pk)
+
+    copy.save()  # what the admin change form does: the version it loaded, 1
+    assert version() == 2
+    Handoff.objects.filter(pk=handoff.pk).update(screen_released_at=handoff.created_at)
+    assert version() == 3
+    session.delete()
+    assert version() == 4
+    assert handoffs.update_handoff(copy, expected_version=1, state="cleared") == \
+        handoffs.Conflict(handoff.pk, expected_version=1, current_version=4)
+    won = handoffs.update_handoff(copy, expected_version=4, state="cleared")
+    assert isinstance(won, Handoff)
+    assert _row(won) == _row(Handoff.objects.get(pk=handoff.pk))
+    assert (won.version, won.from_session_id, won.screen_released_at) == (
+        5, None, handoff.created_at)
