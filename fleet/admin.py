@@ -352,8 +352,46 @@ class LeaseAdmin(ScreenedAdmin, FleetScopedAdmin):
         return format_html('<span class="overlap">⚠ overlaps {}</span>', ", ".join(holders))
 
 
+class HandoffForm(forms.ModelForm[Handoff]):
+    """A handoff's change form that refuses to overwrite a change it did not show.
+
+    Agents change handoffs by compare-and-swap on `version` (fleet.handoffs); a moderator's
+    form held open while an agent picked the handoff up would otherwise save the page's
+    older state over the pickup. The page carries the version it showed; on save the row is
+    locked (the admin's change view is one transaction, so the lock holds until the save
+    commits) and the form is refused if the version moved.
+    """
+
+    seen_version = forms.IntegerField(widget=forms.HiddenInput, required=False)
+
+    class Meta:
+        model = Handoff
+        fields = ("fleet", "from_agent", "from_session", "summary", "status", "next_steps",
+                  "source_trust", "state", "picked_up_by", "picked_up_session", "updated_at")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is not None:
+            self.fields["seen_version"].initial = self.instance.version
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if self.instance.pk is None:
+            return data
+        current = (Handoff.objects.select_for_update().filter(pk=self.instance.pk)
+                   .values_list("version", flat=True).first())
+        seen = data.get("seen_version")
+        if current is not None and seen != current:
+            raise forms.ValidationError(
+                "This handoff changed after the page was opened (version %(seen)s, now "
+                "%(current)s): reload the page and make the edit again.",
+                code="stale", params={"seen": seen, "current": current})
+        return data
+
+
 @admin.register(Handoff)
 class HandoffAdmin(ScreenedAdmin, FleetScopedAdmin):
+    form = HandoffForm
     list_display = (
         "id",
         "fleet",
