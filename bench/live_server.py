@@ -47,16 +47,18 @@ def free_port() -> int:
 
 
 def start_gunicorn(port: int, workers: int, *, worker_class: str = "gthread",
-                   env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+                   env: dict[str, str] | None = None,
+                   root: Path = ROOT) -> subprocess.Popen[bytes]:
     """gunicorn on 127.0.0.1:`port`, in a process group of its own; returns once it listens.
 
     gthread: with the production config (threads, long-poll cap); "sync": gunicorn's default
-    worker, for push_bench's comparison."""
+    worker, for push_bench's comparison. `root`: the checkout whose code it serves (another
+    commit's worktree, for rest_cpu_ab's baseline)."""
     env = {**os.environ, "CTXLAKE_API_RATE_PER_MINUTE": UNLIMITED_RATE, **(env or {})}
     config = ["--config", "python:ctxlake_site.gunicorn_conf"] if worker_class == "gthread" else []
     cmd = [sys.executable, "-m", "gunicorn", "ctxlake_site.wsgi", *config, "--workers",
            str(workers), "--bind", f"127.0.0.1:{port}", "--log-level", "warning"]
-    server = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
+    server = subprocess.Popen(cmd, cwd=root, env=env, start_new_session=True)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:

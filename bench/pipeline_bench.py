@@ -50,6 +50,7 @@ import django  # noqa: E402
 django.setup()
 
 import numpy as np  # noqa: E402
+from args import positive_int  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from claims.models import Claim  # noqa: E402
@@ -332,17 +333,6 @@ def bench_latency(seconds: float) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(cluster.pid, signal.SIGKILL)
         fleet.delete()
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: a count of at least one (a median of no rounds is nothing)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def main() -> None:

@@ -136,8 +136,9 @@ DB_POOL_WAIT_SECS = 10
 def _pooled(config: dict[str, object]) -> dict[str, object]:
     """`config` with a connection pool of CTXLAKE_DB_POOL when that is set.
 
-    A pooled connection is checked before each borrow (CONN_HEALTH_CHECKS: one round trip),
-    so a request after a database restart gets a live one; Django requires CONN_MAX_AGE 0.
+    A pooled connection idle a while is checked before it is lent (CONN_HEALTH_CHECKS: one
+    round trip; pooled_pg.check_when_idle), so a request after a database restart gets a
+    live one; Django requires CONN_MAX_AGE 0.
     """
     if not CTXLAKE_DB_POOL:
         return config

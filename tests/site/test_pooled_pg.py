@@ -16,6 +16,7 @@ import pytest
 from django.db import OperationalError, connection, connections
 
 from ctxlake_site import gunicorn_conf
+from ctxlake_site.pooled_pg import base as pooled_base
 from ctxlake_site.pooled_pg.base import FAILING_WAIT_SECS, RECONNECT_SECS, FailFastPool
 from tests.helpers import until
 
@@ -135,3 +136,46 @@ def test_a_pooled_embedded_backend_opens_nothing_while_stopped_on_purpose(
         pooled.cursor()
     assert attaches
     assert pooled.pool.get_stats().get("pool_available", 0) == 0  # none opened
+
+
+def test_a_connection_back_a_moment_ago_is_lent_unchecked_an_idle_or_dead_one_is_not(
+    target: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check before a loan is skipped for a connection given back less than
+    CHECK_IDLE_SECS ago; one idle longer is checked, and a dead one is replaced. A dead
+    one lent unchecked fails its query, and the pool drops it when it comes back."""
+    checks: list[int] = []
+    real_check = psycopg_pool.ConnectionPool.check_connection
+    monkeypatch.setattr(psycopg_pool.ConnectionPool, "check_connection",
+                        staticmethod(lambda conn: checks.append(1) or real_check(conn)))
+    pool = FailFastPool(kwargs=target["real"], min_size=1, max_size=1, timeout=10,
+                        check=pooled_base.check_when_idle, open=True)
+    try:
+        def loan() -> int:
+            conn = pool.getconn()
+            try:
+                return conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+            finally:
+                pool.putconn(conn)
+
+        first = loan()
+        assert len(checks) == 1  # never lent before: checked
+        assert loan() == first and len(checks) == 1  # back a moment ago: not checked
+
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_terminate_backend(%s, 5000)", [first])  # waits till gone
+        conn = pool.getconn()  # back a moment ago: lent unchecked, and dead
+        with pytest.raises(psycopg.OperationalError):
+            conn.execute("SELECT 1")
+        pool.putconn(conn)  # dropped; the pool opens another
+        second = loan()
+        assert second != first
+
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_terminate_backend(%s, 5000)", [second])
+        monkeypatch.setattr(pooled_base, "CHECK_IDLE_SECS", 0.0)  # as if idle a while
+        checked = len(checks)
+        assert loan() not in (first, second)  # the check found it dead: a live one instead
+        assert len(checks) > checked
+    finally:
+        pool.close()
