@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.test import Client
 
 from fleet import change_feed
 from fleet.models import Agent, Fleet
@@ -52,6 +53,14 @@ def _test_settings(settings: Any) -> None:
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
+
+
+@pytest.fixture
+def root_client(db: None) -> Client:
+    """A client logged in as a superuser (the admin's pages, unscoped)."""
+    client = Client()
+    client.force_login(User.objects.create_superuser("root", password="pw-1234-root"))
+    return client
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from django.contrib.auth.models import User
 from django.test import Client
@@ -12,14 +11,11 @@ from fleet import tokens
 from fleet.models import Activity, Agent, ApiToken, Fleet
 
 
-def test_it_issues_a_token_and_shows_the_secret_once(fleet_a: Fleet, settings: Any) -> None:
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    }
-    admin = User.objects.create_superuser("root", password="pw-1234-root")
-    client = Client()
-    client.force_login(admin)
+def test_it_issues_a_token_and_shows_the_secret_once(
+    fleet_a: Fleet, root_client: Client
+) -> None:
+    client = root_client
+    admin = User.objects.get(username="root")
     response = client.post(
         "/admin/fleet/apitoken/add/",
         {"fleet": fleet_a.pk, "name": "dash", "role": "integration", "agent": ""},
@@ -37,20 +33,10 @@ def test_it_issues_a_token_and_shows_the_secret_once(fleet_a: Fleet, settings: A
     assert ApiToken.objects.get(pk=token.pk).revoked_at is not None
 
 
-def _root(settings: Any) -> Client:
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    }
-    client = Client()
-    client.force_login(User.objects.create_superuser("root", password="pw-1234-root"))
-    return client
-
-
 def test_it_issues_a_host_token_with_its_agents_and_edits_only_that_list(
-    fleet_a: Fleet, ada: Agent, bo: Agent, settings: Any
+    fleet_a: Fleet, ada: Agent, bo: Agent, root_client: Client
 ) -> None:
-    client = _root(settings)
+    client = root_client
     response = client.post(
         "/admin/fleet/apitoken/add/",
         {"fleet": fleet_a.pk, "name": "build-1", "role": "host", "agent": "",
@@ -73,9 +59,9 @@ def test_it_issues_a_host_token_with_its_agents_and_edits_only_that_list(
 
 
 def test_it_refuses_agents_that_do_not_fit_the_token(
-    fleet_a: Fleet, ada: Agent, cy: Agent, settings: Any
+    fleet_a: Fleet, ada: Agent, cy: Agent, root_client: Client
 ) -> None:
-    client = _root(settings)
+    client = root_client
     for role, relays, agent in (("host", [cy.pk], ""), ("integration", [ada.pk], ""),
                                 ("host", [ada.pk], ada.pk)):
         response = client.post(
@@ -88,8 +74,10 @@ def test_it_refuses_agents_that_do_not_fit_the_token(
     assert not ApiToken.objects.exists()
 
 
-def test_a_non_host_token_has_no_list_to_edit(fleet_a: Fleet, ada: Agent, settings: Any) -> None:
-    client = _root(settings)
+def test_a_non_host_token_has_no_list_to_edit(
+    fleet_a: Fleet, ada: Agent, root_client: Client
+) -> None:
+    client = root_client
     token = tokens.issue_token(fleet_a, role="operator", name="ops").token
     page = client.get(f"/admin/fleet/apitoken/{token.pk}/change/")
     assert list(page.context["adminform"].form.fields) == []

@@ -4,21 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.models import User
 from django.test import Client
 
 from fleet import handoffs
 from fleet.models import Agent, Handoff
-
-
-def _root(settings: Any) -> Client:
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    }
-    client = Client()
-    client.force_login(User.objects.create_superuser("root", password="pw-1234-root"))
-    return client
 
 
 def _as_shown(client: Client, handoff: Handoff) -> dict[str, Any]:
@@ -40,9 +29,9 @@ def _as_shown(client: Client, handoff: Handoff) -> dict[str, Any]:
 
 
 def test_a_form_opened_before_a_pickup_is_refused_and_saves_nothing(
-    ada: Agent, bo: Agent, settings: Any
+    ada: Agent, bo: Agent, root_client: Client
 ) -> None:
-    client = _root(settings)
+    client = root_client
     handoff = handoffs.create_handoff(ada, summary="half done", source_trust="operator")
     shown = _as_shown(client, handoff)
     assert shown["seen_version"] == 1
@@ -66,8 +55,8 @@ def test_a_form_opened_before_a_pickup_is_refused_and_saves_nothing(
         "picked_up", bo, "blocked", 3)  # the save moved the version on (the trigger)
 
 
-def test_a_forged_or_missing_version_is_refused(ada: Agent, settings: Any) -> None:
-    client = _root(settings)
+def test_a_forged_or_missing_version_is_refused(ada: Agent, root_client: Client) -> None:
+    client = root_client
     handoff = handoffs.create_handoff(ada, summary="half done")
     shown = _as_shown(client, handoff)
     for forged in ("", "99", "-1", "1e309", "x\x00"):

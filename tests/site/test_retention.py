@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 import time_machine
-from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import IntegrityError, transaction
@@ -194,17 +193,6 @@ def _admin_post(client: Client, fleet: Fleet, **ages: str) -> Any:
     data.update({r.field: str(getattr(fleet, r.field)) for r in RETENTION})
     data.update(ages)
     return client.post(f"/admin/fleet/fleet/{fleet.pk}/change/", data)
-
-
-@pytest.fixture
-def root_client(db: None, settings: Any) -> Client:
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    }
-    client = Client()
-    client.force_login(User.objects.create_superuser("root", password="pw-1234-root"))
-    return client
 
 
 @pytest.mark.parametrize("value", ["-1", "3", "36501", "99999999999999999999", "7\x00", "x",
