@@ -8,12 +8,14 @@ live_server starts them): one serving this checkout, one serving REF from a thro
 worktree. Both use the configured database, so REF must have the same migrations (checked
 first: with a different schema the two would not be measuring the same thing). After a
 VACUUM ANALYZE and a warm-up, each round sends `--requests` requests to each server in
-turn (the order alternating round by round), from `--clients` keep-alive clients, a third
-each of: an agent listing, a lease claim, and GET changes. It reads the CPU each server's
-process tree used (/proc) and Postgres' (the whole server: the two never run at once),
-and prints per round and as medians: gunicorn ms of CPU per request, Postgres ms per
-request, wall ms per request, and this checkout's ratio to REF. The load average is
-printed beside every round: only figures of the same run compare.
+turn (the order alternating round by round), from `--clients` keep-alive clients, a
+quarter each of: an agent listing, a lease claim, GET changes, and GET cache/roster.json
+(a ~100 KB roster of 500 agents, rendered anew every `--render-every` requests, as agent
+hosts fetch each new render; published by this process between batches, alike for both).
+It reads the CPU each server's process tree used (/proc) and Postgres' (the whole server:
+the two never run at once), and prints per round and as medians: gunicorn ms of CPU per
+request, Postgres ms per request, wall ms per request, and this checkout's ratio to REF.
+The load average is printed beside every round: only figures of the same run compare.
 """
 
 from __future__ import annotations
@@ -42,11 +44,13 @@ import django  # noqa: E402
 django.setup()
 
 from args import positive_int  # noqa: E402
+from django.utils import timezone  # noqa: E402
 from live_server import free_port, load, postgres_pid, start_gunicorn, stop, tree_cpu  # noqa: E402
 
 from ctxlake_site import db_health  # noqa: E402
-from fleet import deletion, tokens  # noqa: E402
+from fleet import artifacts, deletion, tokens  # noqa: E402
 from fleet.models import Agent, Fleet  # noqa: E402
+from mcp_bridge import contract  # noqa: E402
 
 MIGRATIONS = ("ctxlake_site/migrations", "fleet/migrations", "claims/migrations")
 
@@ -63,25 +67,44 @@ def requests_for(slug: str) -> Callable[[int], tuple[str, str, bytes | None]]:
     base = f"/api/v1/fleets/{slug}"
 
     def nth(i: int) -> tuple[str, str, bytes | None]:
-        kind = i % 3
+        kind = i % 4
         if kind == 0:
             return "GET", f"{base}/agents?limit=1", None
         if kind == 1:
             body = {"paths": [f"src/p{i % 50}/m.py"], "reason": "bench", "ttl_secs": 600}
             return "POST", f"{base}/leases/claim", json.dumps(body).encode()
-        return "GET", f"{base}/changes", None
+        if kind == 2:
+            return "GET", f"{base}/changes", None
+        return "GET", f"{base}/cache/{contract.ROSTER}", None
 
     return nth
 
 
-def send(port: int, n: int, clients: int, secret: str,
+def render_roster(fleet: Fleet, serial: int) -> None:
+    """A new roster.json of 500 agents with two leases each (~100 KB), as a render
+    publishes it: a new body, so the next fetch of each server reads it."""
+    agents = [{"agent_id": f"agent-{a:03d}", "runtime": "claude-code", "host": f"h{a % 50}",
+               "leases": [{"path": f"src/{a}/{n}/**", "reason": f"bench {serial}",
+                           "expires_at": "2026-12-05T12:00:00Z"} for n in range(2)]}
+              for a in range(500)]
+    body = json.dumps({"agents": agents, "serial": serial}).encode()
+    artifacts.publish(fleet, {contract.ROSTER: body}, at=timezone.now(),
+                      keep=[n for n in artifacts_names(fleet) if n != contract.ROSTER])
+
+
+def artifacts_names(fleet: Fleet) -> list[str]:
+    return [f.name for f in artifacts.listing(fleet)]
+
+
+def send(port: int, first: int, count: int, clients: int, secret: str,
          nth: Callable[[int], tuple[str, str, bytes | None]]) -> None:
+    """Requests first … first + count - 1 (nth's), from `clients` keep-alive connections."""
     headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
 
-    def client(first: int) -> None:
+    def client(offset: int) -> None:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         try:
-            for i in range(first, n, clients):
+            for i in range(first + offset, first + count, clients):
                 method, path, body = nth(i)
                 conn.request(method, path, body=body, headers=headers)
                 response = conn.getresponse()
@@ -95,6 +118,15 @@ def send(port: int, n: int, clients: int, secret: str,
         list(pool.map(client, range(clients)))
 
 
+def run(port: int, n: int, args: argparse.Namespace, fleet: Fleet, secret: str,
+        nth: Callable[[int], tuple[str, str, bytes | None]], serial: list[int]) -> None:
+    """`n` requests to one server, with a new roster rendered every args.render_every."""
+    for first in range(0, n, args.render_every):
+        serial[0] += 1
+        render_roster(fleet, serial[0])
+        send(port, first, min(args.render_every, n - first), args.clients, secret, nth)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--baseline", required=True, metavar="REF",
@@ -102,6 +134,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=positive_int, default=8)
     parser.add_argument("--requests", type=positive_int, default=600, help="per server, per round")
     parser.add_argument("--clients", type=positive_int, default=2)
+    parser.add_argument("--render-every", type=positive_int, default=100, metavar="N",
+                        help="requests between two renders of roster.json (default 100)")
     args = parser.parse_args()
     if not same_schema(args.baseline):
         raise SystemExit(f"{args.baseline} has other migrations than this checkout: "
@@ -115,6 +149,7 @@ def main() -> None:
     agent = Agent.objects.create(fleet=fleet, agent_id="bench")
     secret = tokens.issue_token(fleet, role="agent", name="bench", agent=agent).secret
     nth = requests_for(slug)
+    serial = [0]  # renders so far: each roster differs from the one before
     db_health.vacuum()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {load()}; "
           f"baseline {args.baseline}", flush=True)
@@ -130,13 +165,13 @@ def main() -> None:
                 port = free_port()
                 servers[name] = (port, start_gunicorn(port, 1, root=root))
             for port, _ in servers.values():
-                send(port, args.requests, args.clients, secret, nth)  # warm up
+                run(port, args.requests, args, fleet, secret, nth, serial)  # warm up
             for r in range(args.rounds):
                 order = ("baseline", "this") if r % 2 == 0 else ("this", "baseline")
                 for name in order:
                     port, proc = servers[name]
                     web0, pg0, t0 = tree_cpu(proc.pid), tree_cpu(pg), time.perf_counter()
-                    send(port, args.requests, args.clients, secret, nth)
+                    run(port, args.requests, args, fleet, secret, nth, serial)
                     per = 1000 / args.requests
                     figures[name].append(((tree_cpu(proc.pid) - web0) * per,
                                           (tree_cpu(pg) - pg0) * per,
