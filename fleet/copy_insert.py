@@ -101,7 +101,7 @@ def copy_rows(model: type[models.Model], objs: Sequence[models.Model], using: st
     fields = [f for f in meta.concrete_fields if not f.generated and not f.primary_key]
     rows: list[list[Any]] = []
     for obj in objs:
-        row = []
+        row: list[Any] = [None]  # the id, drawn below
         for f in fields:
             value = f.pre_save(obj, add=True)
             if hasattr(value, "resolve_expression"):
@@ -115,8 +115,9 @@ def copy_rows(model: type[models.Model], objs: Sequence[models.Model], using: st
         ids = [row[0] for row in cur.fetchall()]
     if len(ids) != len(objs):
         return False
-    insert_rows(meta.db_table, [cast(str, f.column) for f in (pk, *fields)],
-                [[id_, *row] for id_, row in zip(ids, rows, strict=True)], using)
+    for row, id_ in zip(rows, ids, strict=True):  # in place: a large import holds one copy
+        row[0] = id_
+    insert_rows(meta.db_table, [cast(str, f.column) for f in (pk, *fields)], rows, using)
     for obj, id_ in zip(objs, ids, strict=True):
         obj.pk = id_
         obj._state.adding = False
