@@ -99,6 +99,7 @@ def test_it_finds_a_secret_in_every_place_and_redact_removes_it(
     assert report["places"]["claim events"]["found"] == 0
     assert Claim.objects.get(pk=world.proposed.pk).text.count(SECRET) == 1  # a scan changes nothing
 
+    planted = Handoff.objects.get(pk=world.handoff.pk).version  # the plant's update moved it
     fixed = _scan("--redact")
     for place in PLACES:
         assert fixed["places"][place]["rewritten"] >= 1, place
@@ -113,7 +114,7 @@ def test_it_finds_a_secret_in_every_place_and_redact_removes_it(
     assert "[REDACTED" in Evidence.objects.get(claim=world.promoted).excerpt
     handoff = Handoff.objects.get(pk=world.handoff.pk)
     assert "AKIA" not in handoff.next_steps and "wJalr" not in handoff.next_steps
-    assert handoff.version == world.handoff.version + 1
+    assert handoff.version == planted + 1  # the rewrite moved it on
     assert SECRET not in Session.objects.get(pk=world.session.pk).summary
     assert SECRET not in json.dumps(list(Activity.objects.values_list("data", flat=True)))
     assert SECRET not in json.dumps(list(DeadLetter.objects.values("line", "reason")))
