@@ -23,6 +23,12 @@ from fleet.models import Fleet
 _render_task: Callable[[int], object] | None = None
 # If a queued render dies before it starts, the marker lapses and renders resume.
 PENDING_TIMEOUT_SECS = 300
+#: A fleet's renders start at least this far apart. Under a steady stream of writes a render
+#: is asked for while the one before it runs, and starts as soon as it ends: renders ran back
+#: to back, so the render rate (every file re-rendered, published and pushed), not the writes,
+#: set the workers' CPU. The gap bounds that at one render a second; a write waits at most
+#: this much longer to be seen, and only while renders follow each other this closely.
+RENDER_GAP_SECS = 1.0
 
 
 def hand_over_render_task(task: Callable[[int], object]) -> None:
@@ -105,8 +111,29 @@ def mark_pending(key: str, value: str, timeout: float) -> bool:
     return cache.get(key) is None and cache.add(key, value, timeout=timeout)
 
 
-def render_started(fleet_id: int) -> None:
-    cache.delete(pending_key(fleet_id))
+def started_key(fleet_id: int) -> str:
+    return f"ctxlake:render-started:{broker()}:{fleet_id}"
+
+
+def render_started(fleet_id: int, *, sleep: Callable[[float], None] = time.sleep) -> None:
+    """The render task calls this before it reads anything: it waits out the fleet's
+    RENDER_GAP_SECS, then clears the pending marker (a change from here on asks again) and
+    notes when this render started.
+
+    While it waits, the marker stays set, so the writes of that second join this render
+    rather than queue another; its value moves to when the render will start, so a drain
+    follower does not mistake the wait for a render starved of a worker (renders_waiting).
+    In sync mode (tests, one-process commands) there is no stream of renders to space out
+    and no worker to hold: no wait.
+    """
+    key = pending_key(fleet_id)
+    wait = _queued_at(cache.get(started_key(fleet_id), "0")) + RENDER_GAP_SECS - time.time()
+    if wait > 0 and not settings.Q_CLUSTER.get("sync"):
+        wait = min(wait, RENDER_GAP_SECS)  # a clock stepped back must not stall renders
+        cache.set(key, str(time.time() + wait), timeout=PENDING_TIMEOUT_SECS)
+        sleep(wait)
+    cache.delete(key)
+    cache.set(started_key(fleet_id), str(time.time()), timeout=PENDING_TIMEOUT_SECS)
 
 
 def renders_waiting(longer_than: float) -> int:

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import time
+from typing import Any
+
 import pytest
 from django.db import transaction
 
@@ -52,3 +55,64 @@ def test_of_many_requests_one_enqueues_and_a_set_marker_costs_one_read(
         assert [q["sql"].split()[0] for q in seen.captured_queries] == ["SELECT", "SELECT"]
     finally:
         cache.delete_many([rendering.pending_key(fleet.pk), tasks.PENDING_KEY])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_render_within_the_gap_waits_it_out_with_its_marker_moved_past_the_wait(
+    settings: Any,
+) -> None:
+    """Back-to-back renders of a fleet start RENDER_GAP_SECS apart: the second waits out the
+    rest of the gap, its marker still set (the writes of that second join it) and dated when
+    it will start (a drain follower does not count it as starved of a worker); then the
+    marker is cleared. The first render, and any in sync mode, start at once."""
+    from django.core.cache import cache
+
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "sync": False}
+    fleet = Fleet.objects.create(slug="gapped", name="gapped")
+    key = rendering.pending_key(fleet.pk)
+    cache.delete_many([key, rendering.started_key(fleet.pk)])
+    waits: list[float] = []
+    seen_during_wait: list[tuple[object, int]] = []
+
+    def sleep(secs: float) -> None:
+        waits.append(secs)
+        seen_during_wait.append((cache.get(key), rendering.renders_waiting(longer_than=0.0)))
+
+    try:
+        cache.set(key, str(time.time()), timeout=60)
+        rendering.render_started(fleet.pk, sleep=sleep)
+        assert waits == [] and cache.get(key) is None  # the first render: at once
+
+        cache.set(key, str(time.time()), timeout=60)  # a write asks again at once
+        before = time.time()
+        rendering.render_started(fleet.pk, sleep=sleep)
+        (wait,) = waits
+        assert 0.5 * rendering.RENDER_GAP_SECS < wait <= rendering.RENDER_GAP_SECS
+        (marker, starved), = seen_during_wait
+        assert float(str(marker)) >= before + wait - 0.2  # dated at its start, not its queueing
+        assert starved == 0
+        assert cache.get(key) is None
+
+        settings.Q_CLUSTER = {**settings.Q_CLUSTER, "sync": True}
+        rendering.render_started(fleet.pk, sleep=sleep)
+        assert len(waits) == 1  # sync mode: no worker to hold, no wait
+    finally:
+        cache.delete_many([key, rendering.started_key(fleet.pk)])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_start_stamp_from_the_future_never_stalls_renders_longer_than_the_gap(
+    settings: Any,
+) -> None:
+    from django.core.cache import cache
+
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "sync": False}
+    fleet = Fleet.objects.create(slug="stepped", name="stepped")
+    waits: list[float] = []
+    try:
+        for stamp in (str(time.time() + 3600), "not a time", "\x00"):
+            cache.set(rendering.started_key(fleet.pk), stamp, timeout=60)
+            rendering.render_started(fleet.pk, sleep=waits.append)
+        assert len(waits) == 1 and waits[0] <= rendering.RENDER_GAP_SECS
+    finally:
+        cache.delete_many([rendering.pending_key(fleet.pk), rendering.started_key(fleet.pk)])
