@@ -12,14 +12,15 @@ seeded by its own code (bench/ab_seed.py: the fleet, `--agents` agents with a to
 Each round runs the two sides in turn (the order alternating round by round); a side's turn
 starts its server the way its own `./ctxlake up` does (gunicorn with
 `ctxlake_site/gunicorn_conf.py` where the checkout has one, gunicorn's sync workers where it
-has not; no access log on either side; `manage.py qcluster`), waits until the workers are idle, then sends fleet_scale.py's
-write mix (lease claim, claim proposal, lease release, handoff created or cleared) from
-`--agents` agents, one write each every `--write-every` seconds for `--seconds`, and waits
-again until the workers and Postgres are idle (the renders and embeddings the writes caused
-count; at most `--settle` seconds). The CPU of the side's gunicorn and qcluster process trees
-and of the Postgres server (only one side runs at a time) over that span, divided by the
-writes served, is the figure; the window alone is printed beside it. Then the side's server
-stops. The load average is printed on every line: only figures of the same run compare.
+has not; no access log on either side; `manage.py qcluster`), waits until the workers are
+idle, then sends fleet_scale.py's write mix (lease claim, claim proposal, lease release,
+handoff created or cleared) from `--agents` agents, one write each every `--write-every`
+seconds for `--seconds`, and waits again until the workers and Postgres are idle (the
+renders and embeddings the writes caused count; at most `--settle` seconds). The CPU of the
+side's gunicorn and qcluster process trees and of the Postgres server (only one side runs at
+a time) over that span, divided by the writes served, is the figure; the window alone is
+printed beside it. Then the side's server stops. The load average is printed on every line:
+only figures of the same run compare.
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ def create_handoffs(handoffs: list[Handoff]) -> list[Handoff]:
     return handoffs
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)  # one UPDATE: inside a caller's transaction, no savepoint
 def update_handoff(
     handoff: Handoff, *, expected_version: int, **changes: Any
 ) -> Handoff | Conflict:
@@ -201,7 +201,9 @@ def _transfer_offered(
     return paths
 
 
-@transaction.atomic  # the pickup and the lease transfer commit together or not at all
+# the pickup and the lease transfer commit together or not at all; inside a caller's
+# transaction (fleet.actions') that is the caller's, with no savepoint of its own
+@transaction.atomic(savepoint=False)
 def pick_up_handoff(
     handoff: Handoff,
     *,

@@ -321,6 +321,13 @@ class HandoffViewSet(FleetViewSet):
         qs = Handoff.objects.filter(fleet=self.request.fleet)
         return qs.select_related("from_agent", "from_session", "picked_up_by")
 
+    def get_object(self) -> Handoff:
+        """The handoff, its fleet the request's (already loaded, and the one it was looked
+        up in): a pickup's or clear's audit row would otherwise read the fleet again."""
+        handoff: Handoff = super().get_object()
+        handoff.fleet = self.request.fleet
+        return handoff
+
     @extend_schema(
         summary="Handoffs, newest first",
         parameters=[OpenApiParameter("state", str, enum=Handoff.State.values, required=False)],

@@ -140,3 +140,26 @@ def test_a_rest_pickup_and_clear_go_through_fleet_actions_and_ask_for_a_render(
     assert api_as(bo).post(_url(world, "/clear"), {"version": 2},
                            format="json").status_code == 200
     assert asked == [world.fleet.pk, world.fleet.pk]
+
+
+@pytest.mark.django_db(transaction=True)  # no test transaction: savepoints are the code's own
+def test_a_clear_and_a_pickup_read_neither_the_fleet_again_nor_take_a_savepoint(
+    api_as: ApiAs, world: World, bo: Agent
+) -> None:
+    """The request has loaded the fleet the handoff was looked up in, and the swap is one
+    UPDATE inside the action's transaction: neither needs a statement of its own."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as seen:
+        picked = api_as(bo).post(_url(world, "/pickup"), {"version": 1, "confirm": True},
+                                 format="json")
+        cleared = api_as(bo).post(_url(world, "/clear"), {"version": 2}, format="json")
+    assert picked.json()["picked_up"] is True
+    assert cleared.status_code == 200 and cleared.json()["version"] == 3
+    sql = [q["sql"] for q in seen.captured_queries]
+    assert not [q for q in sql if q.startswith("SAVEPOINT")]
+    assert not [q for q in sql if 'FROM "fleet_fleet"' in q and "fleet_apitoken" not in q]
+    world.handoff.refresh_from_db()
+    assert (world.handoff.state, world.handoff.version) == ("cleared", 3)
+    assert world.handoff.fleet_id == world.fleet.pk
