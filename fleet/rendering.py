@@ -23,11 +23,12 @@ from fleet.models import Fleet
 _render_task: Callable[[int], object] | None = None
 # If a queued render dies before it starts, the marker lapses and renders resume.
 PENDING_TIMEOUT_SECS = 300
-#: A fleet's renders start at least this far apart. Under a steady stream of writes a render
-#: is asked for while the one before it runs, and starts as soon as it ends: renders ran back
-#: to back, so the render rate (every file re-rendered, published and pushed), not the writes,
-#: set the workers' CPU. The gap bounds that at one render a second; a write waits at most
-#: this much longer to be seen, and only while renders follow each other this closely.
+#: A fleet's requested renders (the render task) start at least this far apart. Under a steady
+#: stream of writes a render is asked for while the one before it runs, and starts as soon as
+#: it ends: renders ran back to back, so the render rate (every file re-rendered, published
+#: and pushed), not the writes, set the workers' CPU. The gap bounds that at one render a
+#: second; a write waits at most this much longer to be seen, and only while renders follow
+#: each other this closely.
 RENDER_GAP_SECS = 1.0
 
 
