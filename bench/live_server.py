@@ -70,10 +70,12 @@ def start_gunicorn(port: int, workers: int, *, worker_class: str = "gthread",
     raise SystemExit("gunicorn did not start")
 
 
-def start_qcluster(workers: int, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    """`manage.py qcluster` with `workers` workers, in a process group of its own."""
+def start_qcluster(workers: int, env: dict[str, str] | None = None,
+                   root: Path = ROOT) -> subprocess.Popen[bytes]:
+    """`manage.py qcluster` with `workers` workers, in a process group of its own; `root`:
+    the checkout whose code it runs (another commit's worktree, for write_cpu_ab)."""
     env = {**os.environ, "CTXLAKE_Q_WORKERS": str(workers), **(env or {})}
-    return subprocess.Popen([sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=env,
+    return subprocess.Popen([sys.executable, "manage.py", "qcluster"], cwd=root, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
 

@@ -59,14 +59,15 @@ from live_server import (  # noqa: E402
     load,
     postgres_pid,
     start_gunicorn,
+    start_qcluster,
     stop,
     tree_cpu,
 )
 
 SLUG = "bench-write-ab"
 SETTLE_SLICE = 2.0  # seconds per idleness reading
-IDLE_CORES = 0.05
-WARM_UP_REQUESTS = 20  # a side is idle once its workers and Postgres use less than this
+IDLE_CORES = 0.05  # a side is idle once its workers and Postgres use less than this
+WARM_UP_REQUESTS = 20
 
 
 @dataclass
@@ -127,12 +128,6 @@ def seed(side: Side, agents: int, claims: int, out: TextIO) -> None:
           f"{time.perf_counter() - began:.0f}s  [{load()}]", file=out, flush=True)
 
 
-def start_qcluster(side: Side) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "manage.py", "qcluster"], cwd=side.root,
-                            env={**os.environ, **side.env}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-
-
 def settle(pids: dict[str, int], limit: float) -> float:
     """Wait until the workers and Postgres together use < IDLE_CORES; the seconds it took."""
     began = time.monotonic()
@@ -176,7 +171,7 @@ def turn(side: Side, args: argparse.Namespace, pg: int) -> dict[str, Any]:
     port = free_port()
     web = start_gunicorn(port, args.web_workers, worker_class=side.worker_class,
                          env=side.env, root=side.root)
-    cluster = start_qcluster(side)
+    cluster = start_qcluster(args.q_workers, env=side.env, root=side.root)
     pids = {"gunicorn": web.pid, "qcluster": cluster.pid, "postgres": pg}
     assert side.creds is not None
     try:
@@ -235,6 +230,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rounds", type=positive_int, default=2)
     p.add_argument("--claims", type=positive_int, default=1000)
     p.add_argument("--web-workers", type=positive_int, default=2)
+    p.add_argument("--q-workers", type=positive_int, default=2)
     p.add_argument("--settle", type=positive_int, default=180, metavar="SECS",
                    help="longest wait for the side to go idle after its window (default 180)")
     p.add_argument("--json", action="store_true", help="the figures as JSON on stdout")
