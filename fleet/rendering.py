@@ -128,13 +128,15 @@ def render_started(fleet_id: int, *, sleep: Callable[[float], None] = time.sleep
     and no worker to hold: no wait.
     """
     key = pending_key(fleet_id)
-    wait = _queued_at(cache.get(started_key(fleet_id), "0")) + RENDER_GAP_SECS - time.time()
+    now = time.time()
+    wait = _queued_at(cache.get(started_key(fleet_id), "0")) + RENDER_GAP_SECS - now
     if wait > 0 and not settings.Q_CLUSTER.get("sync"):
         wait = min(wait, RENDER_GAP_SECS)  # a clock stepped back must not stall renders
-        cache.set(key, str(time.time() + wait), timeout=PENDING_TIMEOUT_SECS)
+        now += wait
+        cache.set(key, str(now), timeout=PENDING_TIMEOUT_SECS)
         sleep(wait)
     cache.delete(key)
-    cache.set(started_key(fleet_id), str(time.time()), timeout=PENDING_TIMEOUT_SECS)
+    cache.set(started_key(fleet_id), str(now), timeout=PENDING_TIMEOUT_SECS)
 
 
 def renders_waiting(longer_than: float) -> int:
