@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -91,6 +92,19 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 20) -> None:
         os.killpg(proc.pid, signal.SIGKILL)  # a child the parent left behind, if any
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(5)
+
+
+@contextlib.contextmanager
+def baseline_checkout(ref: str, parent: Path) -> Iterator[Path]:
+    """`ref` checked out as a throwaway git worktree under `parent`: the other side of the
+    same-run A/B benches (rest_cpu_ab, write_cpu_ab), removed afterwards whatever happened."""
+    worktree = parent / "baseline"
+    subprocess.run(["git", "worktree", "add", "--detach", "-q", str(worktree), ref], cwd=ROOT,
+                   check=True)
+    try:
+        yield worktree
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=ROOT)
 
 
 # -- CPU of a process tree -------------------------------------------------------------------

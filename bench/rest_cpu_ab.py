@@ -45,7 +45,15 @@ django.setup()
 
 from args import positive_int  # noqa: E402
 from django.utils import timezone  # noqa: E402
-from live_server import free_port, load, postgres_pid, start_gunicorn, stop, tree_cpu  # noqa: E402
+from live_server import (  # noqa: E402
+    baseline_checkout,
+    free_port,
+    load,
+    postgres_pid,
+    start_gunicorn,
+    stop,
+    tree_cpu,
+)
 
 from ctxlake_site import db_health  # noqa: E402
 from fleet import artifacts, deletion, tokens  # noqa: E402
@@ -89,11 +97,7 @@ def render_roster(fleet: Fleet, serial: int) -> None:
               for a in range(500)]
     body = json.dumps({"agents": agents, "serial": serial}).encode()
     artifacts.publish(fleet, {contract.ROSTER: body}, at=timezone.now(),
-                      keep=[n for n in artifacts_names(fleet) if n != contract.ROSTER])
-
-
-def artifacts_names(fleet: Fleet) -> list[str]:
-    return [f.name for f in artifacts.listing(fleet)]
+                      keep=[f.name for f in artifacts.listing(fleet) if f.name != contract.ROSTER])
 
 
 def send(port: int, first: int, count: int, clients: int, secret: str,
@@ -154,10 +158,8 @@ def main() -> None:
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {load()}; "
           f"baseline {args.baseline}", flush=True)
 
-    with tempfile.TemporaryDirectory(prefix="rest-ab-") as tmp:
-        worktree = Path(tmp) / "baseline"
-        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(worktree),
-                        args.baseline], cwd=ROOT, check=True)
+    with (tempfile.TemporaryDirectory(prefix="rest-ab-") as tmp,
+          baseline_checkout(args.baseline, Path(tmp)) as worktree):
         servers: dict[str, tuple[int, subprocess.Popen[bytes]]] = {}
         figures: dict[str, list[tuple[float, float, float]]] = {"baseline": [], "this": []}
         try:
@@ -183,7 +185,6 @@ def main() -> None:
         finally:
             for _, proc in servers.values():
                 stop(proc)
-            subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=ROOT)
             deletion.delete_fleet(fleet)
 
     def median(name: str, i: int) -> float:

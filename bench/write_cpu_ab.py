@@ -55,6 +55,7 @@ from django.db import connection  # noqa: E402
 from fleet_scale import AgentState, Credentials, Writer, drive, pct, spread  # noqa: E402
 from live_server import (  # noqa: E402
     UNLIMITED_RATE,
+    baseline_checkout,
     free_port,
     load,
     postgres_pid,
@@ -261,13 +262,11 @@ def main() -> None:
           f"[{load()}]",
           file=out, flush=True)
     tag = f"{os.getpid()}"
-    with tempfile.TemporaryDirectory(prefix="write-ab-") as tmp_name:
+    with (tempfile.TemporaryDirectory(prefix="write-ab-") as tmp_name,
+          baseline_checkout(commit, Path(tmp_name)) as worktree):
         tmp = Path(tmp_name)
-        worktree = tmp / "baseline"
-        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(worktree),
-                        commit], cwd=ROOT, check=True)
-        sides = [Side(name, root, f"bench_ab_{name}_{tag}",
-                      side_env(f"bench_ab_{name}_{tag}", tmp, name))
+        dbs = {name: f"bench_ab_{name}_{tag}" for name in ("baseline", "this")}
+        sides = [Side(name, root, dbs[name], side_env(dbs[name], tmp, name))
                  for name, root in (("baseline", worktree), ("this", ROOT))]
         try:
             for s in sides:
@@ -279,7 +278,6 @@ def main() -> None:
                     s.rounds.append(turn(s, args, pg))
                     print(line(s, s.rounds[-1]), file=out, flush=True)
         finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=ROOT)
             for s in sides:
                 drop_database(s.db)
 
