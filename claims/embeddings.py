@@ -17,9 +17,10 @@ from functools import cache, lru_cache
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
+import numpy
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Q, QuerySet
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 from pgvector.django import CosineDistance
 
 from claims.models import EMBEDDING_DIMS, Claim
@@ -96,9 +97,9 @@ def nearest(
 ) -> list[tuple[Claim, float]]:
     """The fleet's claims closest to `claim` by cosine similarity, nearest first.
 
-    The one nearest-neighbour query over claims (conflict labels, the review page's
-    neighbours, search's vector list through `nearest_query`): vectors of the current
-    model only, over the HNSW index with a queue deep enough for `limit` rows and a
+    The one nearest-neighbour query over claims (the review page's neighbours; search's
+    vector list through `nearest_query`, conflict labels through `nearest_each`): vectors
+    of the current model only, over the HNSW index with a queue deep enough for `limit` rows and a
     strict-order iterative scan, so filters applied after the index do not starve it.
     `among` narrows the candidates (default: the claim's fleet, the claim excluded).
     """
@@ -113,6 +114,43 @@ def nearest(
     return [(c, 1.0 - float(c.distance)) for c in found]
 
 
+def nearest_each(
+    claims: QuerySet[Claim], *, statuses: tuple[str, ...]
+) -> dict[int, tuple[Claim, Claim, float]]:
+    """Each of `claims` (by pk) with its fleet's nearest other claim of `statuses` and their
+    cosine similarity, for those that have one; both claims carry pk, text and vector.
+
+    `nearest` for a batch: one statement finds every neighbour (a correlated subquery per
+    claim, an HNSW or a sequential scan as the planner judges the fleet's size) and one
+    reads the pairs, instead of a transaction, a query and a full model per claim. The
+    embedding pass labels each burst of proposals this way.
+    """
+    candidates = Claim.objects.filter(fleet_id=OuterRef("fleet_id"), status__in=statuses)
+    neighbour = nearest_query(candidates.exclude(pk=OuterRef("pk")), OuterRef("embedding"))
+    with hnsw_scan(1):
+        found = (
+            embedded(claims)
+            .annotate(near=Subquery(neighbour.values("pk")[:1]))
+            .order_by()
+            .values_list("pk", "near")
+        )
+        pairs = {pk: near for pk, near in found if near is not None}
+    rows = Claim.objects.only("pk", "text", "embedding").in_bulk(
+        {*pairs, *pairs.values()}
+    )
+    return {
+        pk: (rows[pk], rows[near], cosine(rows[pk].embedding, rows[near].embedding))
+        for pk, near in pairs.items()
+    }
+
+
+def cosine(a: Any, b: Any) -> float:
+    """Cosine similarity of two vectors (1 − pgvector's `<=>` distance)."""
+    left, right = numpy.asarray(a, dtype=numpy.float64), numpy.asarray(b, dtype=numpy.float64)
+    norms = float(numpy.linalg.norm(left) * numpy.linalg.norm(right))
+    return float(left @ right) / norms if norms else 0.0
+
+
 class Distance(TypedDict):
     distance: float  # what nearest_query annotates each claim with
 
@@ -123,10 +161,16 @@ def nearest_query(
     """`base`'s claims embedded by the current model, annotated with their cosine
     `distance` to `vector`, nearest first (run it inside `hnsw_scan`)."""
     return (
-        base.filter(embedding__isnull=False, embedding_model=embedder().NAME)
+        embedded(base)
         .annotate(distance=CosineDistance("embedding", vector))
         .order_by("distance")
     )
+
+
+def embedded(base: QuerySet[Claim]) -> QuerySet[Claim]:
+    """`base`'s claims that have a vector from the current model (the only ones a
+    similarity may be computed for: another model's vectors live in another space)."""
+    return base.filter(embedding__isnull=False, embedding_model=embedder().NAME)
 
 
 Order = Literal["strict_order", "relaxed_order"]

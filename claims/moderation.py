@@ -749,14 +749,27 @@ def set_valid_until(claim: Claim, *, by: Any, until: datetime | None, note: str 
     return claim
 
 
-@transaction.atomic
-def label_near_claim(
-    claim: Claim, *, near: Claim | None, similarity: float | None, relation: str
-) -> None:
-    """Record the queue's label for `claim` ("likely duplicate of cc-12 (0.97)", "possible
-    conflict with cc-12"). A label, not a decision: no status, evidence or count changes."""
-    Claim.objects.filter(pk=claim.pk).update(
-        near_claim=near,
-        near_similarity=None if similarity is None else round(similarity, 4),
-        near_relation=relation,
-    )
+@dataclass(frozen=True)
+class NearLabel:
+    """The queue's label for `claim`: its nearest claim, how close, and what that means."""
+
+    claim: Claim
+    near: Claim | None
+    similarity: float | None
+    relation: str
+
+
+def label_near_claims(labels: list[NearLabel]) -> None:
+    """Record the queue's labels ("likely duplicate of cc-12 (0.97)", "possible conflict
+    with cc-12"), one statement for a whole embedding pass. A label, not a decision: no
+    status, evidence or count changes."""
+    rows = [
+        Claim(
+            pk=label.claim.pk,
+            near_claim=label.near,
+            near_similarity=None if label.similarity is None else round(label.similarity, 4),
+            near_relation=label.relation,
+        )
+        for label in labels
+    ]
+    Claim.objects.bulk_update(rows, ["near_claim", "near_similarity", "near_relation"])

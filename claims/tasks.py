@@ -44,17 +44,12 @@ def label_neighbours(proposed: QuerySet[Claim]) -> int:
     possible conflict (claims.conflicts). Only a label: the proposal stays in the queue and
     the neighbour is untouched; merging, superseding or keeping both is a person's call.
     An exact-text label set when the proposal was filed is kept."""
-    labelled = 0
-    for claim in proposed.order_by("number"):
-        if claim.near_relation and claim.near_similarity == 1.0:
-            continue
-        match = embeddings.nearest(claim, limit=1, statuses=moderation.LIVE)
-        if not match:
-            continue
-        near, similarity = match[0]
-        relation = conflicts.relation(near.text, claim.text, similarity)
-        if relation is None:
-            continue
-        moderation.label_near_claim(claim, near=near, similarity=similarity, relation=relation)
-        labelled += 1
-    return labelled
+    todo = proposed.exclude(near_similarity=1.0, near_relation__gt="")
+    found = embeddings.nearest_each(todo, statuses=moderation.LIVE)
+    labels = [
+        moderation.NearLabel(claim, near, similarity, relation)
+        for claim, near, similarity in found.values()
+        if (relation := conflicts.relation(near.text, claim.text, similarity)) is not None
+    ]
+    moderation.label_near_claims(labels)
+    return len(labels)

@@ -114,3 +114,69 @@ def test_reembed_refuses_a_bad_batch_size(db: None, batch: str) -> None:
 
     with pytest.raises(CommandError, match="batch"):
         call_command("reembed_claims", "--batch", batch)
+
+
+def test_nearest_each_finds_for_every_claim_what_nearest_finds(
+    fleet_a: Fleet, fleet_b: Fleet
+) -> None:
+    """One statement labels a whole embedding pass: the same neighbour and similarity as
+    `nearest` per claim, within the claim's fleet, of the current model, never itself."""
+    texts = [
+        "Tests fail unless the Redis server is running locally.",
+        "You need a local Redis running or the test suite fails.",
+        "Invoices are rounded to the nearest cent.",
+        "Run make lint before pushing or CI rejects the branch.",
+        "The staging database is reset every Sunday night.",
+        "Staging data is wiped each Sunday evening.",
+    ]
+    mine = [_propose(fleet_a, t, f"s{i}") for i, t in enumerate(texts)]
+    alone = _propose(fleet_b, texts[0], "s9")  # fleet_b's only claim: no neighbour at all
+    other_model = _propose(fleet_a, "Tests fail unless a Redis server runs locally!", "s8")
+    tasks.embed_pending()
+    Claim.objects.filter(pk=other_model.pk).update(embedding_model="an-older-model")
+    pks = [c.pk for c in (*mine, alone, other_model)]
+
+    found = embeddings.nearest_each(Claim.objects.filter(pk__in=pks), statuses=moderation.LIVE)
+
+    assert set(found) == {c.pk for c in mine}
+    for claim in mine:
+        claim.refresh_from_db()
+        ((near, similarity),) = embeddings.nearest(claim, limit=1, statuses=moderation.LIVE)
+        got_claim, got_near, got_similarity = found[claim.pk]
+        assert (got_claim.pk, got_near.pk) == (claim.pk, near.pk)
+        assert got_near.text == near.text
+        assert got_similarity == pytest.approx(similarity, abs=1e-5)
+
+
+def test_labelling_a_pass_of_proposals_takes_the_same_statements_for_3_as_for_12(
+    fleet_a: Fleet,
+) -> None:
+    """The labels of a burst cost a fixed number of statements, not a scan, a transaction
+    and an update per proposal."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    claims = [_propose(fleet_a, f"Service {i} restarts at {i} am daily.", f"s{i}")
+              for i in range(12)]
+    tasks.embed_pending()
+    counts = []
+    for n in (3, 12):
+        ids = [c.pk for c in claims[:n]]
+        with CaptureQueriesContext(connection) as q:
+            labelled = tasks.label_neighbours(Claim.objects.filter(pk__in=ids, status="proposed"))
+        counts.append(len(q.captured_queries))
+        assert labelled >= 2  # near-identical texts: labels written in both passes
+    assert counts[0] == counts[1]
+
+
+def test_claim_vectors_are_stored_in_the_row(db: None) -> None:
+    """Inline vectors: a neighbour scan reads each row once, not each row and its TOAST
+    entry (claims migration 0015)."""
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT attstorage FROM pg_attribute "
+            "WHERE attrelid = 'claims_claim'::regclass AND attname = 'embedding'"
+        )
+        assert cur.fetchone() == ("p",)

@@ -209,7 +209,7 @@ def group(fleet_a: Fleet, ada: Agent, bo: Agent) -> dict[str, Claim]:
     with time_machine.travel(now - timedelta(days=1)):
         again = _propose(fleet_a, TEXT.upper(), "s-x", extractor="lesson").claim
     near = _propose(fleet_a, TEXT + " in this repo", "s-b", extractor="error_fix", agent=bo).claim
-    moderation.label_near_claim(near, near=root, similarity=0.97, relation="duplicate")
+    moderation.label_near_claims([moderation.NearLabel(near, root, 0.97, "duplicate")])
     corroboration = _propose(fleet_a, TEXT, "s-b", message="m7", agent=bo)
     assert corroboration.claim == root and not corroboration.created
     assert again.near_claim == root and again.near_relation == "duplicate"
@@ -277,8 +277,8 @@ def test_groups_are_one_level_never_chained(
     as_mod: Client, fleet_a: Fleet, group: dict[str, Claim]
 ) -> None:
     chained = _propose(fleet_a, TEXT + " in this repo too", "s-c").claim
-    moderation.label_near_claim(chained, near=group["near"], similarity=0.98,
-                                relation="duplicate")
+    moderation.label_near_claims(
+        [moderation.NearLabel(chained, group["near"], 0.98, "duplicate")])
     cells = _cell(as_mod, "group")
     assert "3 proposals · 2 sessions" in cells[group["near"].public_id]
     assert cells[chained.public_id] == ""
@@ -326,7 +326,7 @@ def test_the_queues_queries_do_not_grow_with_rows_or_groups(
             root = _propose(fleet_a, f"fact {i} about the build", f"s{i}", agent=ada).claim
             again = _propose(fleet_a, f"FACT {i} about the build", f"s{i}", "m2").claim
             near = _propose(fleet_a, f"fact {i} about the builds", f"s{i + 100}", agent=bo).claim
-            moderation.label_near_claim(near, near=root, similarity=0.96, relation="duplicate")
+            moderation.label_near_claims([moderation.NearLabel(near, root, 0.96, "duplicate")])
             assert again.near_claim == root
 
     add_groups(0, 2)
