@@ -61,8 +61,19 @@ def _embed_one(text: str) -> Any:
 
 
 def needing_embedding(fleet: Fleet | None = None) -> QuerySet[Claim]:
-    """Claims without a vector from the current model."""
-    qs = Claim.objects.filter(Q(embedding__isnull=True) | ~Q(embedding_model=embedder().NAME))
+    """Claims without a vector from the current model.
+
+    Written so that each arm is an index range (claims_claim_unembedded; "another model"
+    as below or above the current name on claims_claim_embedded): the embedding pass runs
+    after every burst of proposals, and `embedding_model <> name` would read every row of
+    every fleet each time instead of the few that wait.
+    """
+    name = embedder().NAME
+    qs = Claim.objects.filter(
+        Q(embedding__isnull=True)
+        | Q(embedding__isnull=False, embedding_model__lt=name)
+        | Q(embedding__isnull=False, embedding_model__gt=name)
+    )
     return qs.filter(fleet=fleet) if fleet else qs
 
 

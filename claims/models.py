@@ -264,6 +264,13 @@ class Claim(Screened):
                 condition=Q(embedding__isnull=False),
                 name="claims_claim_embedded",
             ),
+            # Which claims wait for a vector: the embedding pass that follows every burst of
+            # proposals finds them without reading the table (embeddings.needing_embedding).
+            models.Index(
+                fields=("fleet",),
+                condition=Q(embedding__isnull=True),
+                name="claims_claim_unembedded",
+            ),
             models.Index(fields=("fleet", "status", "created_at"), name="claims_claim_queue"),
             models.Index(fields=("fleet", "text_hash"), name="claims_claim_by_hash"),
             models.Index(fields=("fleet", "subject"), name="claims_claim_by_subject"),

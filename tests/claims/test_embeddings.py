@@ -180,3 +180,28 @@ def test_claim_vectors_are_stored_in_the_row(db: None) -> None:
             "WHERE attrelid = 'claims_claim'::regclass AND attname = 'embedding'"
         )
         assert cur.fetchone() == ("p",)
+
+
+def test_needing_embedding_finds_the_waiting_claims_through_indexes_alone(fleet_a: Fleet) -> None:
+    """A claim waits when it has no vector or one of another model (named before or after
+    the current one); the pass after each burst finds them without a scan of the table."""
+    from django.db import connection
+
+    claims = [_propose(fleet_a, f"Fact number {i} about the deploy", f"s{i}") for i in range(4)]
+    tasks.embed_pending()
+    name = embeddings.embedder().NAME
+    Claim.objects.filter(pk=claims[1].pk).update(embedding=None, embedding_model="")
+    Claim.objects.filter(pk=claims[2].pk).update(embedding_model="")  # before any name
+    Claim.objects.filter(pk=claims[3].pk).update(embedding_model=name + "-next")  # after it
+    waiting = embeddings.needing_embedding()
+    assert set(waiting.values_list("pk", flat=True)) == {c.pk for c in claims[1:]}
+    assert set(embeddings.needing_embedding(fleet_a).values_list("pk", flat=True)) == {
+        c.pk for c in claims[1:]}
+
+    sql, params = waiting.values_list("pk").query.sql_with_params()
+    with connection.cursor() as cur:
+        cur.execute("SET LOCAL enable_seqscan = off")  # a tiny table: force the plan's hand
+        cur.execute("EXPLAIN " + sql, params)
+        plan = "\n".join(row[0] for row in cur.fetchall())
+    assert "Seq Scan" not in plan and "Filter" not in plan, plan
+    assert "claims_claim_unembedded" in plan, plan
