@@ -4,7 +4,7 @@ pgvector gives `vector` EXTERNAL storage: a 384-dim vector (1,544 bytes) plus a 
 text and columns passes the 2 KB TOAST threshold, so the vector went out of line and every
 distance computed over a row fetched it through the TOAST index: three buffers a row, and
 most of a neighbour scan's time (measured on 2026-12-05, one label scan over 1,600 claims:
-4,931 buffers and ~4 ms of Postgres out of line, 725 buffers and ~2 ms inline). PLAIN keeps
+4,931 buffers and ~4 ms of Postgres out of line, ~2 ms inline). PLAIN keeps
 the vector in the row; a long text is compressed or moved out instead.
 
 Rows already stored keep their out-of-line vector until they are rewritten: re-embedding
