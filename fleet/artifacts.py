@@ -64,11 +64,11 @@ def publish(fleet: Fleet, files: Mapping[str, bytes], *, at: datetime,
     the object store configured, new bodies are uploaded before that COMMIT; a store that
     fails raises artifact_store.StoreError and nothing of this render is published.
     """
-    for name, body in files.items():
-        artifact = _stored(fleet, name, body, at=at)
-        CacheHead.objects.update_or_create(
-            fleet=fleet, name=name, defaults={"artifact": artifact, "rendered_at": at}
-        )
+    heads = [CacheHead(fleet=fleet, name=name, artifact=_stored(fleet, name, body, at=at),
+                       rendered_at=at) for name, body in files.items()]
+    # every head in one INSERT … ON CONFLICT DO UPDATE: a render moves five or six of them
+    CacheHead.objects.bulk_create(heads, update_conflicts=True, unique_fields=["fleet", "name"],
+                                  update_fields=["artifact", "rendered_at"])
     CacheHead.objects.filter(fleet=fleet).exclude(name__in=[*files, *keep]).delete()
     prune(fleet)
 

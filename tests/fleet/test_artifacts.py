@@ -66,3 +66,25 @@ def test_bodies_are_stored_uncompressed(db: None) -> None:
         cur.execute("SELECT attstorage FROM pg_attribute WHERE attrelid = "
                     "'fleet_cacheartifact'::regclass AND attname = 'body'")
         assert cur.fetchone()[0] == "e"
+
+
+def test_a_render_moves_all_its_heads_in_one_statement(fleet_a: Fleet) -> None:
+    """Five files or one, the heads move in one upsert (a render publishes every second
+    under load): the statements touching heads do not grow with the files."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    now = timezone.now()
+    names = ["roster.json", "history.json", "handoffs.json", "briefing.md", "manifest.json"]
+    counts = []
+    for i, files in enumerate(({"roster.json": b"r0"}, {n: b"%s-1" % n.encode() for n in names})):
+        artifacts.publish(fleet_a, {n: b"old" for n in names[: len(files)]},
+                          at=now + timedelta(seconds=2 * i))
+        with CaptureQueriesContext(connection) as q:
+            artifacts.publish(fleet_a, files, at=now + timedelta(seconds=2 * i + 1))
+        counts.append(sum('"fleet_cachehead"' in x["sql"] for x in q.captured_queries))
+    assert counts[0] == counts[1]
+    assert {f.name for f in artifacts.listing(fleet_a)} == set(names)
+    for name in names:
+        latest = artifacts.latest(fleet_a, name)
+        assert latest is not None and latest[1] == b"%s-1" % name.encode()
