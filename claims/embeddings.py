@@ -110,8 +110,9 @@ def nearest(
 
     The one nearest-neighbour query over claims (the review page's neighbours; search's
     vector list through `nearest_query`, conflict labels through `nearest_each`): vectors
-    of the current model only, over the HNSW index with a queue deep enough for `limit` rows and a
-    strict-order iterative scan, so filters applied after the index do not starve it.
+    of the current model only, over the HNSW index with a queue deep enough for `limit`
+    rows and a strict-order iterative scan, so filters applied after the index do not
+    starve it.
     `among` narrows the candidates (default: the claim's fleet, the claim excluded).
     """
     if claim.embedding is None or claim.embedding_model != embedder().NAME:
@@ -146,9 +147,7 @@ def nearest_each(
             .values_list("pk", "near")
         )
         pairs = {pk: near for pk, near in found if near is not None}
-    rows = Claim.objects.only("pk", "text", "embedding").in_bulk(
-        {*pairs, *pairs.values()}
-    )
+    rows = Claim.objects.only("pk", "text", "embedding").in_bulk({*pairs, *pairs.values()})
     return {
         pk: (rows[pk], rows[near], cosine(rows[pk].embedding, rows[near].embedding))
         for pk, near in pairs.items()
