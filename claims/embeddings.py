@@ -151,6 +151,7 @@ def nearest_each(
     return {
         pk: (rows[pk], rows[near], cosine(rows[pk].embedding, rows[near].embedding))
         for pk, near in pairs.items()
+        if pk in rows and near in rows  # either may be deleted between the two reads
     }
 
 

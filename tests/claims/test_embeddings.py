@@ -205,3 +205,24 @@ def test_needing_embedding_finds_the_waiting_claims_through_indexes_alone(fleet_
         plan = "\n".join(row[0] for row in cur.fetchall())
     assert "Seq Scan" not in plan and "Filter" not in plan, plan
     assert "claims_claim_unembedded" in plan, plan
+
+
+def test_nearest_each_skips_a_pair_whose_claim_is_deleted_between_its_two_reads(
+    fleet_a: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The neighbours are found in one statement and read in a second: a claim deleted in
+    between (its fleet deleted, say) drops its pairs instead of failing the whole pass."""
+    first = _propose(fleet_a, "Tests fail unless the Redis server is running locally.")
+    second = _propose(fleet_a, "You need a local Redis running or the test suite fails.", "s2")
+    tasks.embed_pending()
+    real_only = Claim.objects.only
+
+    def only(*fields: str) -> Any:
+        Claim.objects.filter(pk=second.pk).delete()
+        return real_only(*fields)
+
+    monkeypatch.setattr(Claim.objects, "only", only)
+    found = embeddings.nearest_each(
+        Claim.objects.filter(pk__in=[first.pk, second.pk]), statuses=moderation.LIVE
+    )
+    assert found == {}
