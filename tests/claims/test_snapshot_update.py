@@ -373,3 +373,31 @@ def test_a_deleted_fleet_leaves_no_change_rows(world: World, fleet_b: Fleet) -> 
     world.fleet.delete()
     assert not SnapshotChange.objects.filter(fleet_id=gone).exists()
     assert SnapshotChange.objects.filter(fleet_id=fleet_b.pk).count() == 1
+
+
+def test_a_lease_change_alone_reads_no_claim_rows_for_the_snapshot(
+    world: World, tmp_path: Path
+) -> None:
+    """Renders proportional to the change: with no change row and no open contradiction,
+    the snapshot's render reads the change log and which claims are contradicted, and
+    nothing of the claims, their citations, their timeline or the contradictions' rows."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from claims import snapshot_update
+
+    for _ in range(5):
+        world.add()
+    workers.render_fleet(world.fleet)
+    Contradiction.objects.filter(claim__fleet=world.fleet).update(resolved_at=timezone.now())
+    before = workers.render_fleet(world.fleet)
+    leases.claim_paths(world.agent, ["src/f1.py"], ttl=timedelta(minutes=30), reason="work")
+    with CaptureQueriesContext(connection) as q:
+        done = snapshot_update.render_snapshot(world.fleet, tmp_path / "s.sqlite",
+                                               now=timezone.now())
+    assert (done.how, done.claims) == ("unchanged", before.claims)
+    read = " ".join(x["sql"] for x in q.captured_queries)
+    for table in ("claims_evidence", "claims_claimevent", "fleet_session"):
+        assert f'"{table}"' not in read and f" {table} " not in read, table
+    # which claims are in an open contradiction, once; not the contradictions' rows again
+    assert sum("claims_contradiction" in x["sql"] for x in q.captured_queries) == 1
