@@ -119,6 +119,8 @@ def write_claims(db: sqlite3.Connection, fleet: Fleet, only: Collection[int] | N
     """Write the fleet's promoted claims (those of `only`, claim pks, when given) and their
     vectors; how many. The one definition of a claim's snapshot rows: a full render and a
     delta render (claims.snapshot_update) both write them here."""
+    if only is not None and not only:
+        return 0  # a delta with no claim to recompute (a lease or handoff change alone)
     claims = (
         Claim.objects.for_fleet(fleet).promoted().select_related("superseded_by").order_by("number")
     )
@@ -165,6 +167,8 @@ def write_timeline(db: sqlite3.Connection, fleet: Fleet, only: Collection[int] |
     claim's text never reaches agents. Each entry names the session it came from (the
     event's, else the first evidence's for a proposal or corroboration) and how that
     session ended."""
+    if only is not None and not only:
+        return
     events = (
         ClaimEvent.objects.filter(claim__fleet=fleet, claim__status=Claim.Status.PROMOTED)
         .select_related("claim", "actor_user", "actor_agent")

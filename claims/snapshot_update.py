@@ -101,11 +101,6 @@ def _update(fleet: Fleet, prev: SnapshotDelta, tmp: Path, *, now: datetime, seen
         return None
     # a contradiction mark depends on both claims being live now: recompute them always
     marked = _in_contradictions(fleet)
-    if not (changes.claims or changes.numbers or marked):
-        # no row to recompute (a change of leases or handoffs alone): the previous rows stand
-        meta_prev = _prev_meta(prev, fleet)
-        if meta_prev is not None and meta_prev.get("memory_mode") == fleet.memory_mode:
-            return _unchanged(fleet, prev, known, seen)
     changed = changes.numbers | _numbers(changes.claims)  # their timeline rows too
     numbers = changed | _numbers(marked)
     scratch = sqlite3.connect(":memory:")
@@ -126,7 +121,9 @@ def _update(fleet: Fleet, prev: SnapshotDelta, tmp: Path, *, now: datetime, seen
         for r, row in fresh[t].items()
     ) and set(fresh["claims"]) == (numbers & set(old["claims"]))
     if untouched and meta_prev.get("memory_mode") == fleet.memory_mode:
-        return _unchanged(fleet, prev, known, seen)
+        SnapshotDelta.objects.filter(pk=prev.pk).update(cursor=seen)  # same rows at `seen`
+        snapshot_changes.prune(fleet, seen)
+        return Rendered("unchanged", known, None)
     touched = {"claims": numbers, "embeddings": numbers, "timeline": changed}
     if not _copy_local(local, prev, tmp):
         stored = artifacts.latest(fleet, contract.SNAPSHOT)
@@ -135,13 +132,6 @@ def _update(fleet: Fleet, prev: SnapshotDelta, tmp: Path, *, now: datetime, seen
         tmp.write_bytes(stored[1])
     return _publish_delta(fleet, prev, tmp, old, fresh, columns, touched,
                           len(changes.claims), now=now, seen=seen)
-
-
-def _unchanged(fleet: Fleet, prev: SnapshotDelta, known: int, seen: str) -> Rendered:
-    """The snapshot stays `prev`'s render: its rows are the same at `seen`."""
-    SnapshotDelta.objects.filter(pk=prev.pk).update(cursor=seen)
-    snapshot_changes.prune(fleet, seen)
-    return Rendered("unchanged", known, None)
 
 
 def _publish_delta(fleet: Fleet, prev: SnapshotDelta, tmp: Path, old: delta.Index,
