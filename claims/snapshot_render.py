@@ -266,6 +266,8 @@ def path_claims(
     match = ranking.PathMatcher(patterns)
     weights = {pk: weight for pk, subject in subjects.items()
                if (weight := match(subject, cited.get(pk, [])))}
+    if not weights:  # the usual answer: no rows or contradictions left to read
+        return []
     scored = [(ranking.path_score(weights[claim.pk], search.factors(claim, now)), claim)
               for claim in live.filter(pk__in=list(weights))]
     scored.sort(key=lambda pair: (-pair[0], pair[1].public_id))

@@ -15,6 +15,7 @@ from mcp_bridge.contract import events, render, sanitize
 DEFAULT_MAX_TOKENS = 1500
 CHARS_PER_TOKEN = 4  # a deliberately pessimistic estimate for English and code
 LIST_ROWS = 8
+LEASES_SHOWN = 5  # per agent line
 CHANGED_PATHS_SHOWN = 5  # per session line
 
 
@@ -26,12 +27,35 @@ def _clean(value: Any, limit: int = 300) -> Any:
     return sanitize.clean_value(value, max_chars=limit)
 
 
+def _shown(roster: dict[str, Any], handoffs: dict[str, Any], history: dict[str, Any],
+           ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The rendered files cut to the rows the sections list (LIST_ROWS of each, LEASES_SHOWN
+    per agent), before anything is cleaned; the sections list all they are given.
+
+    The sanitiser's cost is per string, and a fleet's roster and history hold hundreds of
+    agents, leases and sessions where the briefing names eight of each: they were cleaned
+    whole, in every render. Rows left out of the cut are neither cleaned nor shown. Older
+    rosters have no `incidents`: none listed.
+    """
+    incidents = roster.get("incidents")
+    return (
+        {
+            "agents": [{**agent, "leases": agent["leases"][:LEASES_SHOWN]}
+                       for agent in roster["agents"][:LIST_ROWS]],
+            "contention": roster["contention"][:LIST_ROWS],
+            **({"incidents": incidents[:LIST_ROWS]} if isinstance(incidents, list) else {}),
+        },
+        {"handoffs": handoffs["handoffs"][:LIST_ROWS]},
+        {"sessions": history["sessions"][:LIST_ROWS]},
+    )
+
+
 def _agents(roster: dict[str, Any]) -> list[str]:
     lines = []
-    for agent in roster["agents"][:LIST_ROWS]:
-        held = ", ".join(f"`{lease['path']}`" for lease in agent["leases"][:5]) or "no leases"
+    for agent in roster["agents"]:
+        held = ", ".join(f"`{lease['path']}`" for lease in agent["leases"]) or "no leases"
         lines.append(f"- **{agent['agent_id']}** ({agent['runtime'] or 'unknown runtime'}): {held}")
-    for c in roster["contention"][:LIST_ROWS]:
+    for c in roster["contention"]:
         lines.append(
             f"- overlap: {c['agents'][0]} `{c['paths'][0]}` ↔ "
             f"{c['agents'][1]} `{c['paths'][1]}` until {c['expires_at']}"
@@ -41,15 +65,12 @@ def _agents(roster: dict[str, Any]) -> list[str]:
 
 def _incidents(roster: dict[str, Any]) -> list[str]:
     """The fleet's incidents of the last day, one line each, the holder named (this file
-    is read by every agent of the fleet). Older rosters have no `incidents`: none listed."""
-    items = roster.get("incidents")
-    if not isinstance(items, list):
-        return []
+    is read by every agent of the fleet)."""
     return [
         "- " + events.incident_line(str(i.get("kind")), str(i.get("by")),
                                     [str(p) for p in i.get("paths") or []], str(i.get("at")),
                                     holder=i.get("holder"), detail=str(i.get("detail") or ""))
-        for i in items[:LIST_ROWS] if isinstance(i, dict)
+        for i in roster.get("incidents", []) if isinstance(i, dict)
     ]
 
 
@@ -59,14 +80,14 @@ def _handoffs(handoffs: dict[str, Any]) -> list[str]:
         f"- {h['id']} from {h['from_agent']} [{h['status']}, source trust {h['source_trust']}]"
         f", {h['from_agent']} wrote: “{h['summary']}”"
         + (f" Next: “{h['next']}”" if h["next"] else "")
-        for h in handoffs["handoffs"][:LIST_ROWS]
+        for h in handoffs["handoffs"]
     ]
 
 
 def _history(history: dict[str, Any]) -> list[str]:
     """A session by its facts (outcome, repo, branch, changed paths); its agent's summary
     only when the instruction screen passed it, and then as that agent's words."""
-    return [_session_line(s) for s in history["sessions"][:LIST_ROWS]]
+    return [_session_line(s) for s in history["sessions"]]
 
 
 def _session_line(s: dict[str, Any]) -> str:
@@ -98,13 +119,8 @@ def compose(
     max_tokens: int = DEFAULT_MAX_TOKENS,
     path_claims: list[dict[str, Any]] | None = None,
 ) -> str:
-    roster, handoffs, history, claims, about_leases = (
-        _clean(roster),
-        _clean(handoffs),
-        _clean(history),
-        _clean(claims, 600),
-        _clean(path_claims or [], 600),
-    )
+    roster, handoffs, history = (_clean(cut) for cut in _shown(roster, handoffs, history))
+    claims, about_leases = _clean(claims, 600), _clean(path_claims or [], 600)
     sections = [
         ("Active agents and their leases (advisory)", _agents(roster)),
         ("Incidents (last 24 h)", _incidents(roster)),

@@ -6,6 +6,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from claims import snapshot_render
@@ -41,6 +43,18 @@ def test_path_claims_rank_cited_paths_before_subjects_and_skip_superseded(
     found = snapshot_render.path_claims(fleet_a, ["src/payments/**"], now=timezone.now())
     assert [c["id"] for c in found] == [refunds.public_id, webhooks.public_id]
     assert snapshot_render.path_claims(fleet_a, [], now=timezone.now()) == []
+
+
+def test_path_claims_about_paths_no_claim_is_about_read_nothing_more(fleet_a: Fleet) -> None:
+    """The usual answer in a render (leases on paths no claim cites or names): the
+    subjects and citations are read, and neither the claims' rows nor their open
+    contradictions are (they were, in every render)."""
+    promoted(fleet_a, ROWS)
+    with CaptureQueriesContext(connection) as run:
+        found = snapshot_render.path_claims(fleet_a, ["docs/**"], now=timezone.now())
+    assert found == []
+    assert len(run.captured_queries) == 2
+    assert not any("claims_contradiction" in q["sql"] for q in run.captured_queries)
 
 
 def test_the_briefing_shows_memory_for_the_leased_paths(
