@@ -306,6 +306,9 @@ Q_CLUSTER = {
     "max_attempts": 3,
     "catch_up": False,
     "cache": "default",
+    # keep every result: django-q2's own bound reads all kept results for each one saved;
+    # maintain_db prunes them by age instead (ctxlake_site/task_results.py)
+    "save_limit": 0,
     "sync": env_bool("CTXLAKE_Q_SYNC", False),
 }
 

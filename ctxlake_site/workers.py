@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from claims import contradictions, snapshot_render, snapshot_update, tallies
 from claims import spool_apply as claims_apply
-from ctxlake_site import briefing, db_health, paths
+from ctxlake_site import briefing, db_health, paths, task_results
 from ctxlake_site.drain import Applier, Drainer, DrainReport
 from fleet import (
     artifact_orphans,
@@ -189,15 +189,17 @@ def incidents_task() -> str:
 
 
 def maintain_db_task() -> str:
-    """The daily job: prune by each fleet's retention ages, then vacuum and analyze, and
-    rebuild the search indexes bulk deletes bloated (the same steps as maintain_db); with an
-    object store, then collect its orphans past a day (the same as collect_artifacts).
+    """The daily job: prune by each fleet's retention ages and the task results past a day
+    (ctxlake_site.task_results), then vacuum and analyze, and rebuild the search indexes
+    bulk deletes bloated (the same steps as maintain_db); with an object store, then
+    collect its orphans past a day (the same as collect_artifacts).
 
     The collection rides on this job rather than a schedule of its own: it is daily upkeep
     of the same kind, an install without a store gets no extra schedule row to run and
     skip, and it never raises (a failed delete or listing is logged and counted), so it
     cannot fail the database's maintenance."""
     pruned = sum(p.done for p in retention.prune())
+    results = task_results.prune(commit=True)
     rederived = found = 0
     for fleet in Fleet.objects.all():  # the base rates move; promotions may await a vector
         rederived += tallies.refresh_fleet(fleet)
@@ -207,7 +209,8 @@ def maintain_db_task() -> str:
     return f"vacuumed {len(actions) - len(rebuilt)} table(s); " + (
         "; ".join(rebuilt) if rebuilt else "no index bloated"
     ) + (f"; pruned {pruned} row(s) past their fleet's retention; re-derived {rederived} "
-         f"claim confidence(s); {found} new contradiction(s)") + _collected()
+         f"claim confidence(s); {found} new contradiction(s); {results} task result(s) "
+         "past a day") + _collected()
 
 
 def _collected() -> str:

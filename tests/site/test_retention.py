@@ -242,3 +242,61 @@ def test_the_docs_give_each_age_its_default() -> None:
     doc = (ROOT / "docs" / "workers.md").read_text()
     for rule in RETENTION:
         assert re.search(rf"`{rule.field}`[^\n]*\| {rule.default_days} \|", doc), rule.field
+
+
+# -- the workers' task results ------------------------------------------------------------
+
+def _task_result(stopped_ago: timedelta, *, success: bool = True) -> str:
+    from django_q.models import Task
+
+    now = timezone.now()
+    task_id = uuid.uuid4().hex
+    Task.objects.create(id=task_id, name=f"t-{task_id[:6]}", func="math.floor", args=(1.5,),
+                        kwargs={}, result=1, started=now - stopped_ago,
+                        stopped=now - stopped_ago, success=success, attempt_count=1)
+    return task_id
+
+
+def test_maintain_db_prunes_task_results_past_a_day_and_keeps_failures(
+    transactional_db: None,
+) -> None:
+    from django_q.models import Task
+
+    old, fresh = _task_result(timedelta(days=2)), _task_result(timedelta(hours=2))
+    failed = _task_result(timedelta(days=2), success=False)
+    out = StringIO()
+    call_command("maintain_db", "--json", stdout=out, stderr=StringIO())
+    assert json.loads(out.getvalue())["task_results"] == 1
+    assert Task.objects.filter(id=old).exists()  # a dry run
+    call_command("maintain_db", "--commit", stdout=(out := StringIO()))
+    assert "task results: 1 success row(s) older than a day pruned" in out.getvalue()
+    assert set(Task.objects.values_list("id", flat=True)) == {fresh, failed}
+    _task_result(timedelta(days=3))
+    from ctxlake_site import workers
+
+    assert "; 1 task result(s) past a day" in workers.maintain_db_task()
+
+
+def test_saving_a_task_result_reads_none_of_the_kept_ones(db: None) -> None:
+    """django-q2's own bound (save_limit) read every kept success row, under FOR UPDATE,
+    to save each new one: with save_limit 0 saving costs the same whatever is kept."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django_q.brokers import get_broker
+    from django_q.monitor import save_task
+
+    def saved() -> list[str]:
+        now = timezone.now()
+        task = {"id": uuid.uuid4().hex, "name": "t", "func": "math.floor", "args": (1.5,),
+                "kwargs": {}, "started": now, "stopped": now, "result": 1, "success": True,
+                "sync": True}  # sync: it would close the test's connection otherwise
+        with CaptureQueriesContext(connection) as run:
+            save_task(task, get_broker())
+        return [q["sql"] for q in run.captured_queries]
+
+    few = saved()
+    for _ in range(30):
+        _task_result(timedelta(minutes=5))
+    many = saved()
+    assert len(few) == len(many)
+    assert not any("FOR UPDATE" in sql for sql in many)

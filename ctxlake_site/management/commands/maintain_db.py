@@ -1,8 +1,9 @@
 """`manage.py maintain_db [--commit] [--json] [--batch-size N]`: retention, then vacuum,
 analyze, and rebuild bloated search indexes.
 
-Retention first (each fleet's ages, fleet.retention), so the VACUUM that follows reclaims
-what it freed. Without `--commit` nothing changes: it counts what would be pruned and
+Retention first (each fleet's ages, fleet.retention; then the workers' successful task
+results past a day, ctxlake_site.task_results), so the VACUUM that follows reclaims what
+it freed. Without `--commit` nothing changes: it counts what would be pruned and
 names what would run.
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ctxlake_site import db_health, pipeline_status
+from ctxlake_site import db_health, pipeline_status, task_results
 from fleet import retention
 
 
@@ -23,7 +24,8 @@ class Command(BaseCommand):
     help = (
         "Prune each fleet's old Activity, AppliedEvent, DeadLetter rows and sessions' "
         "transcript-derived fields by the fleet's retention ages (claim events are never "
-        "pruned), in batches; then VACUUM (ANALYZE) ctxlake's tables and REINDEX "
+        "pruned), in batches, and the workers' successful task results older than a day; "
+        "then VACUUM (ANALYZE) ctxlake's tables and REINDEX "
         "(concurrently) the HNSW/GIN indexes that bulk deletes left bloated. Without "
         "--commit, only report what it would do."
     )
@@ -44,11 +46,15 @@ class Command(BaseCommand):
                                f"{batch_size if abs(batch_size) < 10**12 else 'a huge number'}")
         say = self._progress_to_stderr if as_json else self.stdout.write
         pruned = self._retention(commit=commit, batch=batch_size, say=say)
+        results = task_results.prune(commit=commit)
+        say(f"task results: {results:,} success row(s) older than a day "
+            f"{'pruned' if commit else 'would be pruned'}")
         actions = db_health.maintain(commit=commit, say=say)
         if as_json:
             self.stdout.write(json.dumps({
                 "commit": commit,
                 "retention": [pipeline_status.jsonable(asdict(p)) for p in pruned],
+                "task_results": results,
                 "maintenance": actions,
             }))
 
