@@ -166,41 +166,47 @@ def _refused_handoffs(fleet: Fleet, now: datetime) -> dict[int, list[dict[str, A
     return found
 
 
+# The columns the history and handoffs files show, read as values: a session row also holds
+# what capture withheld, and model instances of the rows and of their agents and sessions
+# cost four times as much, for every pending handoff and recent session of every render.
+_SESSION_SHOWN = ("session_id", "agent__agent_id", "repo", "branch", "started_at",
+                  "ended_at", "outcome", "summary", "changed_paths", *Session.SCREEN_VERDICT)
+_HANDOFF_SHOWN = ("pk", "from_agent__agent_id", "from_session__session_id", "status",
+                  "summary", "next_steps", "created_at", "source_trust", "version",
+                  *Handoff.SCREEN_VERDICT)
+
+
 def render_history(fleet: Fleet) -> dict[str, Any]:
     """Recent sessions; a summary the instruction screen flagged is the withheld marker
     (and `withheld` names it) until a person releases it."""
-    sessions = Session.objects.filter(fleet=fleet).select_related("agent")[:HISTORY_ROWS]
+    sessions = Session.objects.filter(fleet=fleet).values(*_SESSION_SHOWN)[:HISTORY_ROWS]
     return {
         "sessions": [
             {
-                "session_id": s.session_id,
-                "agent_id": s.agent.agent_id,
-                "repo": s.repo,
-                "branch": s.branch or None,
-                "started_at": iso(s.started_at),
-                "ended_at": iso(s.ended_at),
-                "outcome": s.outcome or None,
-                "summary": s.for_agents("summary"),
-                "changed_paths": s.changed_paths[:CHANGED_PATHS_SHOWN],
-                **_withheld(s),
+                "session_id": s["session_id"],
+                "agent_id": s["agent__agent_id"],
+                "repo": s["repo"],
+                "branch": s["branch"] or None,
+                "started_at": iso(s["started_at"]),
+                "ended_at": iso(s["ended_at"]),
+                "outcome": s["outcome"] or None,
+                "summary": Session.text_shown(s, "summary", s["agent__agent_id"]),
+                "changed_paths": s["changed_paths"][:CHANGED_PATHS_SHOWN],
+                **_withheld(Session, s),
             }
             for s in sessions
         ]
     }
 
 
-def _withheld(row: Screened) -> dict[str, list[str]]:
+def _withheld(model: type[Screened], row: dict[str, Any]) -> dict[str, list[str]]:
     """{"withheld": [fields]} for a row whose flagged text agents must not see, else {}."""
-    fields = [f for f in row.SCREENED_FIELDS if row.withholds(f)]
+    fields = model.withheld_fields(row)
     return {"withheld": fields} if fields else {}
 
 
 def render_handoffs(fleet: Fleet, *, now: datetime | None = None) -> dict[str, Any]:
-    pending = (
-        Handoff.objects.filter(fleet=fleet, state=Handoff.State.PENDING)
-        .select_related("from_agent", "from_session")
-        .order_by("-created_at")
-    )
+    pending = Handoff.objects.filter(fleet=fleet, state=Handoff.State.PENDING)
     offered: dict[int, list[str]] = {}
     for handoff_id, path in (
         Lease.objects.active(at=now)
@@ -212,19 +218,19 @@ def render_handoffs(fleet: Fleet, *, now: datetime | None = None) -> dict[str, A
     return {
         "handoffs": [
             {
-                "id": events.handoff_ref(h.pk),
-                "from_agent": h.from_agent.agent_id,
-                "session_id": h.from_session.session_id if h.from_session else None,
-                "status": h.status,
-                "summary": h.for_agents("summary"),
-                "next": h.for_agents("next_steps") or None,
-                **_withheld(h),
-                "created_at": iso(h.created_at),
-                "source_trust": h.source_trust,
-                "version": h.version,
-                "offered_leases": offered.get(h.pk, []),
+                "id": events.handoff_ref(h["pk"]),
+                "from_agent": h["from_agent__agent_id"],
+                "session_id": h["from_session__session_id"],
+                "status": h["status"],
+                "summary": Handoff.text_shown(h, "summary", h["from_agent__agent_id"]),
+                "next": Handoff.text_shown(h, "next_steps", h["from_agent__agent_id"]) or None,
+                **_withheld(Handoff, h),
+                "created_at": iso(h["created_at"]),
+                "source_trust": h["source_trust"],
+                "version": h["version"],
+                "offered_leases": offered.get(h["pk"], []),
             }
-            for h in pending
+            for h in pending.order_by("-created_at").values(*_HANDOFF_SHOWN)
         ],
         "closed": _closed_handoffs(fleet, now or timezone.now()),
     }
