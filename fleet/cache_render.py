@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from fleet import handoffs, incidents, leases
 from fleet.models import Activity, Agent, Fleet, Handoff, Lease, Screened, Session
-from mcp_bridge.contract import events, screen
+from mcp_bridge.contract import events
 
 HISTORY_ROWS = 200
 REFUSALS_SHOWN = 5  # per agent, in roster.json's refused_claims and refused_handoffs
@@ -91,8 +91,9 @@ def _held_by_agent(live: list[tuple[Any, ...]]) -> dict[int, list[dict[str, Any]
         held.setdefault(agent_pk, []).append(
             {
                 "path": path,
-                "reason": screen.withheld(agent_id)
-                if Lease.withheld(flags, released, "reason") else reason,
+                "reason": Lease.text_shown(
+                    {"reason": reason, "screen_flags": flags, "screen_released_at": released},
+                    "reason", agent_id),
                 "acquired_at": iso(acquired_at),
                 "expires_at": iso(expires_at),
                 "offered_with": events.handoff_ref(offered_with) if offered_with else None,
@@ -201,7 +202,8 @@ def render_history(fleet: Fleet) -> dict[str, Any]:
 
 def _withheld(model: type[Screened], row: dict[str, Any]) -> dict[str, list[str]]:
     """{"withheld": [fields]} for a row whose flagged text agents must not see, else {}."""
-    fields = model.withheld_fields(row)
+    fields = [f for f in model.SCREENED_FIELDS
+              if model.withheld(row["screen_flags"], row["screen_released_at"], f)]
     return {"withheld": fields} if fields else {}
 
 

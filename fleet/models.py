@@ -345,12 +345,6 @@ class Screened(models.Model):
             return screen.withheld(author)
         return cast(str, row[field])
 
-    @classmethod
-    def withheld_fields(cls, row: dict[str, Any]) -> list[str]:
-        """The SCREENED_FIELDS agents must not see, of a row read as values."""
-        return [f for f in cls.SCREENED_FIELDS
-                if cls.withheld(row["screen_flags"], row["screen_released_at"], f)]
-
     def for_agents(self, field: str) -> str:
         """The field as other agents may see it: the text, or the withheld marker naming
         its author (looked up only then, so a render of clean rows costs no query)."""
