@@ -147,9 +147,26 @@ def _pooled(config: dict[str, object]) -> dict[str, object]:
     return {**config, "OPTIONS": options, "CONN_MAX_AGE": 0, "CONN_HEALTH_CHECKS": True}
 
 
+#: Times a connection runs one statement before it prepares it on the server, so that
+#: Postgres parses and plans a repeated statement once per connection; it binds parameters
+#: on the server to that end (ctxlake_site.pooled_pg.binding says why and what it measured).
+#: 0: Django's defaults (client-side binding, nothing prepared), e.g. behind a
+#: transaction-mode pooler that cannot keep prepared statements.
+CTXLAKE_DB_PREPARE = env_int("CTXLAKE_DB_PREPARE", 5, minimum=0)
+
+
+def _prepared(config: dict[str, object]) -> dict[str, object]:
+    """`config` binding parameters on the server and preparing repeated statements."""
+    if not CTXLAKE_DB_PREPARE:
+        return config
+    options = dict(config.get("OPTIONS") or {})  # type: ignore[call-overload]
+    options.update(server_side_binding=True, prepare_threshold=CTXLAKE_DB_PREPARE)
+    return {**config, "OPTIONS": options}
+
+
 def _database() -> dict[str, object]:
     """DATABASE_URL when set; otherwise the embedded Postgres, started on first connection."""
-    return _pooled(_server())
+    return _pooled(_prepared(_server()))
 
 
 def _server() -> dict[str, object]:

@@ -16,7 +16,9 @@ a few milliseconds before. A connection that broke in that moment fails its quer
 request is answered 503 (ctxlake_site.middleware), and psycopg_pool drops the connection
 when it comes back broken.
 
-Without the `pool` option this backend is Django's, unchanged.
+Where parameters are bound on the server (settings.CTXLAKE_DB_PREPARE), its cursor sends
+the few statements that binding cannot carry as Django's default binding would
+(ctxlake_site.pooled_pg.binding). Without either option this backend is Django's, unchanged.
 """
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db.backends.base.base import NO_DB_ALIAS
 from django.db.backends.postgresql import base
 from psycopg_pool import ConnectionPool
+
+from ctxlake_site.pooled_pg.binding import BindingCursor
 
 #: The longest a request waits for a connection while the pool cannot connect.
 FAILING_WAIT_SECS = 0.5
@@ -98,6 +102,14 @@ class DatabaseWrapper(base.DatabaseWrapper):
         shared = self._connection_pools[self.alias]
         assert isinstance(shared, FailFastPool)
         return shared
+
+    def get_connection_params(self) -> dict[str, Any]:
+        """Django's, with `BindingCursor` where parameters are bound on the server (see
+        ctxlake_site.pooled_pg.binding)."""
+        params = super().get_connection_params()
+        if self.settings_dict["OPTIONS"].get("server_side_binding") is True:
+            params["cursor_factory"] = BindingCursor
+        return params
 
     def pool_connect_params(self) -> dict[str, Any] | Callable[[], dict[str, Any]]:
         """The pool's connect arguments: Django's (the settings' parameters, autocommit), or a

@@ -82,6 +82,9 @@ BAD_SETTINGS = [
     ({"CTXLAKE_DB_POOL": "-1"}, "CTXLAKE_DB_POOL='-1' is not allowed: an integer of at least 0"),
     ({"CTXLAKE_DB_POOL": "1e400"}, "CTXLAKE_DB_POOL='1e400' is not allowed: an integer"),
     ({"CTXLAKE_DB_POOL": "16\udcff"}, "CTXLAKE_DB_POOL="),
+    ({"CTXLAKE_DB_PREPARE": "-1"},
+     "CTXLAKE_DB_PREPARE='-1' is not allowed: an integer of at least 0"),
+    ({"CTXLAKE_DB_PREPARE": "1e400"}, "CTXLAKE_DB_PREPARE='1e400' is not allowed: an integer"),
     ({"CTXLAKE_DB_NAME": "my db"}, "CTXLAKE_DB_NAME='my db' is not allowed: a database name"),
     ({"CTXLAKE_MAX_BODY_BYTES": "10"}, "CTXLAKE_MAX_BODY_BYTES='10' is not allowed: an integer "
      "of at least 1024"),
