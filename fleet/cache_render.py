@@ -91,9 +91,7 @@ def _held_by_agent(live: list[tuple[Any, ...]]) -> dict[int, list[dict[str, Any]
         held.setdefault(agent_pk, []).append(
             {
                 "path": path,
-                "reason": Lease.text_shown(
-                    {"reason": reason, "screen_flags": flags, "screen_released_at": released},
-                    "reason", agent_id),
+                "reason": Lease.shown(reason, flags, released, "reason", agent_id),
                 "acquired_at": iso(acquired_at),
                 "expires_at": iso(expires_at),
                 "offered_with": events.handoff_ref(offered_with) if offered_with else None,

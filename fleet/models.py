@@ -341,9 +341,15 @@ class Screened(models.Model):
         """`for_agents` for a row read as values (`row` holds `field` and the verdict's
         columns, SCREEN_VERDICT): the renders read hundreds of rows as values, where model
         instances cost them four times as much."""
-        if cls.withheld(row["screen_flags"], row["screen_released_at"], field):
-            return screen.withheld(author)
-        return cast(str, row[field])
+        return cls.shown(row[field], row["screen_flags"], row["screen_released_at"], field,
+                         author)
+
+    @classmethod
+    def shown(cls, text: str, flags: dict[str, Any], released_at: datetime | None, field: str,
+              author: str | None) -> str:
+        """`text_shown` for a text whose verdict was read beside it (the roster's lease rows,
+        read as tuples)."""
+        return screen.withheld(author) if cls.withheld(flags, released_at, field) else text
 
     def for_agents(self, field: str) -> str:
         """The field as other agents may see it: the text, or the withheld marker naming

@@ -9,6 +9,7 @@ it did with client-side binding, where binary binding raised OverflowError in Py
 from __future__ import annotations
 
 import pytest
+from django.conf import settings
 from django.db import connection
 
 from ctxlake_site.pooled_pg.binding import MAX_BOUND_PARAMS, BindingCursor
@@ -27,8 +28,6 @@ def _prepared_on_this_connection(table: str) -> int:
 def test_a_repeated_statement_is_prepared_once_on_the_server(fleet_a: Fleet) -> None:
     """The settings' default: after `prepare_threshold` runs of one ORM query, Postgres
     holds it prepared, whatever values each run binds."""
-    from django.conf import settings
-
     assert settings.CTXLAKE_DB_PREPARE > 0
     connection.ensure_connection()
     assert isinstance(connection.connection.cursor(), BindingCursor)
@@ -52,11 +51,11 @@ def test_more_parameters_than_binding_carries_are_sent_as_text(fleet_a: Fleet) -
 
 
 def test_prepare_zero_keeps_djangos_default_binding(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ctxlake_site import settings
+    from ctxlake_site import settings as site
 
     config = {"ENGINE": "ctxlake_site.pooled_pg", "OPTIONS": {"sslmode": "require"}}
-    assert settings._prepared(config)["OPTIONS"] == {
+    assert site._prepared(config)["OPTIONS"] == {
         "sslmode": "require", "server_side_binding": True,
-        "prepare_threshold": settings.CTXLAKE_DB_PREPARE}
-    monkeypatch.setattr(settings, "CTXLAKE_DB_PREPARE", 0)
-    assert settings._prepared(config) == config
+        "prepare_threshold": site.CTXLAKE_DB_PREPARE}
+    monkeypatch.setattr(site, "CTXLAKE_DB_PREPARE", 0)
+    assert site._prepared(config) == config
