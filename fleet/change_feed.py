@@ -21,10 +21,11 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-import psycopg
 from django.conf import settings
 from django.core.cache import cache
-from django.db import connection, connections
+from django.db import connection
+
+from fleet import pg_listen
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,7 @@ MAX_WAIT_SECS = 30
 #: How long a first waiter gives the listener to start listening before it waits anyway.
 LISTEN_READY_SECS = 2.0
 RECONNECT_SECS = (1.0, 30.0)  # the listener's backoff after losing its connection
+STOP_LOOK_SECS = 1.0  # how soon the listener sees stop() while no notice comes
 
 
 class Busy(Exception):
@@ -177,13 +179,12 @@ class Feed:
         backoff = RECONNECT_SECS[0]
         while True:
             try:
-                with _listen_connection() as conn:
-                    conn.execute(f"LISTEN {CHANNEL}")
+                with pg_listen.listen_connection("ctxlake-change-feed", CHANNEL) as conn:
                     self._listening.set()
                     backoff = RECONNECT_SECS[0]
                     self._catch_up()
-                    while not self._stopping.is_set():  # looks up once a second, for stop()
-                        for notice in conn.notifies(timeout=1.0):
+                    while not self._stopping.is_set():
+                        for notice in pg_listen.notices(conn, timeout=STOP_LOOK_SECS):
                             self._deliver(notice.payload)
                     return
             except Exception as exc:  # noqa: BLE001 - any failure: log, back off, reconnect
@@ -226,15 +227,6 @@ class Feed:
             self._latest[fleet] = version
             self._notices[fleet] += 1
             self._cond.notify_all()
-
-
-def _listen_connection() -> psycopg.Connection[tuple[object, ...]]:
-    """A connection of our own to the same database as Django's (the test one in tests)."""
-    params = connections["default"].get_connection_params()
-    for key in ("cursor_factory", "context", "prepare_threshold"):
-        params.pop(key, None)
-    params["application_name"] = "ctxlake-change-feed"  # so pg_stat_activity says what it is
-    return psycopg.connect(**params, autocommit=True)
 
 
 #: The one feed of this process (gunicorn forks first, so each worker starts its own thread).

@@ -6,6 +6,7 @@ import json
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -281,16 +282,18 @@ def test_a_follower_hands_its_worker_to_a_waiting_render(
         cache.delete(rendering.pending_key(fleet_a.pk))
 
 
+@pytest.mark.django_db(transaction=True)  # the render's task and notice commit, as in a cluster
 def test_a_follower_between_polls_hands_over_to_a_render_queued_meanwhile(
     fleet_a: Fleet, spool_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A render queued while the follower sleeps out a long poll does not wait the poll: the
-    follower looks every HANDOVER_SECS. The render is queued from another thread once the
-    follower's drain is done and it sleeps; with a 600 s poll, only that look can end it."""
+    follower hears the task broker's notice and looks HANDOVER_SECS later. The render is
+    requested from another thread once the follower's drain is done and it waits; with a
+    600 s poll, only that notice can end it."""
     import threading
-    import time
 
     from django.core.cache import cache
+    from django.db import connection
 
     from fleet import rendering
 
@@ -305,8 +308,10 @@ def test_a_follower_between_polls_hands_over_to_a_render_queued_meanwhile(
 
     def queue_a_render() -> None:
         drained.wait(timeout=60)
-        cache.set(rendering.pending_key(fleet_a.pk), str(time.time() - workers.HANDOVER_SECS),
-                  timeout=60)
+        try:
+            rendering.request_render(fleet_a)  # marks the render pending and queues its task
+        finally:
+            connection.close()
 
     queuer = threading.Thread(target=queue_a_render)
     monkeypatch.setattr(workers, "drain_spool", drain)
@@ -315,6 +320,78 @@ def test_a_follower_between_polls_hands_over_to_a_render_queued_meanwhile(
         done = workers.drain_spool_follow(follow_secs=1200, poll_secs=600, chain=False)
     finally:
         queuer.join(timeout=60)
+        cache.delete(rendering.pending_key(fleet_a.pk))
+    assert done.endswith("ended early for a waiting render"), done
+
+
+def test_an_idle_follower_looks_for_waiting_renders_once_a_poll(
+    fleet_a: Fleet, spool_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the broker's notices and no task queued, a follower asks whether a render waits
+    once a poll (beside its drain), not every HANDOVER_SECS: each such question is a wake-up
+    and a round trip to Postgres."""
+    from fleet import rendering
+
+    looks: list[float] = []
+    real = rendering.renders_waiting
+
+    def counted(longer_than: float) -> int:
+        looks.append(longer_than)
+        return real(longer_than)
+
+    drains: list[DrainReport] = []
+    real_drain = workers.drain_spool
+
+    def drain() -> DrainReport:
+        drains.append(real_drain())
+        return drains[-1]
+
+    monkeypatch.setattr(rendering, "renders_waiting", counted)
+    monkeypatch.setattr(workers, "drain_spool", drain)
+    done = workers.drain_spool_follow(follow_secs=7, poll_secs=3, chain=False)
+    assert done == "drained 0 event(s), 0 dead-lettered"
+    assert len(drains) >= 2
+    assert len(looks) == len(drains) - 1, looks  # one look between two drains
+
+
+def test_a_follower_without_the_brokers_notices_looks_every_handover(
+    fleet_a: Fleet, spool_dir: Path, monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    """With a broker that sends no notice (Redis), the follower looks every HANDOVER_SECS:
+    a render marked pending by another process, with no notice, still ends a 600 s poll."""
+    import threading
+    import time
+
+    from django.core.cache import cache
+    from django.db import connection
+
+    from fleet import rendering
+
+    settings.Q_CLUSTER = {k: v for k, v in settings.Q_CLUSTER.items() if k != "broker_class"}
+    drained = threading.Event()
+    real_drain = workers.drain_spool
+
+    def drain() -> DrainReport:
+        try:
+            return real_drain()
+        finally:
+            drained.set()
+
+    def mark_a_render() -> None:
+        drained.wait(timeout=60)
+        try:
+            cache.set(rendering.pending_key(fleet_a.pk),
+                      str(time.time() - workers.HANDOVER_SECS), timeout=60)
+        finally:
+            connection.close()
+
+    marker = threading.Thread(target=mark_a_render)
+    monkeypatch.setattr(workers, "drain_spool", drain)
+    marker.start()
+    try:
+        done = workers.drain_spool_follow(follow_secs=1200, poll_secs=600, chain=False)
+    finally:
+        marker.join(timeout=60)
         cache.delete(rendering.pending_key(fleet_a.pk))
     assert done.endswith("ended early for a waiting render"), done
 
