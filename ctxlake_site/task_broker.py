@@ -60,20 +60,24 @@ class ListeningORM(ORM):  # type: ignore[misc]  # django-q2 ships no types
         return pk
 
     def dequeue(self) -> Claimed | None:
-        """The oldest tasks, claimed; with none, a wait for a notice (IDLE_LOOK_SECS at most)
-        instead of a poll's sleep. None tells the pusher to ask again."""
+        """The oldest tasks, claimed; with none, a wait for a notice (IDLE_LOOK_SECS at most,
+        and a poll at least) instead of a poll's sleep. None tells the pusher to ask again."""
         listener = self._listening()  # LISTEN before looking: no notice falls in between
         tasks = self._claim()
         if tasks:
             return tasks
-        if listener is None:
-            time.sleep(Conf.POLL)
-            return None
-        try:
-            pg_listen.notices(listener, timeout=IDLE_LOOK_SECS)
-        except psycopg.Error as exc:
-            log.warning("task broker: lost its LISTEN connection (%s); polling meanwhile", exc)
-            self._drop()
+        empty_at = time.monotonic()
+        if listener is not None:
+            try:
+                pg_listen.notices(listener, timeout=IDLE_LOOK_SECS)
+            except psycopg.Error as exc:
+                log.warning("task broker: lost its LISTEN connection (%s); polling", exc)
+                self._drop()
+        # The next look comes a poll after this one at the soonest, as with django-q2's own
+        # broker: under a stream of writes, the proposals of that poll share one embedding
+        # pass (each marker-debounced task absorbs what is queued before it starts). Woken
+        # at once instead, the same 2,400 writes ran ~550 embedding passes, not ~75.
+        time.sleep(max(0.0, empty_at + Conf.POLL - time.monotonic()))
         return None
 
     def _claim(self) -> Claimed:

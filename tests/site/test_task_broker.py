@@ -146,3 +146,31 @@ def test_follower_notices_are_off_without_the_listening_broker(settings: Any) ->
     assert not task_broker.announces_tasks()
     with task_broker.queued_tasks() as queued:
         assert queued.wait(600) is True  # at once: the caller looks as often as it waits
+
+
+def test_after_an_empty_look_the_next_comes_a_poll_later_at_the_soonest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Woken by a notice right after finding the queue empty, dequeue still waits out the
+    rest of a poll before the next look, as django-q2's broker does: tasks a stream of
+    writes queues meanwhile (a proposal's embedding) are then one pass, not one each."""
+    import time
+
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(task_broker, "IDLE_LOOK_SECS", 600.0)
+    broker = task_broker.ListeningORM(list_key="ctxlake")
+    real_claim = broker._claim
+
+    def claim_then_enqueue() -> task_broker.Claimed:
+        found = real_claim()
+        if not found:  # a task queued just after the empty look: its notice comes at once
+            task_broker.ListeningORM(list_key="ctxlake").enqueue(_payload(5))
+        return found
+
+    monkeypatch.setattr(broker, "_claim", claim_then_enqueue)
+    began = time.monotonic()
+    assert broker.dequeue() is None
+    assert time.monotonic() - began >= Conf.POLL  # a lower bound: holds on a busy machine
+    claimed = broker.dequeue()
+    assert claimed is not None and SignedPackage.loads(claimed[0][1])["id"] == "t5"
