@@ -282,14 +282,10 @@ def test_a_follower_hands_its_worker_to_a_waiting_render(
         cache.delete(rendering.pending_key(fleet_a.pk))
 
 
-@pytest.mark.django_db(transaction=True)  # the render's task and notice commit, as in a cluster
-def test_a_follower_between_polls_hands_over_to_a_render_queued_meanwhile(
-    fleet_a: Fleet, spool_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A render queued while the follower sleeps out a long poll does not wait the poll: the
-    follower hears the task broker's notice and looks HANDOVER_SECS later. The render is
-    requested from another thread once the follower's drain is done and it waits; with a
-    600 s poll, only that notice can end it."""
+def _follow_while_a_render_comes(fleet: Fleet, monkeypatch: pytest.MonkeyPatch,
+                                 make_render: Callable[[], None]) -> str:
+    """Follow with a 600 s poll while another thread runs `make_render` once the follower's
+    first drain is done (so it comes while the follower waits); what the follower says."""
     import threading
 
     from django.core.cache import cache
@@ -306,21 +302,36 @@ def test_a_follower_between_polls_hands_over_to_a_render_queued_meanwhile(
         finally:
             drained.set()
 
-    def queue_a_render() -> None:
+    def render_meanwhile() -> None:
         drained.wait(timeout=60)
         try:
-            rendering.request_render(fleet_a)  # marks the render pending and queues its task
+            make_render()
         finally:
             connection.close()
 
-    queuer = threading.Thread(target=queue_a_render)
+    other = threading.Thread(target=render_meanwhile)
     monkeypatch.setattr(workers, "drain_spool", drain)
-    queuer.start()
+    other.start()
     try:
-        done = workers.drain_spool_follow(follow_secs=1200, poll_secs=600, chain=False)
+        return workers.drain_spool_follow(follow_secs=1200, poll_secs=600, chain=False)
     finally:
-        queuer.join(timeout=60)
-        cache.delete(rendering.pending_key(fleet_a.pk))
+        other.join(timeout=60)
+        cache.delete(rendering.pending_key(fleet.pk))
+
+
+@pytest.mark.django_db(transaction=True)  # the render's task and notice commit, as in a cluster
+def test_a_follower_between_polls_hands_over_to_a_render_queued_meanwhile(
+    fleet_a: Fleet, spool_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A render queued while the follower sleeps out a long poll does not wait the poll: the
+    follower hears the task broker's notice and looks HANDOVER_SECS later. The render is
+    requested from another thread once the follower's drain is done and it waits; with a
+    600 s poll, only that notice can end it."""
+    from fleet import rendering
+
+    # request_render marks the render pending and queues its task
+    done = _follow_while_a_render_comes(fleet_a, monkeypatch,
+                                        lambda: rendering.request_render(fleet_a))
     assert done.endswith("ended early for a waiting render"), done
 
 
@@ -359,40 +370,19 @@ def test_a_follower_without_the_brokers_notices_looks_every_handover(
 ) -> None:
     """With a broker that sends no notice (Redis), the follower looks every HANDOVER_SECS:
     a render marked pending by another process, with no notice, still ends a 600 s poll."""
-    import threading
     import time
 
     from django.core.cache import cache
-    from django.db import connection
 
     from fleet import rendering
 
     settings.Q_CLUSTER = {k: v for k, v in settings.Q_CLUSTER.items() if k != "broker_class"}
-    drained = threading.Event()
-    real_drain = workers.drain_spool
-
-    def drain() -> DrainReport:
-        try:
-            return real_drain()
-        finally:
-            drained.set()
 
     def mark_a_render() -> None:
-        drained.wait(timeout=60)
-        try:
-            cache.set(rendering.pending_key(fleet_a.pk),
-                      str(time.time() - workers.HANDOVER_SECS), timeout=60)
-        finally:
-            connection.close()
+        cache.set(rendering.pending_key(fleet_a.pk),
+                  str(time.time() - workers.HANDOVER_SECS), timeout=60)
 
-    marker = threading.Thread(target=mark_a_render)
-    monkeypatch.setattr(workers, "drain_spool", drain)
-    marker.start()
-    try:
-        done = workers.drain_spool_follow(follow_secs=1200, poll_secs=600, chain=False)
-    finally:
-        marker.join(timeout=60)
-        cache.delete(rendering.pending_key(fleet_a.pk))
+    done = _follow_while_a_render_comes(fleet_a, monkeypatch, mark_a_render)
     assert done.endswith("ended early for a waiting render"), done
 
 
