@@ -33,7 +33,8 @@ def listen_connection(name: str, channel: str) -> psycopg.Connection[tuple[objec
 
 def notices(conn: psycopg.Connection[tuple[object, ...]], timeout: float) -> list[psycopg.Notify]:
     """The notices that reach `conn` within `timeout` seconds: every one there is once the
-    first arrives, or [] at the timeout. A closed connection raises psycopg.Error."""
+    first arrives, or [] at the timeout. A connection Postgres ended raises psycopg.Error,
+    at the latest on the next call (the first may only read its farewell)."""
     ready, _, _ = select.select([conn.fileno()], [], [], timeout)
     if not ready:
         return []
