@@ -3,10 +3,10 @@
 With the ORM broker (no CTXLAKE_REDIS_URL), django-q2's pusher asks the queue table for a
 task every `poll` (0.2 s), whether or not anything was queued. On an idle cluster that loop
 was the largest part of the cluster's 13-15 % of a core and of Postgres' 2-3 % (measured on
-2 cores; each timed wake-up costs far more than its query), and a queued task waited up to
-a poll for it. Here `enqueue` also sends a NOTIFY, which Postgres delivers with the row, at
-COMMIT; `dequeue`, finding the queue empty, waits on a connection that LISTENs for it
-instead of sleeping a poll.
+2 cores; each timed wake-up costs far more than its query). Here `enqueue` also sends a
+NOTIFY, which Postgres delivers with the row, at COMMIT; `dequeue`, finding the queue
+empty, sleeps its poll as before and then waits on a connection that LISTENs for it
+instead of looking again.
 
 A notice is a wake-up, never the only way a task is found. With nothing announced the
 pusher still looks every IDLE_LOOK_SECS: a task whose lock lapsed (its worker was killed)
@@ -28,7 +28,6 @@ from typing import Any
 import psycopg
 from django.conf import settings
 from django.db import connections
-from django.utils import timezone
 from django_q.brokers.orm import ORM
 from django_q.conf import Conf
 
@@ -60,36 +59,25 @@ class ListeningORM(ORM):  # type: ignore[misc]  # django-q2 ships no types
         return pk
 
     def dequeue(self) -> Claimed | None:
-        """The oldest tasks, claimed; with none, a wait for a notice (IDLE_LOOK_SECS at most,
-        and a poll at least) instead of a poll's sleep. None tells the pusher to ask again."""
-        listener = self._listening()  # LISTEN before looking: no notice falls in between
-        tasks = self._claim()
-        if tasks:
-            return tasks
-        empty_at = time.monotonic()
-        if listener is not None:
-            try:
-                pg_listen.notices(listener, timeout=IDLE_LOOK_SECS)
-            except psycopg.Error as exc:
-                log.warning("task broker: lost its LISTEN connection (%s); polling", exc)
-                self._drop()
-        # The next look comes a poll after this one at the soonest, as with django-q2's own
-        # broker: under a stream of writes, the proposals of that poll share one embedding
-        # pass (each marker-debounced task absorbs what is queued before it starts). Woken
-        # at once instead, the same 2,400 writes ran ~550 embedding passes, not ~75.
-        time.sleep(max(0.0, empty_at + Conf.POLL - time.monotonic()))
-        return None
+        """django-q2's own dequeue (the oldest tasks, claimed; with none, a poll's sleep),
+        then, with none, a wait for a notice (IDLE_LOOK_SECS at most). None tells the pusher
+        to ask again.
 
-    def _claim(self) -> Claimed:
-        """ORM.dequeue's claim without its sleep: lock each of the oldest `bulk` tasks whose
-        lock has lapsed; one that another cluster locked first is left to that cluster."""
-        queued = self.get_connection().filter(key=self.list_key, lock__lt=timezone.now())
-        return [
-            (task.pk, task.payload)
-            for task in queued[: Conf.BULK]
-            if self.get_connection().filter(id=task.id, lock=task.lock)
-            .update(lock=self.timeout(task))
-        ]
+        The poll's sleep stays: the next look comes a poll after an empty one at the
+        soonest, so under a stream of writes the proposals of that poll share one embedding
+        pass (each marker-debounced task absorbs what is queued before it starts). Woken at
+        once instead, the same 2,400 writes ran ~550 embedding passes, not ~75. A notice
+        sent during that sleep waits in the socket and ends the wait at once."""
+        listener = self._listening()  # LISTEN before looking: no notice falls in between
+        tasks: Claimed | None = super().dequeue()
+        if tasks or listener is None:
+            return tasks
+        try:
+            pg_listen.notices(listener, timeout=IDLE_LOOK_SECS)
+        except psycopg.Error as exc:
+            log.warning("task broker: lost its LISTEN connection (%s); polling", exc)
+            self._drop()
+        return None
 
     def _listening(self) -> psycopg.Connection[Any] | None:
         """This process's LISTEN connection, opened on first use; None while it cannot be."""

@@ -156,21 +156,22 @@ def test_after_an_empty_look_the_next_comes_a_poll_later_at_the_soonest(
     writes queues meanwhile (a proposal's embedding) are then one pass, not one each."""
     import time
 
+    from django_q.brokers import orm
     from django_q.conf import Conf
 
     monkeypatch.setattr(task_broker, "IDLE_LOOK_SECS", 600.0)
     broker = task_broker.ListeningORM(list_key="ctxlake")
-    real_claim = broker._claim
+    real_sleep = orm.sleep
 
-    def claim_then_enqueue() -> task_broker.Claimed:
-        found = real_claim()
-        if not found:  # a task queued just after the empty look: its notice comes at once
-            task_broker.ListeningORM(list_key="ctxlake").enqueue(_payload(5))
-        return found
+    def enqueue_then_sleep(secs: float) -> None:
+        # a task queued just after the empty look: its notice comes at once
+        task_broker.ListeningORM(list_key="ctxlake").enqueue(_payload(5))
+        real_sleep(secs)
 
-    monkeypatch.setattr(broker, "_claim", claim_then_enqueue)
+    monkeypatch.setattr(orm, "sleep", enqueue_then_sleep)
     began = time.monotonic()
     assert broker.dequeue() is None
     assert time.monotonic() - began >= Conf.POLL  # a lower bound: holds on a busy machine
+    monkeypatch.setattr(orm, "sleep", real_sleep)
     claimed = broker.dequeue()
     assert claimed is not None and SignedPackage.loads(claimed[0][1])["id"] == "t5"
