@@ -24,6 +24,7 @@ from django.db.models import OuterRef, Q, QuerySet, Subquery
 from pgvector.django import CosineDistance
 
 from claims.models import EMBEDDING_DIMS, Claim
+from fleet import column_update
 from fleet.models import Fleet
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ def embed_claims(
         vectors = model.embed([c.text for c in rows])
         for claim, vector in zip(rows, vectors, strict=True):
             claim.embedding, claim.embedding_model = vector, model.NAME
-        Claim.objects.bulk_update(rows, ["embedding", "embedding_model"])
+        column_update.update_columns(rows, ["embedding", "embedding_model"])
         done += len(rows)
         if progress:
             progress(done, done / max(time.monotonic() - started, 1e-9))

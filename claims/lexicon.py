@@ -29,8 +29,8 @@ from typing import Any
 
 from django.db import connection, models, transaction
 
-from claims.models import Claim, ClaimTerm
-from fleet import copy_insert
+from claims.models import ClaimTerm
+from fleet import column_update, copy_insert
 from mcp_bridge.contract import bm25
 
 assert bm25.COLUMNS == ("text", "subject"), "ClaimTerm has one count per FTS5 column"
@@ -56,9 +56,11 @@ def cut(claims: Sequence[Any]) -> list[bm25.Tokens]:
 
 
 def write_terms(pairs: Sequence[tuple[Any, bm25.Tokens]], *,
-                term_model: type[models.Model] = ClaimTerm) -> int:
+                term_model: type[models.Model] = ClaimTerm, new: bool = False) -> int:
     """Replace the ClaimTerm rows of saved claims with these terms; returns rows written.
-    `term_model` is the migration's historical model when a migration calls."""
+    `new`: the claims were inserted in this transaction, so they have no rows to replace
+    (a proposal's write is one DELETE statement shorter). `term_model` is the migration's
+    historical model when a migration calls."""
     if not pairs:
         return 0
     manager: Any = term_model._default_manager
@@ -75,7 +77,8 @@ def write_terms(pairs: Sequence[tuple[Any, bm25.Tokens]], *,
     ]
     columns = ["claim_id", "fleet_id", "term", "text_count", "subject_count", *copies]
     with transaction.atomic(savepoint=False):
-        manager.filter(claim_id__in=[c.pk for c, _ in pairs]).delete()
+        if not new:
+            manager.filter(claim_id__in=[c.pk for c, _ in pairs]).delete()
         copy_insert.insert_rows(term_model._meta.db_table, columns, rows)
         if len(rows) >= ANALYZE_ROWS:
             with connection.cursor() as cur:
@@ -88,12 +91,8 @@ def index_claims(claims: Sequence[Any], *,
     """(Re)build the terms and lexical_length of saved claims, e.g. after an update() of
     their text; returns the term rows written."""
     found = cut(claims)
-    with transaction.atomic(savepoint=False), connection.cursor() as cur:
-        cur.execute(
-            f"UPDATE {Claim._meta.db_table} AS c SET lexical_length = v.n "
-            "FROM unnest(%s::bigint[], %s::int[]) AS v(id, n) WHERE c.id = v.id",
-            [[c.pk for c in claims], [c.lexical_length for c in claims]],
-        )
+    with transaction.atomic(savepoint=False):
+        column_update.update_columns(claims, ["lexical_length"])
         return write_terms(list(zip(claims, found, strict=True)), term_model=term_model)
 
 

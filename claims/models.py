@@ -70,8 +70,10 @@ class ClaimQuerySet(CopyInsertQuerySet["Claim"]):
         with transaction.atomic(savepoint=False):
             cut = lexicon.cut(claims)
             made = super().bulk_create(claims, *args, **kwargs)
-            # ignore_conflicts leaves pk unset: a skipped row keeps the terms it had
-            lexicon.write_terms([(c, t) for c, t in zip(made, cut, strict=True) if c.pk])
+            # ignore_conflicts leaves pk unset: a skipped row keeps the terms it had; an
+            # upsert (update_conflicts) may have updated a row that has terms to replace
+            lexicon.write_terms([(c, t) for c, t in zip(made, cut, strict=True) if c.pk],
+                                new=not kwargs.get("update_conflicts"))
         return made
 
 
@@ -302,9 +304,10 @@ class Claim(Screened):
             if self.number is None:
                 self.number = take_claim_numbers(self.fleet_id)
             cut = lexicon.cut([self]) if relex else []
+            inserted = self.pk is None  # an instance given an id may update a row
             super().save(*args, **kwargs)
             if relex:
-                lexicon.write_terms([(self, cut[0])])
+                lexicon.write_terms([(self, cut[0])], new=inserted)
                 self._lexed = (self.text, self.subject)
 
     @property

@@ -26,7 +26,7 @@ from claims.models import (
 )
 from claims.moderators import GateRefused as GateRefused
 from claims.moderators import can_moderate as can_moderate
-from fleet import lineage, rendering
+from fleet import column_update, lineage, rendering
 from fleet.models import Agent, ApiToken, Fleet, FleetModerator, Screened, take_claim_numbers  # noqa: F401 - re-exported for tests
 from mcp_bridge.contract import events as ev
 from mcp_bridge.contract import redact, screen
@@ -772,4 +772,4 @@ def label_near_claims(labels: list[NearLabel]) -> None:
         )
         for label in labels
     ]
-    Claim.objects.bulk_update(rows, ["near_claim", "near_similarity", "near_relation"])
+    column_update.update_columns(rows, ["near_claim", "near_similarity", "near_relation"])

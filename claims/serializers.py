@@ -10,7 +10,13 @@ from rest_framework import serializers
 from claims import moderation, search
 from claims.models import Claim, ClaimEvent, Evidence
 from fleet import lineage
-from fleet.serializers import AgentIdField, ContractChecked, PlainText, WithholdsFlagged
+from fleet.serializers import (
+    AgentIdField,
+    ContractChecked,
+    FieldsBuiltOnce,
+    PlainText,
+    WithholdsFlagged,
+)
 from mcp_bridge.contract import events as ev
 
 if TYPE_CHECKING:
@@ -109,7 +115,7 @@ class MergeRequest(serializers.Serializer[Any]):
     into = PlainText(max_length=20, help_text="The claim to corroborate (cc-NN).")
 
 
-class ClaimEventSerializer(serializers.ModelSerializer[ClaimEvent]):
+class ClaimEventSerializer(FieldsBuiltOnce):
     actor = serializers.SerializerMethodField()
 
     class Meta:
@@ -224,7 +230,7 @@ class TimelineRequest(serializers.Serializer[Any]):
     subject = PlainText(max_length=200)
 
 
-class TimelineEntrySerializer(serializers.ModelSerializer[ClaimEvent]):
+class TimelineEntrySerializer(FieldsBuiltOnce):
     claim_id = serializers.CharField(source="claim.public_id")
     subject = serializers.CharField(source="claim.subject")
     text = serializers.SerializerMethodField()
