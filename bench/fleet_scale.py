@@ -220,7 +220,8 @@ def start_sync_process(host: Host, url: str, fleet: str, secret: str, by_delta: 
 def follow(host: Host, remote: sync.Remote, fleet: str, by_delta: bool, interval: float,
            halt: threading.Event) -> None:
     """An HTTP-client host: the sync loop's own pieces (long-poll, then pull), no spool."""
-    feed = sync.Push(remote, log=lambda line: None, sleep=halt.wait)
+    feed = sync.Push(remote, log=lambda line: None, sleep=halt.wait,
+                     held=lambda: sync.held_etags(host.cache / fleet))
     while not halt.is_set():
         try:
             feed.before_pull()

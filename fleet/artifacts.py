@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -81,8 +81,8 @@ _INSERT = (f"INSERT INTO {_TABLE} (fleet_id, name, sha256, size, body, place, cr
            "VALUES (%s, %s, %s, %s, %b, %s, %s) "
            "ON CONFLICT (fleet_id, name, sha256) DO NOTHING RETURNING id")
 _MOVE_BACK = f"UPDATE {_TABLE} SET body = %b, place = %s WHERE id = %s"
-_LATEST = (f"SELECT a.sha256, a.body, a.place FROM {_HEADS} h JOIN {_TABLE} a "
-           "ON a.id = h.artifact_id WHERE h.fleet_id = %s AND h.name = %s")
+_LATEST = (f"SELECT h.name, a.sha256, a.body, a.place FROM {_HEADS} h JOIN {_TABLE} a "
+           "ON a.id = h.artifact_id WHERE h.fleet_id = %s AND h.name = ANY(%s)")
 
 
 def _stored(fleet: Fleet, name: str, body: bytes, *, at: datetime) -> CacheArtifact:
@@ -168,13 +168,28 @@ def etag(fleet: Fleet, name: str) -> str | None:
 def latest(fleet: Fleet, name: str) -> tuple[str, bytes] | None:
     """(ETag, body) of the latest render of `name`, or None: one query, and one read of
     the object store when the body is there (artifact_store.StoreError if that fails)."""
-    rows = binary_sql.execute(_LATEST, [fleet.pk, name], fetch=True)
-    if not rows:
-        return None
-    sha, body, place = rows[0]
-    if place == CacheArtifact.Place.OBJECT_STORE:  # StoreError if the store fails
-        body = artifact_store.read(fleet.pk, name, sha)
-    return etag_for(sha), bytes(body)
+    return latest_of(fleet, [name]).get(name)
+
+
+def latest_of(fleet: Fleet, names: Collection[str], *,
+              unreadable: Callable[[str, Exception], None] | None = None,
+              ) -> dict[str, tuple[str, bytes]]:
+    """(ETag, body) of the latest render of each of `names` that has one, in one query.
+    A body the object store fails to give raises artifact_store.StoreError, or, with
+    `unreadable`, is reported to it (name, error) and left out."""
+    found = {}
+    for name, sha, body, place in binary_sql.execute(_LATEST, [fleet.pk, list(names)],
+                                                     fetch=True):
+        if place == CacheArtifact.Place.OBJECT_STORE:
+            try:
+                body = artifact_store.read(fleet.pk, name, sha)
+            except artifact_store.StoreError as e:
+                if unreadable is None:
+                    raise
+                unreadable(name, e)
+                continue
+        found[name] = (etag_for(sha), bytes(body))
+    return found
 
 
 def record_snapshot(fleet: Fleet, path: Path, *, cursor: str = "") -> int:

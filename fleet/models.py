@@ -885,8 +885,9 @@ class CacheArtifact(models.Model):
 
 
 def etag_for(sha256: str) -> str:
-    """A strong ETag from a content hash: every web host gives the same one for one render."""
-    return f'"{sha256[:40]}"'
+    """A strong ETag from a content hash: every web host gives the same one for one render
+    (the contract's rule, which a host checks an inlined body against)."""
+    return contract.etag_of(sha256)
 
 
 class CacheHead(models.Model):

@@ -12,7 +12,10 @@ The bridge itself never touches the network; this separate process does, on its 
   Lines the server rejects move to `<spool>/rejected/<fleet>.ndjson` with the reason.
 - **wait**: between syncs the loop long-polls GET changes (the server's change feed) and
   pulls as soon as it answers that the fleet's render changed, else every `interval`; an
-  older server (404), a refusal or an error falls back to sleeping out the interval.
+  older server (404), a refusal or an error falls back to sleeping out the interval. The
+  long-poll names the ETags this host holds (`have`), and the answer carries the render's
+  listing and the small text files the host lacks: each body whose sha256 gives its listed
+  ETag is written as a download would be, any other is fetched.
 
 Server down, 5xx, 503: `ServerDown` (the loop backs off; the spool is kept). 401/403/404:
 `AuthError` (a revoked token, a wrong fleet): a clear message and exit status 2. Lines the
@@ -24,6 +27,7 @@ Stdlib only (urllib); no Django.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -37,15 +41,14 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from mcp_bridge import contract
 from mcp_bridge.cache import SYNC_STATE_FILE
 from mcp_bridge.contract import atomic, delta, places
 from mcp_bridge.contract.spool import Flock
 
-CACHE_FILES = (contract.ROSTER, contract.HISTORY, contract.HANDOFFS, contract.SNAPSHOT,
-               contract.BRIEFING)
+CACHE_FILES = contract.CACHE_FILES
 STATE_FILE = SYNC_STATE_FILE
 MAX_LINES, MAX_BODY = 1000, 2 << 20
 TIMEOUT = 15.0
@@ -164,6 +167,21 @@ def _download(remote: Remote, name: str, root: Path, etag: str | None) -> Path |
     return tmp
 
 
+def _written(name: str, root: Path, body: bytes) -> Path:
+    """A body the change feed sent, into a temp next to its file as a download would be."""
+    tmp = root / f".{name}.sync-{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        _check_whole(name, tmp)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
 def _check_whole(name: str, path: Path) -> None:
     """A body that is not what the file type must be is a torn or wrong download."""
     data = path.read_bytes() if name.endswith(".json") else path.open("rb").read(16)
@@ -178,19 +196,50 @@ def _check_whole(name: str, path: Path) -> None:
         raise ServerDown(f"{name}: the download is not a whole {name} file")
 
 
-#: The server's listing of a render: (the ETag of GET cache/manifest, {file name: ETag}).
-Listing = tuple[str | None, dict[str, str]]
+class Listing(NamedTuple):
+    """The server's listing of a render, and the bodies the change feed sent with it."""
+
+    etag: str | None  # of GET cache/manifest
+    files: dict[str, str]  # file name → ETag
+    bodies: dict[str, bytes] = {}  # file name → the whole file, checked against its ETag
 
 
 def _listing(remote: Remote, state: dict[str, Any], root: Path) -> Listing:
     have_all = all((root / n).exists() for n in [*state.get("files", {}), contract.MANIFEST])
     response = remote.open("cache/manifest", etag=state.get("manifest_etag") if have_all else None)
     if response is None:
-        return None, {}
+        return Listing(None, {})
     with response:
         body = json.loads(response.read())
         etag = response.headers.get("ETag")
-    return etag, _files_of(body)
+    return Listing(etag, _files_of(body))
+
+
+def held_etags(root: Path) -> list[str]:
+    """The ETags of the cache files this host holds (as its last pull recorded them): what
+    a long-poll names in `have`, so the answer carries only the files it lacks."""
+    files = _load_state(root).get("files")
+    return sorted({etag for name, etag in (files.items() if isinstance(files, dict) else ())
+                   if isinstance(name, str) and isinstance(etag, str)
+                   and contract.ETAG_RE.fullmatch(etag) and (root / name).is_file()})
+
+
+def _bodies_of(sent: Any, files: dict[str, str]) -> dict[str, bytes]:
+    """The inlined files of a change-feed answer that are whole: a name the contract lets
+    the server inline, text whose sha256 gives the ETag the listing names for it."""
+    if not isinstance(sent, dict):
+        return {}
+    bodies = {}
+    for name, text in sent.items():
+        if name not in contract.INLINE_FILES or not isinstance(text, str) or name not in files:
+            continue
+        try:
+            body = text.encode()
+        except UnicodeEncodeError:  # a lone surrogate: no file is that
+            continue
+        if contract.etag_of(hashlib.sha256(body).hexdigest()) == files[name]:
+            bodies[name] = body
+    return bodies
 
 
 def _files_of(body: Any) -> dict[str, str]:
@@ -217,7 +266,7 @@ def pull(remote: Remote, cache_dir: Path, *, by_delta: bool = True,
     root = Path(cache_dir) / remote.fleet
     root.mkdir(parents=True, exist_ok=True)
     state = _load_state(root)
-    manifest_etag, listing = listed if listed else _listing(remote, state, root)
+    manifest_etag, listing, bodies = listed if listed else _listing(remote, state, root)
     if manifest_etag is None and not listing:
         return PullReport(unchanged=True)
     if contract.MANIFEST not in listing:
@@ -230,7 +279,8 @@ def pull(remote: Remote, cache_dir: Path, *, by_delta: bool = True,
         # The changed files at once, each on its own connection: a pull costs the slowest
         # response, not their sum (a host is told of a render and fetches 2-4 files).
         with ThreadPoolExecutor(max_workers=max(1, len(changed))) as pool:
-            tasks = {name: pool.submit(_fetch, remote, name, root, held[name], by_delta, report)
+            tasks = {name: pool.submit(_written, name, root, bodies[name]) if name in bodies
+                     else pool.submit(_fetch, remote, name, root, held[name], by_delta, report)
                      for name in changed}
         failed = []
         for name, task in tasks.items():
@@ -495,10 +545,13 @@ def changed_version(remote: Remote, after: str | None, wait: int) -> str | None:
     return None if change is None else change[0]
 
 
-def changed(remote: Remote, after: str | None, wait: int) -> tuple[str, Listing | None] | None:
+def changed(remote: Remote, after: str | None, wait: int, *,
+            have: list[str] | None = None) -> tuple[str, Listing | None] | None:
     """changed_version, with the render's listing when the server sends one (older ones
-    do not: the pull then asks GET cache/manifest)."""
-    query = urllib.parse.urlencode({"wait": wait, **({"after": after} if after else {})})
+    do not: the pull then asks GET cache/manifest), and with `have` (the ETags this host
+    holds) the bodies of the small files it lacks that came whole."""
+    query = urllib.parse.urlencode({"wait": wait, **({"after": after} if after else {}),
+                                    **({"have": ",".join(have)} if have is not None else {})})
     req = urllib.request.Request(remote.url(f"changes?{query}"), headers=remote.headers())
     try:
         with urllib.request.urlopen(req, timeout=wait + remote.timeout) as response:
@@ -523,7 +576,7 @@ def changed(remote: Remote, after: str | None, wait: int) -> tuple[str, Listing 
     etag = sent.get("etag") if files else None
     if not isinstance(etag, str) or not etag.isprintable() or not etag.isascii():
         return version, None
-    return version, (etag, files)
+    return version, Listing(etag, files, _bodies_of(body.get("files"), files))
 
 
 @dataclass
@@ -541,11 +594,13 @@ class Push:
     available: bool = True
     busy: int = 0  # waits the server refused with 429 (for logs and bench/fleet_scale.py)
     listed: Listing | None = None  # the listing that came with `version`, until pulled
+    #: The ETags this host's cache holds (held_etags), named to the server in each ask.
+    held: Callable[[], list[str]] | None = None
 
     def before_pull(self) -> None:
         if self.available and self.version is None:
             try:
-                self._take(changed(self.remote, None, 0))
+                self._take(changed(self.remote, None, 0, have=self._have()))
             except (NoFeed, Busy) as e:
                 self._give_up(e)
 
@@ -568,7 +623,8 @@ class Push:
                 self.sleep(left)
                 return
             try:
-                change = changed(self.remote, self.version, int(min(left, FEED_MAX_WAIT)))
+                change = changed(self.remote, self.version, int(min(left, FEED_MAX_WAIT)),
+                                 have=self._have())
             except Busy as e:  # the server is full: poll this round, try again the next
                 self.busy += 1
                 self.sleep(min(left, e.retry_after))
@@ -580,6 +636,9 @@ class Push:
                 return
             if self._take(change):
                 return
+
+    def _have(self) -> list[str] | None:
+        return None if self.held is None else self.held()
 
     def _give_up(self, why: Exception) -> None:
         self.available = False
@@ -601,7 +660,8 @@ def run_loop(remote: Remote, cache_dir: Path, spool_dir: Path, *, interval: floa
     """Sync every `interval` seconds, and at once when the server's change feed says so;
     back off (jittered, ≤ 5 min) while the server is down. `cycles`: stop after that many."""
     failures = 0
-    feed = Push(remote, log, sleep, available=push)
+    root = Path(cache_dir) / remote.fleet
+    feed = Push(remote, log, sleep, available=push, held=lambda: held_etags(root))
     while cycles is None or cycles > 0:
         cycles = None if cycles is None else cycles - 1
         try:

@@ -68,6 +68,17 @@ HISTORY: Final = "history.json"
 HANDOFFS: Final = "handoffs.json"
 SNAPSHOT: Final = "snapshot.sqlite"
 BRIEFING: Final = "briefing.md"
+#: The cache files besides the manifest, in the order a host moves new ones into place
+#: (the manifest goes last: a reader that sees it sees the files it lists).
+CACHE_FILES: Final = (ROSTER, HISTORY, HANDOFFS, SNAPSHOT, BRIEFING)
+#: Cache files a change-feed answer may carry whole for a host that says which ETags it
+#: holds: the render's small text files (snapshot.sqlite travels by delta). The host checks
+#: each body against its listing's ETag before it writes it.
+INLINE_FILES: Final = (MANIFEST, ROSTER, HANDOFFS, HISTORY, BRIEFING)
+#: A cache file's strong ETag is the first ETAG_HEX hex digits of its sha256, quoted: the
+#: same on every web host for one render, and checkable by a host from the bytes.
+ETAG_HEX: Final = 40
+ETAG_RE: Final = re.compile(rf'"[0-9a-f]{{{ETAG_HEX}}}"')
 
 MEMORY_MODES: Final = ("off", "shadow", "live")
 #: What a fleet's session-end capture does (the manifest's `capture`, set per fleet by an
@@ -159,6 +170,11 @@ SNAPSHOT_FTS_REBUILD: Final = "INSERT INTO claims_fts(claims_fts) VALUES ('rebui
 #: takes any character as the date/time separator and ignores a trailing NUL.
 _ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?"
                        r"(?:Z|[+-]\d{2}:?\d{2})?)?", re.ASCII)
+
+
+def etag_of(sha256_hex: str) -> str:
+    """The ETag of a cache file whose content has this sha256 (hex)."""
+    return f'"{sha256_hex[:ETAG_HEX]}"'
 
 
 def parse_time(value: Any) -> dt.datetime | None:

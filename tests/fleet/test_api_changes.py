@@ -6,6 +6,7 @@ the test database committed for real, since NOTIFY is delivered only at COMMIT).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import urllib.error
 import urllib.parse
@@ -22,8 +23,9 @@ from django.core.cache import cache
 from django.db import connection
 
 from ctxlake_site import workers
-from fleet import change_feed, tokens
+from fleet import api_changes, artifacts, change_feed, tokens
 from fleet.models import Fleet
+from mcp_bridge import contract
 from tests.fleet.conftest import ApiAs, World
 from tests.helpers import until
 
@@ -129,6 +131,46 @@ def test_a_new_version_comes_with_the_listing_get_manifest_would_send(
     assert {f["name"] for f in manifest["files"]} >= {"roster.json", "manifest.json"}
 
 
+def test_a_host_that_names_what_it_holds_gets_the_small_files_it_lacks(
+    server: Callable[..., Answer], fleet_a: Fleet
+) -> None:
+    """`have` empty: every listed small text file comes whole, each the bytes its listed
+    ETag names; the snapshot never (it has deltas). A named ETag is left out; no `have`,
+    no bodies (what an older host gets)."""
+    secret = _secret(fleet_a, "host-1")
+    workers.render_fleet(fleet_a)
+    answer = server(secret, after="2020-01-01T00:00:00Z", wait="0", have="")
+    listed = {f["name"]: f["etag"] for f in answer.body["listing"]["files"]}
+    sent = answer.body["files"]
+    assert set(sent) == set(listed) & set(contract.INLINE_FILES)
+    assert {contract.MANIFEST, contract.ROSTER, contract.HANDOFFS} <= set(sent)
+    assert contract.SNAPSHOT in listed and contract.SNAPSHOT not in sent
+    for name, text in sent.items():
+        assert contract.etag_of(hashlib.sha256(text.encode()).hexdigest()) == listed[name]
+        assert artifacts.latest(fleet_a, name) == (listed[name], text.encode())
+
+    held = ",".join([listed[contract.ROSTER], listed[contract.MANIFEST]])
+    fewer = server(secret, have=held).body["files"]  # no `after`: the version now, as well
+    assert set(fewer) == set(sent) - {contract.ROSTER, contract.MANIFEST}
+    assert "files" not in server(secret, after="2020-01-01T00:00:00Z", wait="0").body
+
+
+def test_inlined_bodies_stay_within_their_budget(
+    server: Callable[..., Answer], fleet_a: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files that would take an answer past the budget are left for the host to GET."""
+    secret = _secret(fleet_a, "host-1")
+    workers.render_fleet(fleet_a)
+    sizes = {f["name"]: f["size"] for f in server(secret).body["listing"]["files"]}
+    budget = sizes[contract.ROSTER] + sizes[contract.HANDOFFS]
+    monkeypatch.setattr(api_changes, "INLINE_MAX_BYTES", budget)
+    sent = server(secret, have="").body["files"]
+    assert sent and sum(sizes[name] for name in sent) <= budget
+    assert set(sent) < set(sizes) & set(contract.INLINE_FILES)
+    monkeypatch.setattr(api_changes, "INLINE_MAX_BYTES", 0)
+    assert "files" not in server(secret, have="").body
+
+
 def test_a_render_during_a_listener_outage_still_wakes_the_waiter(
     server: Callable[..., Answer], fleet_a: Fleet, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -220,6 +262,13 @@ def test_too_many_long_polls_from_one_token_get_429_and_others_keep_working(
         ({"after": "v1", "wait": "abc"}, "wait"),
         ({"after": "v1", "wait": "31"}, "wait"),
         ({"after": "v1", "wait": "nan"}, "wait"),
+        ({"after": "v1", "have": '"' + "a" * 39 + '"'}, "have"),
+        ({"after": "v1", "have": '"' + "A" * 40 + '"'}, "have"),
+        ({"after": "v1", "have": ",".join(['"' + "a" * 40 + '"'] * 7)}, "have"),
+        ({"after": "v1", "have": '"' + "a" * 40 + '",'}, "have"),
+        ({"after": "v1", "have": '"' + "a" * 40 + '"\x00'}, "have"),
+        ({"after": "v1", "have": '"' + "a" * 40 + '"\r\nX-Evil: 1'}, "have"),
+        ({"after": "v1", "have": "\u00e9" * 100_000}, "have"),
     ],
 )
 def test_it_refuses_hostile_parameters_with_a_clear_400(

@@ -6,6 +6,8 @@ database); the host side is mcp_bridge.sync with its own cache and spool directo
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import http.server
 import json
 import os
@@ -151,10 +153,15 @@ def feed() -> Iterator[change_feed.Feed]:
 def test_the_loop_pulls_as_soon_as_the_server_publishes_a_render(
     host: Host, feed: change_feed.Feed, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """...and with the listing the feed sent, never asking GET cache/manifest for it."""
+    """...and with the listing the feed sent, never asking GET cache/manifest for it, nor
+    GET for a small file: the feed sends those the host lacks (only the snapshot is
+    downloaded, by the first pull)."""
     asked: list[object] = []
-    real_listing = sync._listing
+    real_listing, real_download = sync._listing, sync._download
     monkeypatch.setattr(sync, "_listing", lambda *a: asked.append(a) or real_listing(*a))
+    downloaded: list[str] = []
+    monkeypatch.setattr(sync, "_download",
+                        lambda *a: downloaded.append(a[1]) or real_download(*a))
     slept: list[float] = []
     codes: list[int] = []
     loop = threading.Thread(target=lambda: codes.append(sync.run_loop(
@@ -173,6 +180,10 @@ def test_the_loop_pulls_as_soon_as_the_server_publishes_a_render(
     assert host.roster().value["agents"][0]["leases"][0]["path"] == "src/**"
     assert slept == []  # never fell back to sleeping
     assert asked == []  # both pulls started from the feed's listing
+    assert downloaded == [contract.SNAPSHOT]
+    root = host.cache / host.fleet.slug
+    state = json.loads((root / sync.STATE_FILE).read_text())
+    assert sorted(state["files"].values()) == sync.held_etags(root)  # what it names next
 
 
 @pytest.mark.parametrize("listing", [
@@ -186,9 +197,16 @@ def test_the_loop_pulls_as_soon_as_the_server_publishes_a_render(
 def test_a_malformed_listing_from_the_feed_is_ignored(listing: Any) -> None:
     """A listing the pull cannot trust (a file's ETag goes back into a header) is dropped:
     the pull asks GET cache/manifest instead, as with a server that sends none."""
+    with _feed_server({"version": "v2", "listing": listing}) as remote:
+        assert sync.changed(remote, "v1", 0) == ("v2", None)
+
+
+@contextlib.contextmanager
+def _feed_server(answer: Any) -> Iterator[sync.Remote]:
+    """A stand-in server whose change feed answers `answer` to every GET."""
     class Feed(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - the http.server hook
-            body = json.dumps({"version": "v2", "listing": listing}).encode()
+            body = json.dumps(answer).encode()
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -200,11 +218,37 @@ def test_a_malformed_listing_from_the_feed_is_ignored(listing: Any) -> None:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Feed)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        remote = sync.Remote(f"http://127.0.0.1:{server.server_port}", "f", "t", timeout=5)
-        assert sync.changed(remote, "v1", 0) == ("v2", None)
+        yield sync.Remote(f"http://127.0.0.1:{server.server_port}", "f", "t", timeout=5)
     finally:
         server.shutdown()
         server.server_close()
+
+
+_ROSTER = b'{"agents": []}'
+_ROSTER_ETAG = contract.etag_of(hashlib.sha256(_ROSTER).hexdigest())
+
+
+@pytest.mark.parametrize(("files", "whole"), [
+    ({"roster.json": _ROSTER.decode()}, {"roster.json": _ROSTER}),
+    ({"roster.json": '{"agents": [1]}'}, {}),  # not the bytes the listing names
+    ({"roster.json": _ROSTER.decode() + " "}, {}),
+    ({"roster.json": {"agents": []}}, {}),  # parsed, not the file
+    ({"roster.json": "\ud800"}, {}),  # a lone surrogate encodes to no file
+    ({"roster.json": "\x00" * 10}, {}),
+    ({"snapshot.sqlite": _ROSTER.decode()}, {}),  # never inlined
+    ({"handoffs.json": _ROSTER.decode()}, {}),  # not listed
+    ({"../roster.json": _ROSTER.decode()}, {}),
+    ([_ROSTER.decode()], {}), ("roster", {}), (None, {}),
+])
+def test_only_whole_inlined_files_are_taken(files: Any, whole: dict[str, bytes]) -> None:
+    """A body that is not the bytes its listed ETag names (or not text, or a file the
+    contract does not inline) is dropped: the pull GETs that file instead."""
+    listing = {"etag": '"m"', "files": [{"name": "roster.json", "etag": _ROSTER_ETAG},
+                                        {"name": "snapshot.sqlite", "etag": _ROSTER_ETAG}]}
+    with _feed_server({"version": "v2", "listing": listing, "files": files}) as remote:
+        change = sync.changed(remote, "v1", 0, have=[])
+    assert change is not None and change[1] is not None
+    assert change[1].bodies == whole
 
 
 def test_without_a_change_feed_the_loop_sleeps_out_its_interval(
