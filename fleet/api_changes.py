@@ -8,7 +8,7 @@ carries the render's `listing` as GET cache/manifest would answer it, so the hos
 starts with the changed files. A host that says which ETags it holds (`have=`) also gets
 the bodies of the render's small text files it lacks (`files`, contract.INLINE_FILES, up to
 INLINE_MAX_BYTES in all), so a render costs it no request but the next long-poll: at 50
-hosts every render was otherwise 2-3 GETs per host, about half of the web's requests.
+hosts and a render a second, their 2-3 GETs per host were as many requests as the writes.
 Too many waiting from one token, or in one server process: 429 with Retry-After, at once.
 """
 

@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 from mcp_bridge import contract
 from mcp_bridge.cache import SYNC_STATE_FILE
@@ -148,31 +148,32 @@ def _download(remote: Remote, name: str, root: Path, etag: str | None) -> Path |
     response = remote.open(f"cache/{name}", etag=etag)
     if response is None:
         return None
-    tmp = root / f".{name}.sync-{os.getpid()}.tmp"
-    try:
-        with response, open(tmp, "wb") as f:
-            expected = response.headers.get("Content-Length")
-            size = 0
-            while chunk := response.read(1 << 16):
-                f.write(chunk)
-                size += len(chunk)
-            if expected is not None and size != int(expected):
-                raise ServerDown(f"{name}: download cut short ({size} of {expected} bytes)")
-            f.flush()
-            os.fsync(f.fileno())
-        _check_whole(name, tmp)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return tmp
+
+    def copy(f: BinaryIO) -> None:
+        expected = response.headers.get("Content-Length")
+        size = 0
+        while chunk := response.read(1 << 16):
+            f.write(chunk)
+            size += len(chunk)
+        if expected is not None and size != int(expected):
+            raise ServerDown(f"{name}: download cut short ({size} of {expected} bytes)")
+
+    with response:
+        return _into_temp(name, root, copy)
 
 
 def _written(name: str, root: Path, body: bytes) -> Path:
     """A body the change feed sent, into a temp next to its file as a download would be."""
+    return _into_temp(name, root, lambda f: f.write(body))
+
+
+def _into_temp(name: str, root: Path, fill: Callable[[BinaryIO], object]) -> Path:
+    """What `fill` writes, synced and checked whole, in a temp next to the file's place;
+    the temp is removed if anything fails."""
     tmp = root / f".{name}.sync-{os.getpid()}.tmp"
     try:
         with open(tmp, "wb") as f:
-            f.write(body)
+            fill(f)
             f.flush()
             os.fsync(f.fileno())
         _check_whole(name, tmp)
