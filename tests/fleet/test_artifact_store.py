@@ -63,6 +63,32 @@ def test_it_renders_into_the_bucket_and_serves_the_same_bytes_and_etag(
         assert got.content == stored and got.headers["ETag"] == etag_for(row.sha256)
 
 
+def test_the_change_feed_inlines_files_from_the_store_and_leaves_out_what_it_cannot_read(
+    s3: S3, fleet_a: Fleet, ada: Agent, api_as: ApiAs, settings: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The bodies a long-poll answer carries are read from where they were written; one
+    the store cannot give is left for the host to GET (it gets the store's 503 there)."""
+    settings.CTXLAKE_LOCAL_CACHE = False
+    workers.render_fleet(fleet_a)
+    url = f"/api/v1/fleets/{fleet_a.slug}/changes"
+    answer = api_as(ada).get(url, {"have": ""}).json()
+    listed = {f["name"]: f["etag"] for f in answer["listing"]["files"]}
+    assert contract.ROSTER in answer["files"]
+    for name, text in answer["files"].items():
+        assert etag_for(hashlib.sha256(text.encode()).hexdigest()) == listed[name]
+    roster = CacheArtifact.objects.get(fleet=fleet_a, name=contract.ROSTER)
+    s3.client().delete_object(Bucket=s3.bucket, Key=f"{PREFIX}{fleet_a.pk}/{roster.name}/"
+                                                    f"{roster.sha256}")
+    with caplog.at_level(logging.WARNING, logger="fleet.api_changes"):
+        fewer = api_as(ada).get(url, {"have": ""})
+    assert fewer.status_code == 200
+    assert set(fewer.json()["files"]) == set(answer["files"]) - {contract.ROSTER}
+    assert any("roster.json" in r.getMessage() and "not inlined" in r.getMessage()
+               for r in caplog.records)
+    assert _get(api_as, ada, contract.ROSTER).status_code == 503
+
+
 def test_the_same_bytes_are_uploaded_once(s3: S3, fleet_a: Fleet) -> None:
     now = timezone.now()
     artifacts.publish(fleet_a, {"roster.json": b"same"}, at=now)
