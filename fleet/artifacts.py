@@ -26,7 +26,7 @@ from django.db import transaction
 from django.db.models import F
 
 from fleet import artifact_store, binary_sql
-from fleet.models import CacheArtifact, CacheHead, Fleet, SnapshotDelta, etag_for
+from fleet.models import CacheArtifact, CacheHead, Fleet, SnapshotDelta
 from mcp_bridge import contract
 from mcp_bridge.contract import delta
 
@@ -152,7 +152,7 @@ def listing(fleet: Fleet) -> list[Listed]:
         .order_by("name")
         .values_list("name", "artifact__size", "artifact__sha256", "rendered_at")
     )
-    return [Listed(name, size, etag_for(sha), at) for name, size, sha, at in rows]
+    return [Listed(name, size, contract.etag_of(sha), at) for name, size, sha, at in rows]
 
 
 def etag(fleet: Fleet, name: str) -> str | None:
@@ -162,7 +162,7 @@ def etag(fleet: Fleet, name: str) -> str | None:
         .values_list("artifact__sha256", flat=True)
         .first()
     )
-    return None if sha is None else etag_for(sha)
+    return None if sha is None else contract.etag_of(sha)
 
 
 def latest(fleet: Fleet, name: str) -> tuple[str, bytes] | None:
@@ -188,7 +188,7 @@ def latest_of(fleet: Fleet, names: Collection[str], *,
                     raise
                 unreadable(name, e)
                 continue
-        found[name] = (etag_for(sha), bytes(body))
+        found[name] = (contract.etag_of(sha), bytes(body))
     return found
 
 

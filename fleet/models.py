@@ -881,13 +881,7 @@ class CacheArtifact(models.Model):
 
     @property
     def etag(self) -> str:
-        return etag_for(self.sha256)
-
-
-def etag_for(sha256: str) -> str:
-    """A strong ETag from a content hash: every web host gives the same one for one render
-    (the contract's rule, which a host checks an inlined body against)."""
-    return contract.etag_of(sha256)
+        return contract.etag_of(self.sha256)
 
 
 class CacheHead(models.Model):

@@ -73,3 +73,13 @@ def test_nothing_to_write_sends_nothing(fleet_a: Fleet) -> None:
     with CaptureQueriesContext(connection) as sent:
         assert update_columns([], FIELDS) == 0
     assert sent.captured_queries == []
+
+
+@pytest.mark.parametrize("name", ["evidence", "events"])
+def test_a_name_that_is_no_column_of_the_table_is_refused(fleet_a: Fleet, name: str) -> None:
+    """A reverse relation has no column here: a clear error, nothing sent."""
+    claims = _claims(fleet_a)
+    with CaptureQueriesContext(connection) as sent, \
+            pytest.raises(ValueError, match=f"{name} is not a column"):
+        update_columns(claims, [name])
+    assert sent.captured_queries == []

@@ -27,7 +27,7 @@ from django.views.debug import SafeExceptionReporterFilter
 from ctxlake_site import object_store, workers
 from ctxlake_site.env import BadSetting
 from fleet import artifact_store, artifacts, leases, tokens
-from fleet.models import Agent, CacheArtifact, CacheHead, Fleet, etag_for
+from fleet.models import Agent, CacheArtifact, CacheHead, Fleet
 from mcp_bridge import contract
 from tests.fleet.conftest import ApiAs
 from tests.fleet.s3_store import ACCESS_KEY, PREFIX, S3, SECRET_KEY
@@ -60,7 +60,7 @@ def test_it_renders_into_the_bucket_and_serves_the_same_bytes_and_etag(
         assert hashlib.sha256(stored).hexdigest() == row.sha256 and len(stored) == row.size
         got = _get(api_as, ada, row.name)
         assert got.status_code == 200, got.content
-        assert got.content == stored and got.headers["ETag"] == etag_for(row.sha256)
+        assert got.content == stored and got.headers["ETag"] == contract.etag_of(row.sha256)
 
 
 def test_the_change_feed_inlines_files_from_the_store_and_leaves_out_what_it_cannot_read(
@@ -76,7 +76,7 @@ def test_the_change_feed_inlines_files_from_the_store_and_leaves_out_what_it_can
     listed = {f["name"]: f["etag"] for f in answer["listing"]["files"]}
     assert contract.ROSTER in answer["files"]
     for name, text in answer["files"].items():
-        assert etag_for(hashlib.sha256(text.encode()).hexdigest()) == listed[name]
+        assert contract.etag_of(hashlib.sha256(text.encode()).hexdigest()) == listed[name]
     roster = CacheArtifact.objects.get(fleet=fleet_a, name=contract.ROSTER)
     s3.client().delete_object(Bucket=s3.bucket, Key=f"{PREFIX}{fleet_a.pk}/{roster.name}/"
                                                     f"{roster.sha256}")
@@ -278,7 +278,7 @@ def test_two_web_hosts_serve_the_same_render_from_the_store(
             for _, url in hosts:
                 served = _http_get(f"{url}/api/v1/fleets/{fleet_a.slug}/cache/{name}", token)
                 assert served[0] == 200, served
-                assert served[1] == etag_for(row.sha256)
+                assert served[1] == contract.etag_of(row.sha256)
                 assert hashlib.sha256(served[2]).hexdigest() == row.sha256
     finally:
         for proc, _ in hosts:
