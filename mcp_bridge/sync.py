@@ -218,10 +218,11 @@ def _listing(remote: Remote, state: dict[str, Any], root: Path) -> Listing:
 
 def held_etags(root: Path) -> list[str]:
     """The ETags of the cache files this host holds (as its last pull recorded them): what
-    a long-poll names in `have`, so the answer carries only the files it lacks."""
+    a long-poll names in `have`, so the answer carries only the files it lacks. Only the
+    contract's files are named, at most one ETag each, as the server requires."""
     files = _load_state(root).get("files")
     return sorted({etag for name, etag in (files.items() if isinstance(files, dict) else ())
-                   if isinstance(name, str) and isinstance(etag, str)
+                   if name in (contract.MANIFEST, *CACHE_FILES) and isinstance(etag, str)
                    and contract.ETAG_RE.fullmatch(etag) and (root / name).is_file()})
 
 

@@ -251,6 +251,24 @@ def test_only_whole_inlined_files_are_taken(files: Any, whole: dict[str, bytes])
     assert change[1].bodies == whole
 
 
+def test_a_host_names_only_the_contracts_files_it_holds(tmp_path: Path) -> None:
+    """What a later server may list beyond the contract's files, or a state file gone
+    wrong, is not named: `have` stays within what the server accepts (else a 400 would
+    turn the change feed off)."""
+    etag = [contract.etag_of(f"{i:x}" * 64) for i in range(9)]
+    names = [contract.MANIFEST, *contract.CACHE_FILES, "extra.json", "../roster.json"]
+    for name in [*names[:-1], "missing.json"]:
+        (tmp_path / name).write_text("{}")
+    (tmp_path / contract.BRIEFING).unlink()  # listed, but not held any more
+    state = {"files": {**dict(zip(names, etag, strict=False)), contract.HISTORY: "\"e\""}}
+    (tmp_path / sync.STATE_FILE).write_text(json.dumps(state))
+    held = sync.held_etags(tmp_path)
+    assert held == sorted(etag[i] for i, name in enumerate(names[:6])
+                          if name not in (contract.BRIEFING, contract.HISTORY))
+    (tmp_path / sync.STATE_FILE).write_text("[1, 2]")
+    assert sync.held_etags(tmp_path) == []
+
+
 def test_without_a_change_feed_the_loop_sleeps_out_its_interval(
     host: Host, feed: change_feed.Feed
 ) -> None:
