@@ -1,17 +1,18 @@
-"""The server's side of lease globs: SQL LIKE prefixes and an in-memory prefix index.
+"""The server's side of lease globs: SQL prefix ranges and an in-memory prefix index.
 
 What a pattern covers, and whether two overlap, is mcp_bridge.contract.globs (the one
 definition the bridge's guard and recall use too; its docstring states the semantics);
 this module re-exports those names for the server and adds what only Postgres-backed
-callers need: every path a pattern covers starts with its literal_prefix, so a LIKE on
-that prefix, or a PrefixIndex lookup, is a cheap filter in front of the exact test.
+callers need: every path a pattern covers starts with its literal_prefix, so an index
+range scan on that prefix, or a PrefixIndex lookup, is a cheap filter in front of the
+exact test.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right, insort
-from collections.abc import Iterator
-from typing import Generic, TypeVar
+from collections.abc import Iterable, Iterator
+from typing import Generic, NamedTuple, TypeVar
 
 from mcp_bridge.contract.globs import MAX_PATH_LENGTH as MAX_PATH_LENGTH
 from mcp_bridge.contract.globs import BadPath as BadPath
@@ -23,9 +24,53 @@ from mcp_bridge.contract.globs import overlaps as overlaps
 T = TypeVar("T")
 
 
-def like_pattern(prefix: str) -> str:
-    """A SQL LIKE pattern (with ESCAPE '\\') matching strings that start with `prefix`."""
-    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+class StartRanges(NamedTuple):
+    """The strings that start with one of some prefixes, as disjoint [low, high) ranges.
+
+    In code-point order, which is the byte order of UTF-8 and so the order of a
+    `text_pattern_ops` index (its `~>=~` and `~<~` operators), whatever the database's
+    collation. A query joins `unnest(lows, highs)` LATERALly to an index range scan per
+    range: OR-ed `LIKE 'prefix%'` conditions, one per prefix, cost Postgres a plan that
+    tests every candidate row against every pattern (12 ms for 200 prefixes among 1,600
+    live leases, the drain's batch of lease claims, against 0.6 ms).
+    """
+
+    lows: list[str]
+    highs: list[str]
+
+
+def start_ranges(prefixes: Iterable[str]) -> StartRanges | None:
+    """The ranges of the strings starting with one of `prefixes`: one for each prefix no
+    other one is a start of (the others' strings are inside its range). None when some
+    prefix has no finite bound above its strings ("", which every string starts with):
+    the caller reads without a prefix filter."""
+    lows: list[str] = []
+    for prefix in sorted(set(prefixes)):  # a prefix's extensions follow it in this order
+        if not lows or not prefix.startswith(lows[-1]):
+            lows.append(prefix)
+    highs = []
+    for low in lows:
+        high = _above(low)
+        if high is None:
+            return None
+        highs.append(high)
+    return StartRanges(lows, highs)
+
+
+def _above(prefix: str) -> str | None:
+    """The least string greater than every string that starts with `prefix`: its last
+    character raised by one, past the highest code point's and the surrogates' gaps."""
+    stem = prefix.rstrip(chr(_HIGHEST))
+    if not stem:
+        return None
+    following = ord(stem[-1]) + 1
+    if _SURROGATES[0] <= following <= _SURROGATES[1]:  # not characters: no text holds them
+        following = _SURROGATES[1] + 1
+    return stem[:-1] + chr(following)
+
+
+_HIGHEST = 0x10FFFF
+_SURROGATES = (0xD800, 0xDFFF)
 
 
 def prefixes_of(prefix: str) -> list[str]:

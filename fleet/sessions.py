@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from django.db import connection, transaction
-from django.db.models import F
-from django.db.models.functions import Greatest, Least
 
 from fleet.models import Agent, Fleet, Session
 
@@ -29,7 +27,7 @@ def note_sessions_seen(fleet: Fleet, seen: Mapping[str, Seen]) -> dict[str, Sess
     id already held by another agent of the fleet keeps its owner: the event is not
     counted for it, and the returned row says whose it is, so the caller can tell.
     Agents of another fleet are refused (ValueError): a session is one fleet's.
-    Two statements plus one per known session, whatever the batch size.
+    Three statements, whatever the batch size.
     """
     wanted = {sid: s for sid, s in seen.items() if sid}
     for agent, _, _ in wanted.values():
@@ -39,6 +37,18 @@ def note_sessions_seen(fleet: Fleet, seen: Mapping[str, Seen]) -> dict[str, Sess
         return {}
     with transaction.atomic(savepoint=False):
         return _note(fleet, wanted)
+
+
+#: Every known session's window widened at once (first back, last forward, never the other
+#: way, whatever another drain wrote meanwhile: LEAST and GREATEST skip a NULL). One UPDATE
+#: per session cost a drain batch from 200 agents 200 statements.
+_WIDEN = """
+    UPDATE fleet_session AS s
+    SET first_seen_at = LEAST(s.first_seen_at, w.first),
+        last_seen_at = GREATEST(s.last_seen_at, w.last)
+    FROM unnest(%s::bigint[], %s::timestamptz[], %s::timestamptz[]) AS w(id, first, last)
+    WHERE s.id = w.id
+"""
 
 
 def _note(fleet: Fleet, wanted: Mapping[str, Seen]) -> dict[str, Session]:
@@ -62,20 +72,17 @@ def _note(fleet: Fleet, wanted: Mapping[str, Seen]) -> dict[str, Session]:
             "agent"
         )
     }
-    for sid, (agent, first, last) in wanted.items():
-        row = rows.get(sid)
-        if row is None or row.agent_id != agent.pk:
-            continue
-        if row.first_seen_at == first and row.last_seen_at == max(first, last):
-            continue  # just created by the insert above
-        Session.objects.filter(pk=row.pk).update(
-            first_seen_at=Least(F("first_seen_at"), first, output_field=Session.first_seen_at.field)
-            if row.first_seen_at
-            else first,
-            last_seen_at=Greatest(F("last_seen_at"), last, output_field=Session.last_seen_at.field)
-            if row.last_seen_at
-            else last,
-        )
+    widened = [
+        (row.pk, first, last)
+        for sid, (agent, first, last) in wanted.items()
+        if (row := rows.get(sid)) is not None and row.agent_id == agent.pk
+        # not just created by the insert above
+        and (row.first_seen_at, row.last_seen_at) != (first, max(first, last))
+    ]
+    if widened:
+        ids, firsts, lasts = (list(column) for column in zip(*widened, strict=True))
+        with connection.cursor() as cur:
+            cur.execute(_WIDEN, [ids, firsts, lasts])
     return rows
 
 

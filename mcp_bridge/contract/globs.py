@@ -141,10 +141,12 @@ def literal_segments(pattern: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+@_memo(maxsize=16384)
 def literal_prefix(pattern: str) -> str:
     """literal_segments of the normalised pattern, each with its slash ("src/payments/");
     BadPath as `normalise`. Two patterns can only overlap when one's starts with the
-    other's."""
+    other's. Remembered: a drain batch asks it for one lease path up to five times (the
+    planner, the holders query, the upsert, the answer, the staleness marks)."""
     return "".join(f"{segment}/" for segment in literal_segments(normalise(pattern)))
 
 

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import itertools
+import random
+
 import pytest
 
 from fleet.globs import BadPath, normalise
@@ -30,11 +33,63 @@ def test_the_literal_prefix_filter_never_hides_an_overlap(a: str, b: str) -> Non
     assert pb.startswith(pa) or pb in prefixes_of(pa)
 
 
-def test_like_patterns_escape_the_wildcards_of_sql() -> None:
-    from fleet.globs import like_pattern
+#: Characters that stress a prefix range: SQL's LIKE wildcards and escape, the slash and
+#: its neighbours in code-point order, multi-byte ones, the last one before the surrogates,
+#: the first after them and the highest code point.
+_STRESS = ["/", ".", "0", "a", "b", "_", "%", "\\", "ü", "\ud7ff", "\ue000", "\uffff",
+           "\U0010ffff"]
 
-    assert like_pattern("src/my_mod%/") == "src/my\\_mod\\%/%"
-    assert like_pattern("a\\b") == "a\\\\b%"
+
+def _strings(rng: random.Random, n: int, longest: int) -> list[str]:
+    return ["".join(rng.choice(_STRESS) for _ in range(rng.randint(0, longest)))
+            for _ in range(n)]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_start_ranges_hold_exactly_the_strings_that_start_with_a_prefix(seed: int) -> None:
+    from fleet.globs import start_ranges
+
+    rng = random.Random(seed)
+    prefixes = {p for p in _strings(rng, rng.randint(1, 6), 3) if p}
+    ranges = start_ranges(prefixes)
+    if any(p.strip("\U0010ffff") == "" for p in prefixes):  # no string is above them all
+        assert ranges is None
+        return
+    assert ranges is not None
+    bounds = list(zip(ranges.lows, ranges.highs, strict=True))
+    assert all(high <= low for (_, high), (low, _) in itertools.pairwise(bounds))  # disjoint
+    for probe in _strings(rng, 400, 5) + sorted(prefixes):
+        expected = any(probe.startswith(p) for p in prefixes)
+        assert any(low <= probe < high for low, high in bounds) == expected, (probe, prefixes)
+
+
+def test_a_prefix_every_string_starts_with_has_no_range() -> None:
+    from fleet.globs import start_ranges
+
+    assert start_ranges({"", "src/"}) is None
+    assert start_ranges(set()) == ([], [])
+    assert start_ranges({"src/", "src/a/", "docs/"}) == (["docs/", "src/"], ["docs0", "src0"])
+
+
+@pytest.mark.django_db
+def test_postgres_orders_a_prefix_range_as_python_does() -> None:
+    """The ranges are built in Python's code-point order and read with a text_pattern_ops
+    index's operators (~>=~, ~<~), which compare UTF-8 bytes: the two must agree."""
+    from django.db import connection
+
+    from fleet.globs import start_ranges
+
+    rng = random.Random(7)
+    prefixes = sorted({p for p in _strings(rng, 60, 3) if p.strip("\U0010ffff")})
+    probes = _strings(rng, 300, 5) + prefixes
+    for prefix in prefixes:
+        ranges = start_ranges({prefix})
+        assert ranges is not None
+        with connection.cursor() as cur:
+            cur.execute("SELECT s FROM unnest(%s::text[]) AS s "
+                        "WHERE s ~>=~ %s AND s ~<~ %s", [probes, ranges.lows[0], ranges.highs[0]])
+            found = sorted(s for (s,) in cur.fetchall())
+        assert found == sorted(p for p in probes if p.startswith(prefix)), prefix
 
 
 def test_the_prefix_index_finds_exactly_the_prefixes_that_may_overlap() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from fleet import handoffs
@@ -98,3 +100,21 @@ def test_an_agent_of_another_fleet_is_refused(fleet_a: Fleet, cy: Agent) -> None
     with pytest.raises(ValueError):
         note_sessions_seen(fleet_a, {"s1": (cy, now, now)})
     assert not Session.objects.filter(session_id="s1").exists()
+
+
+def test_a_batch_of_known_sessions_is_noted_in_three_statements(
+    fleet_a: Fleet, ada: Agent, bo: Agent
+) -> None:
+    t0 = timezone.now() - timedelta(hours=1)
+    minute = timedelta(minutes=1)
+    note_sessions_seen(fleet_a, {f"s{i}": (ada, t0, t0 + minute) for i in range(50)})
+    later = {f"s{i}": (ada, t0 + (i - 25) * minute, t0 + i * minute) for i in range(50)}
+    later["theirs"] = (bo, t0, t0)
+    with CaptureQueriesContext(connection) as queries:
+        note_sessions_seen(fleet_a, later)
+    assert len(queries) == 3  # insert the new, read them all, widen the known
+    rows = {s.session_id: s for s in Session.objects.filter(fleet=fleet_a)}
+    for i in range(50):  # first only ever moves back, last only forward
+        assert rows[f"s{i}"].first_seen_at == min(t0, t0 + (i - 25) * minute)
+        assert rows[f"s{i}"].last_seen_at == max(t0 + minute, t0 + i * minute)
+    assert rows["theirs"].agent == bo
