@@ -372,10 +372,13 @@ class _Visible:
 _LIVE = "l.fleet_id = %(fleet)s AND l.released_at IS NULL AND l.expires_at > %(at)s"
 _HOLDER = ("l.id, l.agent_id, l.session_id, l.path, l.prefix, l.reason, l.acquired_at, "
            "l.expires_at, l.offered_with_id")
+# The leases first, then their agents: joined freely, statistics taken while the fleet
+# had few agents made Postgres scan the agents and run every range once per agent.
 _HOLDERS = """
+    WITH l AS MATERIALIZED ({leases})
     SELECT l.id, l.agent_id, l.session_id, l.path, l.prefix, l.reason, l.acquired_at,
            l.expires_at, a.agent_id, l.offered_with_id
-    FROM ({leases}) l JOIN fleet_agent a ON a.id = l.agent_id
+    FROM l JOIN fleet_agent a ON a.id = l.agent_id
 """
 _EVERY_LIVE = f"SELECT {_HOLDER} FROM fleet_lease l WHERE {_LIVE}"
 # A lease whose prefix is a start of a requested one, then the leases in each range: a
