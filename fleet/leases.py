@@ -370,14 +370,15 @@ class _Visible:
 
 
 _LIVE = "l.fleet_id = %(fleet)s AND l.released_at IS NULL AND l.expires_at > %(at)s"
-_HOLDER = ("l.id, l.agent_id, l.session_id, l.path, l.prefix, l.reason, l.acquired_at, "
-           "l.expires_at, l.offered_with_id")
+#: The columns `_lease` reads, in its order.
+_LEASE_ROW = ("l.id, l.agent_id, l.session_id, l.path, l.prefix, l.reason, l.acquired_at, "
+              "l.expires_at")
+_HOLDER = f"{_LEASE_ROW}, l.offered_with_id"
 # The leases first, then their agents: joined freely, statistics taken while the fleet
 # had few agents made Postgres scan the agents and run every range once per agent.
-_HOLDERS = """
-    WITH l AS MATERIALIZED ({leases})
-    SELECT l.id, l.agent_id, l.session_id, l.path, l.prefix, l.reason, l.acquired_at,
-           l.expires_at, a.agent_id, l.offered_with_id
+_HOLDERS = f"""
+    WITH l AS MATERIALIZED ({{leases}})
+    SELECT {_LEASE_ROW}, a.agent_id, l.offered_with_id
     FROM l JOIN fleet_agent a ON a.id = l.agent_id
 """
 _EVERY_LIVE = f"SELECT {_HOLDER} FROM fleet_lease l WHERE {_LIVE}"
