@@ -259,3 +259,36 @@ def test_stop_cleans_up_after_an_up_that_was_killed(home: tuple[Path, Path]) -> 
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     _no_orphans(up.pid)
+
+
+def test_stop_knows_the_workers_by_the_title_setproctitle_gives_them() -> None:
+    """With setproctitle installed (django-q2 and gunicorn use it when it is there), a
+    worker's command line reads "qcluster MainProcess <name>": `stop` must still count
+    its group as ours, or an `up` killed with SIGKILL leaves the workers running."""
+    import importlib.machinery
+    import importlib.util
+
+    loader = importlib.machinery.SourceFileLoader("ctxlake_script", str(ROOT / "ctxlake"))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    assert spec is not None
+    script = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = script  # its dataclasses look their module up there
+    try:
+        loader.exec_module(script)
+    finally:
+        del sys.modules[spec.name]
+    titled = subprocess.Popen(["bash", "-c", 'exec -a "qcluster MainProcess tango-x" sleep 60'],
+                              start_new_session=True)
+    stranger = subprocess.Popen(["bash", "-c", "exec -a qclusterish sleep 60"],
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while not Path(f"/proc/{titled.pid}/cmdline").read_bytes().startswith(b"qcluster"):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert script._ours(titled.pid)
+        assert not script._ours(stranger.pid)
+    finally:
+        for proc in (titled, stranger):
+            proc.kill()
+            proc.wait()
