@@ -37,10 +37,11 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, BinaryIO, NamedTuple
 
 from mcp_bridge import contract
@@ -202,7 +203,9 @@ class Listing(NamedTuple):
 
     etag: str | None  # of GET cache/manifest
     files: dict[str, str]  # file name → ETag
-    bodies: dict[str, bytes] = {}  # file name → the whole file, checked against its ETag
+    #: file name → the whole file, checked against its ETag; read-only, so the one empty
+    #: default is shared safely
+    bodies: Mapping[str, bytes] = MappingProxyType({})
 
 
 def _listing(remote: Remote, state: dict[str, Any], root: Path) -> Listing:

@@ -407,3 +407,12 @@ def test_an_interrupted_download_leaves_the_old_cache_whole(host: Host, truncati
         sync.pull(cut, host.cache)
     assert {p.name: p.read_bytes() for p in root.iterdir()} == before  # no temp, no change
     assert host.roster().value["agents"] == []
+
+
+def test_a_listing_without_bodies_shares_no_writable_default() -> None:
+    from mcp_bridge.sync import Listing
+
+    first, second = Listing("etag", {}), Listing("etag", {})
+    with pytest.raises(TypeError):
+        first.bodies["snapshot.sqlite"] = b"x"  # type: ignore[index]
+    assert dict(second.bodies) == {}
