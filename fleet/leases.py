@@ -396,6 +396,8 @@ _NEAR = f"""
         ORDER BY l.prefix USING ~<~
     ) l
 """
+_HOLDERS_LIVE = _HOLDERS.format(leases=_EVERY_LIVE)
+_HOLDERS_NEAR = _HOLDERS.format(leases=_NEAR)
 
 
 def _holders_under(fleet_id: int, prefixes: set[str], active_at: datetime) -> list[Lease]:
@@ -407,9 +409,9 @@ def _holders_under(fleet_id: int, prefixes: set[str], active_at: datetime) -> li
     params: dict[str, Any] = {"fleet": fleet_id, "at": active_at}
     ranges = start_ranges(prefixes)
     if ranges is None:  # "" among them: any live lease may overlap
-        sql = _HOLDERS.format(leases=_EVERY_LIVE)
+        sql = _HOLDERS_LIVE
     else:
-        sql = _HOLDERS.format(leases=_NEAR)
+        sql = _HOLDERS_NEAR
         starts = {start for low in ranges.lows for start in prefixes_of(low)}
         params.update(ranges._asdict(), starts=sorted(starts - set(ranges.lows)))
     with connection.cursor() as cur:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from django.db import connection
@@ -19,6 +18,7 @@ from fleet.globs import start_ranges
 from fleet.models import Activity, Agent, AppliedEvent, Fleet, Session
 from mcp_bridge.contract import render
 from mcp_bridge.contract.spool import Spool
+from tests import plans
 from tests.claims.searchdata import promoted
 
 CITED = [
@@ -226,16 +226,11 @@ def test_citations_are_read_a_range_at_a_time_before_their_claims(
     with connection.cursor() as cur:
         cur.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + staleness._CITED_IN_RANGES, params)
         (plan,) = cur.fetchone()[0]
-    nodes = _nodes(plan["Plan"])
-    by_range = [node for node in nodes if "r.low" in node.get("Index Cond", "")]
+    by_range = plans.range_scans(plan["Plan"])
     assert by_range and by_range[0]["Actual Loops"] == len(ranges.lows)
-    assert sum(float(node.get("Rows Removed by Filter", 0)) * node.get("Actual Loops", 1)
-               for node in nodes) <= 2 * len(ranges.lows)  # fleet_b's, at most 2 a range
+    # fleet_b's, at most 2 a range
+    assert plans.rows_thrown_away(plan["Plan"]) <= 2 * len(ranges.lows)
     cited = staleness.cited_under(fleet_a, patterns)
     assert sorted(path for _, path, _, _ in cited) == sorted(  # candidates by prefix
         path for path in (f"src/m{i}/state.py" for i in range(n))
         if path.startswith(tuple(ranges.lows)))
-
-
-def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    return [plan, *(node for child in plan.get("Plans", []) for node in _nodes(child))]

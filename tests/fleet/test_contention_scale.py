@@ -22,6 +22,7 @@ from django.utils import timezone
 from fleet import api_roster, cache_render, leases
 from fleet.globs import literal_prefix, overlaps, prefixes_of, start_ranges
 from fleet.models import Agent, Fleet, Lease
+from tests import plans
 from tests.fleet.conftest import ApiAs
 
 SEGMENTS = ["src", "lib", "a_b", "a%b", "ü", "*", "?x", "**", "[ab]", "s", "src2"]
@@ -171,16 +172,6 @@ def test_contended_pairs_visits_a_range_per_lease_whatever_the_statistics(
     assert leases.contended_pairs(fleet_a.pk, now=now) == []  # own files: no overlap
 
 
-def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    return [plan, *(node for child in plan.get("Plans", []) for node in _nodes(child))]
-
-
-def _rows_read_and_dropped(plan: dict[str, Any]) -> float:
-    """Rows every node threw away, over all its loops (EXPLAIN reports a loop's mean)."""
-    return sum(float(v) * node.get("Actual Loops", 1) for node in _nodes(plan)
-               for k, v in node.items() if k.startswith("Rows Removed"))
-
-
 def test_holders_scan_a_range_per_prefix_even_in_a_generic_plan(fleet_a: Fleet) -> None:
     """The drain asks for the holders under 200 prefixes at once, and after a few runs the
     statement is prepared: Postgres may then plan it once for any arrays (a generic plan,
@@ -205,7 +196,7 @@ def test_holders_scan_a_range_per_prefix_even_in_a_generic_plan(fleet_a: Fleet) 
     ranges = start_ranges(asked)
     assert ranges is not None
     starts = sorted({s for low in ranges.lows for s in prefixes_of(low)} - set(ranges.lows))
-    sql = leases._HOLDERS.format(leases=leases._NEAR)
+    sql = leases._HOLDERS_NEAR
     for i, name in enumerate(["fleet", "at", "starts", "lows", "highs"], 1):
         sql = sql.replace(f"%({name})s", f"${i}")
     connection.ensure_connection()
@@ -220,9 +211,9 @@ def test_holders_scan_a_range_per_prefix_even_in_a_generic_plan(fleet_a: Fleet) 
         finally:
             cur.execute("RESET plan_cache_mode")
             cur.execute("DEALLOCATE holders")
-    by_range = [node for node in _nodes(plan["Plan"]) if "r.low" in node.get("Index Cond", "")]
+    by_range = plans.range_scans(plan["Plan"])
     assert by_range and all(node["Actual Loops"] == len(ranges.lows) for node in by_range)
-    assert _rows_read_and_dropped(plan["Plan"]) <= n  # at most one pass, for the starts
+    assert plans.rows_thrown_away(plan["Plan"]) <= n  # at most one pass, for the starts
     found = leases._holders_under(fleet_a.pk, asked, now)
     assert sorted(lease.path for lease in found) == sorted(
         f"src/m{i}/**" for i in range(0, n, 3))
