@@ -8,7 +8,9 @@ Drain: 10k mixed spool events (40% lease.claim, 20% lease.release, 15% handoff.c
 shipped path (commuting runs applied a kind at a time); compared in the same run with the
 same events applied one applier call per event, and with a savepoint per event; `--rounds`
 runs every mode once per round, in turn, and reports medians (one pass each put the ratio
-anywhere in ±20 % on this machine).
+anywhere in ±20 % on this machine). The bench process freezes its start-up objects as a task
+worker does (ctxlake_site.startup_gc); the "unfrozen" mode drains with them unfrozen, and
+every drain prints the CPU Python's cycle collector spent in it.
 Render: a fleet with N promoted claims (random unit vectors stored as pgvector embeddings),
 `render_fleet` end to end; the baseline is just reading the same rows out of Postgres. Then,
 same fleet, same run: the render after a lease change (the snapshot left alone), after one
@@ -29,12 +31,15 @@ printed beside every figure. Targets: drain ≥ 2,000 events/s; render ≤ 3 s a
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -55,6 +60,7 @@ from django.utils import timezone  # noqa: E402
 
 from claims.models import Claim  # noqa: E402
 from ctxlake_site import db_health, drain, workers  # noqa: E402
+from ctxlake_site.startup_gc import freeze_startup_objects  # noqa: E402
 from fleet.models import Fleet  # noqa: E402
 from mcp_bridge.contract import embed  # noqa: E402
 from mcp_bridge.contract.spool import Spool  # noqa: E402
@@ -95,6 +101,7 @@ DRAIN_MODES = {
     "per-event": "the same transaction, one applier call per event",
     "savepoint": "baseline: a savepoint per event",
     "untriggered": "batched, the snapshot change triggers disabled: what they cost",
+    "unfrozen": "batched, start-up objects not frozen (gc.unfreeze): what the freeze saves",
 }
 #: The triggers claims.snapshot_changes reads (migration claims 0011) on the tables a
 #: drain writes; "untriggered" disables them for its run only.
@@ -123,12 +130,30 @@ def bench_drain(n: int, rounds: int = 1) -> list[dict[str, float]]:
     return per_round
 
 
+@contextmanager
+def collector_cpu() -> Iterator[list[float]]:
+    """The CPU seconds Python's cycle collector spends inside the block, in [0] at its end."""
+    spent, started = [0.0], [0.0]
+
+    def tally(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.process_time()
+        else:
+            spent[0] += time.process_time() - started[0]
+
+    gc.callbacks.append(tally)
+    try:
+        yield spent
+    finally:
+        gc.callbacks.remove(tally)
+
+
 def _drain_once(n: int, mode: str, round_: str) -> float:
     slug = f"bench-drain-{mode}-{os.getpid()}"
     Fleet.objects.filter(slug=slug).delete()
     fleet = Fleet.objects.create(slug=slug, name=slug)
     write_events(slug, n)
-    batched = mode in ("batched", "untriggered")
+    batched = mode in ("batched", "untriggered", "unfrozen")
     batch = workers.BATCH_APPLIERS if batched else None
     drainer = drain.Drainer(TMP / "spool", workers.APPLIERS, batch_appliers=batch)
     vacuumed()
@@ -136,16 +161,22 @@ def _drain_once(n: int, mode: str, round_: str) -> float:
         drainer._apply_fast = drainer._apply_slow  # type: ignore[method-assign]
     if mode == "untriggered":
         snapshot_triggers(enabled=False)
+    if mode == "unfrozen":
+        gc.unfreeze()
     try:
-        started = time.perf_counter()
-        report = drainer.run(only_fleet=slug)
-        elapsed = time.perf_counter() - started
+        with collector_cpu() as collecting:
+            started = time.perf_counter()
+            report = drainer.run(only_fleet=slug)
+            elapsed = time.perf_counter() - started
     finally:
         if mode == "untriggered":
             snapshot_triggers(enabled=True)
+        if mode == "unfrozen":
+            freeze_startup_objects()
     assert report.applied == n and report.dead == 0, report.as_dict()
     print(f"  drain round {round_} ({mode:9}): {n} events in {elapsed:.2f}s = "
-          f"{n / elapsed:,.0f} events/s  ({DRAIN_MODES[mode]})  [{load()}]")
+          f"{n / elapsed:,.0f} events/s, the collector {1000 * collecting[0]:.0f} ms of CPU  "
+          f"({DRAIN_MODES[mode]})  [{load()}]")
     fleet.delete()
     return n / elapsed
 
@@ -351,6 +382,7 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=60, metavar="SECS",
                         help="wait this long after starting the busy processes (default 60)")
     args = parser.parse_args()
+    freeze_startup_objects()  # the drain runs here as in a task worker, which does this at spawn
     print(f"pipeline bench on {os.cpu_count()} cores, spool/cache in {TMP}  [{load()}]")
     db_health.maintain(commit=True)  # vacuum, and rebuild indexes earlier runs bloated
     bench_poison()
@@ -383,7 +415,8 @@ def measure(events: int, claims: list[int], label: str, rounds: int) -> None:
           f"(target >= 7x: {'met' if ratio >= 7 else 'MISSED'}); median rates "
           + ", ".join(f"{mode} {rate:,.0f}" for mode, rate in median.items())
           + f" events/s; without the snapshot change triggers "
-          f"{median['untriggered'] / fast:.2f}x the shipped rate, vs savepoint baseline "
+          f"{median['untriggered'] / fast:.2f}x the shipped rate, start-up objects not frozen "
+          f"{median['unfrozen'] / fast:.2f}x, vs savepoint baseline "
           f"{fast / median['savepoint']:.2f}x "
           f"(target >= 2,000 events/s: {'met' if fast >= 2000 else 'MISSED'})  [{load()}]")
     for n in claims:

@@ -18,11 +18,16 @@ class SiteConfig(AppConfig):
         rendering.hand_over_render_task(workers.render_fleet_cache)
 
         # A worker that starts (a new cluster, or one the guard respawned after a kill)
-        # resumes draining at once instead of at the schedule's next tick.
-        post_spawn.connect(_kick_drain, dispatch_uid="ctxlake.kick_drain")
+        # freezes its start-up objects and resumes draining at once instead of at the
+        # schedule's next tick.
+        post_spawn.connect(_worker_started, dispatch_uid="ctxlake.worker_started")
 
 
-def _kick_drain(sender: Any, proc_name: str = "", **_: Any) -> None:
+def _worker_started(sender: Any, proc_name: str = "", **_: Any) -> None:
+    """django-q2's `post_spawn`, in the new worker process (ctxlake_site.startup_gc says
+    why it freezes)."""
     from ctxlake_site import workers
+    from ctxlake_site.startup_gc import freeze_startup_objects
 
+    freeze_startup_objects()
     workers.kick_drain()

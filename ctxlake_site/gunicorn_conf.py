@@ -15,6 +15,9 @@ thread per host it pushes to, beside the threads that serve REST. A parked threa
 database connection (fleet.change_feed) and costs no CPU; a serving thread borrows one from
 the process's pool (psycopg_pool, through Django's `pool` option), sized to `rest_threads`,
 so Postgres sees at most that many connections per process however many threads wait.
+
+Each worker freezes its start-up objects once it has loaded the app (`post_worker_init`,
+ctxlake_site.startup_gc says why).
 """
 
 import os
@@ -28,3 +31,10 @@ threads = rest_threads + longpoll_threads
 #: Set in the worker processes only (the arbiter applies it), so `manage.py` and the
 #: workers' forked processes keep plain connections: a pool does not survive a fork.
 raw_env = [f"CTXLAKE_DB_POOL={os.environ.get('CTXLAKE_DB_POOL', rest_threads)}"]
+
+
+def post_worker_init(worker: object) -> None:
+    """gunicorn's hook, in the worker once it has loaded the app."""
+    from ctxlake_site.startup_gc import freeze_startup_objects
+
+    freeze_startup_objects()
