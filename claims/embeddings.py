@@ -17,7 +17,6 @@ from functools import cache, lru_cache
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
-import numpy
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import OuterRef, Q, QuerySet, Subquery
@@ -131,12 +130,12 @@ def nearest_each(
     claims: QuerySet[Claim], *, statuses: tuple[str, ...]
 ) -> dict[int, tuple[Claim, Claim, float]]:
     """Each of `claims` (by pk) with its fleet's nearest other claim of `statuses` and their
-    cosine similarity, for those that have one; both claims carry pk, text and vector.
+    cosine similarity, for those that have one; both claims carry pk and text.
 
     `nearest` for a batch: one statement finds every neighbour (a correlated subquery per
     claim, an HNSW or a sequential scan as the planner judges the fleet's size) and one
-    reads the pairs, instead of a transaction, a query and a full model per claim. The
-    embedding pass labels each burst of proposals this way.
+    reads the pairs (`_read_pairs`), instead of a transaction, a query and a full model per
+    claim. The embedding pass labels each burst of proposals this way.
     """
     candidates = Claim.objects.filter(fleet_id=OuterRef("fleet_id"), status__in=statuses)
     neighbour = nearest_query(candidates.exclude(pk=OuterRef("pk")), OuterRef("embedding"))
@@ -148,19 +147,32 @@ def nearest_each(
             .values_list("pk", "near")
         )
         pairs = {pk: near for pk, near in found if near is not None}
-    rows = Claim.objects.only("pk", "text", "embedding").in_bulk({*pairs, *pairs.values()})
+    return _read_pairs(pairs)
+
+
+_PAIRS = f"""
+    SELECT c.id, c.text, n.id, n.text, 1 - (c.embedding <=> n.embedding)
+    FROM unnest(%s::bigint[], %s::bigint[]) AS p(claim, near)
+    JOIN {Claim._meta.db_table} c ON c.id = p.claim
+    JOIN {Claim._meta.db_table} n ON n.id = p.near
+"""
+
+
+def _read_pairs(pairs: dict[int, int]) -> dict[int, tuple[Claim, Claim, float]]:
+    """Each (claim, neighbour) pair's two claims (pk and text) and their similarity, by
+    pgvector's `<=>` as `nearest` measures it. A pair either of whose claims was deleted
+    since the neighbours were found is left out."""
+    if not pairs:
+        return {}
+    with connection.cursor() as cur:
+        cur.execute(_PAIRS, [list(pairs), list(pairs.values())])
+        rows = cur.fetchall()
+    fields = ["id", "text"]
     return {
-        pk: (rows[pk], rows[near], cosine(rows[pk].embedding, rows[near].embedding))
-        for pk, near in pairs.items()
-        if pk in rows and near in rows  # either may be deleted between the two reads
+        pk: (Claim.from_db(connection.alias, fields, (pk, text)),
+             Claim.from_db(connection.alias, fields, (near, near_text)), float(similarity))
+        for pk, text, near, near_text, similarity in rows
     }
-
-
-def cosine(a: Any, b: Any) -> float:
-    """Cosine similarity of two vectors (1 − pgvector's `<=>` distance)."""
-    left, right = numpy.asarray(a, dtype=numpy.float64), numpy.asarray(b, dtype=numpy.float64)
-    norms = float(numpy.linalg.norm(left) * numpy.linalg.norm(right))
-    return float(left @ right) / norms if norms else 0.0
 
 
 class Distance(TypedDict):

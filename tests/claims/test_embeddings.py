@@ -219,13 +219,13 @@ def test_nearest_each_skips_a_pair_whose_claim_is_deleted_between_its_two_reads(
     first = _propose(fleet_a, "Tests fail unless the Redis server is running locally.")
     second = _propose(fleet_a, "You need a local Redis running or the test suite fails.", "s2")
     tasks.embed_pending()
-    real_only = Claim.objects.only
+    real_read = embeddings._read_pairs
 
-    def only(*fields: str) -> Any:
+    def read_pairs(pairs: dict[int, int]) -> Any:
         Claim.objects.filter(pk=second.pk).delete()
-        return real_only(*fields)
+        return real_read(pairs)
 
-    monkeypatch.setattr(Claim.objects, "only", only)
+    monkeypatch.setattr(embeddings, "_read_pairs", read_pairs)
     found = embeddings.nearest_each(
         Claim.objects.filter(pk__in=[first.pk, second.pk]), statuses=moderation.LIVE
     )
