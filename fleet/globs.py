@@ -29,7 +29,7 @@ class StartRanges(NamedTuple):
 
     In code-point order, which is the byte order of UTF-8 and so the order of a
     `text_pattern_ops` index (its `~>=~` and `~<~` operators), whatever the database's
-    collation. A query joins `unnest(lows, highs)` LATERALly to an index range scan per
+    collation. A query reads them through `in_start_ranges`, an index range scan per
     range: OR-ed `LIKE 'prefix%'` conditions, one per prefix, cost Postgres a plan that
     tests every candidate row against every pattern (12 ms for 200 prefixes among 1,600
     live leases, the drain's batch of lease claims, against 0.6 ms).
@@ -55,6 +55,18 @@ def start_ranges(prefixes: Iterable[str]) -> StartRanges | None:
             return None
         highs.append(high)
     return StartRanges(lows, highs)
+
+
+def in_start_ranges(select: str, column: str) -> str:
+    """SQL for a FROM item: the rows of `select` (a SELECT … WHERE …, no ORDER BY) whose
+    `column` lies in one of the ranges a query binds as %(lows)s and %(highs)s
+    (`StartRanges._asdict()`). A LATERAL subquery per range, ordered as only a
+    `text_pattern_ops` index on `column` returns rows (`~<~` is its operator, whatever the
+    collation), so each range is a range scan of that index: joined plainly, Postgres may
+    test every row against every range (a prepared statement's generic plan did)."""
+    return (f"unnest(%(lows)s::text[], %(highs)s::text[]) AS r(low, high) CROSS JOIN LATERAL "
+            f"({select} AND {column} ~>=~ r.low AND {column} ~<~ r.high "
+            f"ORDER BY {column} USING ~<~)")
 
 
 def _above(prefix: str) -> str | None:

@@ -20,6 +20,7 @@ from fleet import activity
 from fleet.globs import (
     BadPath,
     PrefixIndex,
+    in_start_ranges,
     literal_prefix,
     normalise,
     overlaps,
@@ -382,19 +383,14 @@ _HOLDERS = f"""
     FROM l JOIN fleet_agent a ON a.id = l.agent_id
 """
 _EVERY_LIVE = f"SELECT {_HOLDER} FROM fleet_lease l WHERE {_LIVE}"
-# A lease whose prefix is a start of a requested one, then the leases in each range: a
-# LATERAL subquery ordered as only the text_pattern_ops index on live prefixes returns
-# rows (~<~ is its operator, whatever the collation), so each range is a range scan of
-# it. As a join, a prepared statement's generic plan (which guesses ten ranges) tested
-# every live lease against every range.
+# A lease whose prefix is a start of a requested one, then the leases in each range, a
+# range scan each of the text_pattern_ops index on live prefixes (as a join, a prepared
+# statement's generic plan, which guesses ten ranges, tested every live lease against
+# every range).
 _NEAR = f"""
     {_EVERY_LIVE} AND l.prefix = ANY(%(starts)s)
     UNION ALL
-    SELECT l.* FROM unnest(%(lows)s::text[], %(highs)s::text[]) AS r(low, high)
-    CROSS JOIN LATERAL (
-        {_EVERY_LIVE} AND l.prefix ~>=~ r.low AND l.prefix ~<~ r.high
-        ORDER BY l.prefix USING ~<~
-    ) l
+    SELECT l.* FROM {in_start_ranges(_EVERY_LIVE, "l.prefix")} l
 """
 _HOLDERS_LIVE = _HOLDERS.format(leases=_EVERY_LIVE)
 _HOLDERS_NEAR = _HOLDERS.format(leases=_NEAR)
