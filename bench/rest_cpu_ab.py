@@ -9,9 +9,11 @@ worktree. Both use the configured database, so REF must have the same migrations
 first: with a different schema the two would not be measuring the same thing). After a
 VACUUM ANALYZE and a warm-up, each round sends `--requests` requests to each server in
 turn (the order alternating round by round), from `--clients` keep-alive clients, a
-quarter each of: an agent listing, a lease claim, GET changes, and GET cache/roster.json
-(a ~100 KB roster of 500 agents, rendered anew every `--render-every` requests, as agent
-hosts fetch each new render; published by this process between batches, alike for both).
+quarter each of: an agent listing, a lease claim, GET changes naming the files the host
+holds (none: the answer inlines the roster, as a long-poll answer does after a render),
+and GET cache/roster.json (a ~100 KB roster of 500 agents, rendered anew every
+`--render-every` requests, as agent hosts fetch each new render; published by this process
+between batches, alike for both).
 It reads the CPU each server's process tree used (/proc) and Postgres' (the whole server:
 the two never run at once), and prints per round and as medians: gunicorn ms of CPU per
 request, Postgres ms per request, wall ms per request, and this checkout's ratio to REF.
@@ -81,8 +83,8 @@ def requests_for(slug: str) -> Callable[[int], tuple[str, str, bytes | None]]:
         if kind == 1:
             body = {"paths": [f"src/p{i % 50}/m.py"], "reason": "bench", "ttl_secs": 600}
             return "POST", f"{base}/leases/claim", json.dumps(body).encode()
-        if kind == 2:
-            return "GET", f"{base}/changes", None
+        if kind == 2:  # as a host's long-poll asks it: naming what it holds (here nothing)
+            return "GET", f"{base}/changes?have=", None
         return "GET", f"{base}/cache/{contract.ROSTER}", None
 
     return nth

@@ -204,12 +204,19 @@ DATABASES["default"]["TEST"] = {
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # The database cache lets separate processes (doctor, the web, the cluster) see
-# django-q2's cluster statistics: that is the worker heartbeat.
+# django-q2's cluster statistics: that is the worker heartbeat. "rendered-bodies" is each
+# web process's own memory of rendered files it has read (fleet.body_memo says why).
 CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.db.DatabaseCache",
         "LOCATION": "ctxlake_cache",
-    }
+    },
+    "rendered-bodies": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "ctxlake-rendered-bodies",
+        "TIMEOUT": None,
+        "OPTIONS": {"MAX_ENTRIES": 32},
+    },
 }
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -154,13 +154,13 @@ def _inline(fleet: Fleet, files: list[dict[str, Any]], held: frozenset[str]) -> 
             budget -= f["size"]
     if not wanted:
         return {}
-    found = artifacts.latest_of(fleet, wanted, unreadable=lambda name, e: log.warning(
+    found = artifacts.bodies(fleet, wanted, unreadable=lambda name, e: log.warning(
         "changes: %s of fleet %s not inlined: %s", name, fleet.slug, e))
     inline = {}
-    for name, (etag, body) in found.items():
-        if etag == wanted[name]:
+    for name in wanted:  # listing order
+        if name in found:
             try:
-                inline[name] = body.decode()
+                inline[name] = found[name].decode()
             except UnicodeDecodeError:
                 continue
     return inline

@@ -91,7 +91,8 @@ class CacheViewSet(FleetViewSet):
         etag, files = served_listing(request.fleet)
         if files and _not_modified(request, etag):
             return HttpResponse(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": etag})
-        stored = _latest(request.fleet, contract.MANIFEST)
+        listed = {f["name"]: f["etag"] for f in files}
+        stored = _latest(request.fleet, contract.MANIFEST, listed.get(contract.MANIFEST))
         manifest = _read_json(stored[1]) if stored else None
         note = "" if manifest is not None else "no manifest rendered yet"
         body = CacheIndexSerializer({"manifest": manifest, "files": files, "note": note}).data
@@ -113,7 +114,7 @@ class CacheViewSet(FleetViewSet):
         if etag is not None and _not_modified(request, etag):
             return HttpResponse(status=status.HTTP_304_NOT_MODIFIED,
                                 headers={"ETag": etag, "Cache-Control": "no-cache"})
-        stored = _latest(request.fleet, name)  # a render may have moved it since
+        stored = _latest(request.fleet, name, etag)
         if stored is None:
             raise exceptions.NotFound(f"{name} has not been rendered yet.")
         etag, body = stored
@@ -168,10 +169,14 @@ def served_listing(fleet: Fleet) -> tuple[str, list[dict[str, Any]]]:
     return '"' + hashlib.sha256(repr(files).encode()).hexdigest()[:32] + '"', files
 
 
-def _latest(fleet: Fleet, name: str) -> tuple[str, bytes] | None:
-    """artifacts.latest, with a failing object store answered 503 (the details are logged,
+def _latest(fleet: Fleet, name: str, etag: str | None = None) -> tuple[str, bytes] | None:
+    """(ETag, body) of the file with `etag`, the ETag just read as its latest (artifacts.bodies:
+    no query when this process has read it before); else, or when a render has moved it on
+    since, of its latest now. A failing object store is answered 503 (the details are logged,
     not sent: the client can only retry)."""
     try:
+        if etag is not None and (found := artifacts.bodies(fleet, {name: etag})):
+            return etag, found[name]
         return artifacts.latest(fleet, name)
     except artifact_store.StoreError as e:
         log.warning("GET cache/%s of fleet %s: %s", name, fleet.slug, e)

@@ -25,7 +25,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F
 
-from fleet import artifact_store, binary_sql
+from fleet import artifact_store, binary_sql, body_memo
 from fleet.models import CacheArtifact, CacheHead, Fleet, SnapshotDelta
 from mcp_bridge import contract
 from mcp_bridge.contract import delta
@@ -189,6 +189,26 @@ def latest_of(fleet: Fleet, names: Collection[str], *,
                 unreadable(name, e)
                 continue
         found[name] = (contract.etag_of(sha), bytes(body))
+        body_memo.put(fleet.pk, *found[name])
+    return found
+
+
+def bodies(fleet: Fleet, wanted: Mapping[str, str], *,
+           unreadable: Callable[[str, Exception], None] | None = None) -> dict[str, bytes]:
+    """name → body for each file of `wanted` (name → the ETag a listing gave): kept from an
+    earlier read in this process (fleet.body_memo: an ETag names its bytes), else the
+    latest render's, if it still has that ETag (one query for all the others). A file that
+    moved on since the listing is left out, as is one the store cannot give (`unreadable`
+    as for latest_of)."""
+    found = {}
+    for name, etag in wanted.items():
+        if (kept := body_memo.get(fleet.pk, etag)) is not None:
+            found[name] = kept
+    rest = [name for name in wanted if name not in found]
+    if rest:
+        for name, (etag, body) in latest_of(fleet, rest, unreadable=unreadable).items():
+            if etag == wanted[name]:
+                found[name] = body
     return found
 
 

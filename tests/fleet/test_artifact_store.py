@@ -26,7 +26,7 @@ from django.views.debug import SafeExceptionReporterFilter
 
 from ctxlake_site import object_store, workers
 from ctxlake_site.env import BadSetting
-from fleet import artifact_store, artifacts, leases, tokens
+from fleet import artifact_store, artifacts, body_memo, leases, tokens
 from fleet.models import Agent, CacheArtifact, CacheHead, Fleet
 from mcp_bridge import contract
 from tests.fleet.conftest import ApiAs
@@ -68,7 +68,8 @@ def test_the_change_feed_inlines_files_from_the_store_and_leaves_out_what_it_can
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The bodies a long-poll answer carries are read from where they were written; one
-    the store cannot give is left for the host to GET (it gets the store's 503 there)."""
+    the store cannot give is left for the host to GET (it gets the store's 503 there),
+    unless this process has read it before (fleet.body_memo): then it is served as kept."""
     settings.CTXLAKE_LOCAL_CACHE = False
     workers.render_fleet(fleet_a)
     url = f"/api/v1/fleets/{fleet_a.slug}/changes"
@@ -80,6 +81,10 @@ def test_the_change_feed_inlines_files_from_the_store_and_leaves_out_what_it_can
     roster = CacheArtifact.objects.get(fleet=fleet_a, name=contract.ROSTER)
     s3.client().delete_object(Bucket=s3.bucket, Key=f"{PREFIX}{fleet_a.pk}/{roster.name}/"
                                                     f"{roster.sha256}")
+    kept = api_as(ada).get(url, {"have": ""}).json()
+    assert kept["files"] == answer["files"]  # read before: the store is not asked again
+    assert _get(api_as, ada, contract.ROSTER).content == answer["files"][contract.ROSTER].encode()
+    body_memo.clear()  # a web process that has not read it
     with caplog.at_level(logging.WARNING, logger="fleet.api_changes"):
         fewer = api_as(ada).get(url, {"have": ""})
     assert fewer.status_code == 200
@@ -158,6 +163,8 @@ def test_switching_the_store_on_and_off_serves_every_head_from_where_it_is(
     assert s3.objects() == {_key(fleet_a, "briefing.md", b"in the store")}
     assert _get(api_as, ada, "briefing.md").content == b"in the store"
     _configure(monkeypatch, settings, None)  # off: a head in the store answers 503 …
+    assert _get(api_as, ada, "briefing.md").content == b"in the store"  # (read before: kept)
+    body_memo.clear()  # … in a web process that has not read it
     refused = _get(api_as, ada, "briefing.md")
     assert refused.status_code == 503 and "object store" in refused.json()["detail"]
     assert artifacts.stranded(fleet_a) == ["briefing.md"]
@@ -214,6 +221,8 @@ def test_a_store_that_does_not_answer_fails_the_render_and_moves_no_head(
         workers.render_fleet(fleet_a)
     assert _heads(fleet_a) == before
     assert _get(api_as, ada, contract.HANDOFFS).content == in_postgres  # still served
+    assert _get(api_as, ada, contract.ROSTER).content == served  # read before: kept
+    body_memo.clear()  # a web process that has not read it:
     down = _get(api_as, ada, contract.ROSTER)  # the store's: a clear 503, not a 500
     assert down.status_code == 503 and down.headers.get("ETag") is None
     # the task fails the same way each time it runs (django-q's worker records a task's
