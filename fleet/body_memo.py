@@ -1,4 +1,4 @@
-"""Rendered files' bodies a web process has read, kept by ETag: read once, served many times.
+"""Rendered files' bodies a process has read, kept by ETag: read once, served many times.
 
 When a render lands, every agent host asks for the same new files: 50 hosts' long-poll
 answers (fleet.api_changes inlines the small files) and GETs of cache/<name> each read
@@ -9,8 +9,9 @@ the same ETag is the same bytes. Nothing needs invalidating; old bodies age out.
 
 Kept in this process's memory through Django's local-memory cache (settings.CACHES
 "rendered-bodies": least recently used dropped past its MAX_ENTRIES), and only bodies of
-at most MAX_BODY_BYTES, so a process holds at most MAX_ENTRIES × MAX_BODY_BYTES; the
-snapshot (megabytes, and fetched as deltas) is never kept.
+at most MAX_BODY_BYTES, so a process holds at most MAX_ENTRIES × MAX_BODY_BYTES; a large
+fleet's snapshot (megabytes; hosts fetch deltas) is never kept. Every read through
+fleet.artifacts feeds it, so a task worker that reads a small fleet's snapshot keeps it too.
 """
 
 from __future__ import annotations
