@@ -25,7 +25,7 @@ MAX_BODY_BYTES = 1 << 20
 
 
 def _key(fleet_id: int, etag: str) -> str:
-    return f"{fleet_id}:{etag.strip(chr(34))}"
+    return f"{fleet_id}:{etag}"
 
 
 def get(fleet_id: int, etag: str) -> bytes | None:
