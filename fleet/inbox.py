@@ -13,6 +13,7 @@ from datetime import datetime
 
 from django.db import connection, transaction
 from django.db.models import Count, Min
+from django.db.models.functions import Length
 
 from fleet.models import Fleet, InboxEvent
 
@@ -58,18 +59,30 @@ def admit(fleet: Fleet, rows: Sequence[tuple[str, str, bytes]]) -> set[str]:
         return {str(row[0]) for row in cur.fetchall()}
 
 
-def claim(fleet: Fleet, limit: int) -> list[InboxEvent]:
-    """The fleet's oldest `limit` rows no other transaction holds, locked until this one ends.
+def claim(fleet: Fleet, limit: int, budget: int) -> list[InboxEvent]:
+    """The fleet's oldest rows no other transaction holds, locked until this one ends: at
+    most `limit`, stopping once their lines hold `budget` bytes (the row that reaches it
+    included), so a batch's memory is bounded whatever the lines' sizes.
 
     Must run inside the transaction that applies and deletes them: a worker killed before
-    COMMIT releases its locks with its connection, and the rows are claimed again.
+    COMMIT releases its locks with its connection, and the rows are claimed again. Rows
+    locked past the budget are left to the next batch.
     """
     assert transaction.get_connection().in_atomic_block, "claim() locks until COMMIT"
-    return list(
+    sizes = (
         InboxEvent.objects.filter(fleet=fleet)
         .order_by("id")
-        .select_for_update(skip_locked=True)[:limit]
+        .select_for_update(skip_locked=True)
+        .values_list("id", Length("line"))[:limit]
     )
+    ids: list[int] = []
+    size = 0
+    for pk, length in sizes:
+        if size >= budget:
+            break
+        ids.append(pk)
+        size += length
+    return list(InboxEvent.objects.filter(pk__in=ids).order_by("id"))
 
 
 def delete(rows: Sequence[InboxEvent]) -> None:

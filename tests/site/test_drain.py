@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from claims.models import Claim
-from ctxlake_site import workers
+from ctxlake_site import drain, workers
 from ctxlake_site.drain import DrainReport
-from fleet.models import Agent, AppliedEvent, Fleet, Handoff, Lease, Session
+from fleet import applied
+from fleet.models import Agent, AppliedEvent, Fleet, Handoff, Lease, Session, SpoolCursor
 from mcp_bridge.contract.spool import Spool
 
 CITE = [{"session_id": "s1", "message_id": "m1"}]
@@ -402,3 +403,53 @@ def test_last_seen_moves_forward_only(fleet_a: Fleet, spool_dir: Path) -> None:
     workers.drain_spool()
     ada.refresh_from_db()
     assert ada.last_seen_at.isoformat() == "2026-01-01T00:00:09+00:00"
+
+
+def test_a_batch_ends_at_its_line_count_or_its_bytes(
+    fleet_a: Fleet, spool_for: SpoolFor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each batch is one transaction held in memory whole: bounded by lines and by bytes."""
+    spool = spool_for("fleet-a", "ada")
+    for i in range(10):
+        spool.append("lease.claim", {"paths": [f"f{i}.py"], "reason": "x" * 500,
+                                     "ttl_secs": 600})
+    sizes = [len(line) for line in spool.path.read_bytes().splitlines()]
+    batches: list[int] = []
+
+    def progress(report: DrainReport) -> None:
+        batches.append(report.applied - sum(batches))
+
+    monkeypatch.setattr(drain, "BATCH_EVENTS", 4)
+    assert workers.drain_spool(progress=progress).applied == 10
+    assert batches == [4, 4, 2]
+
+    Lease.objects.all().delete()
+    AppliedEvent.objects.all().delete()
+    SpoolCursor.objects.all().delete()
+    batches.clear()
+    monkeypatch.setattr(drain, "BATCH_BYTES", 2 * max(sizes) + 1)  # < 3 lines' bytes
+    assert 3 * min(sizes) > 2 * max(sizes) + 1
+    assert workers.drain_spool(progress=progress).applied == 10
+    assert batches == [3, 3, 3, 1]  # the line that reaches the budget ends its batch
+    assert Lease.objects.count() == 10
+
+
+def test_an_id_another_drain_records_meanwhile_is_applied_once(
+    fleet_a: Fleet, spool_for: SpoolFor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The unique event id, not the look-up before applying, keeps an event from applying
+    twice: if another drain records an id after this batch looked, the batch's record is
+    refused, the batch rolls back, and the redo event by event skips that id."""
+    spool = spool_for("fleet-a", "ada")
+    spool.append("lease.claim", {"paths": ["a.py"], "reason": "", "ttl_secs": 600})
+    spool.append("lease.claim", {"paths": ["b.py"], "reason": "", "ttl_secs": 600})
+    first = json.loads(spool.path.read_text().splitlines()[0])
+    AppliedEvent.objects.create(event_id=first["id"], fleet=fleet_a, kind="lease.claim",
+                                result={"by": "the other drain"})
+    monkeypatch.setattr(applied, "known", lambda ids: set())  # it looked before that
+
+    report = workers.drain_spool()
+
+    assert (report.applied, report.duplicates, report.dead) == (1, 1, 0)
+    assert list(Lease.objects.values_list("path", flat=True)) == ["b.py"]
+    assert AppliedEvent.objects.get(event_id=first["id"]).result == {"by": "the other drain"}

@@ -157,3 +157,24 @@ def test_a_hostile_line_is_refused_clearly_and_nothing_is_stored(
     assert not InboxEvent.objects.exists()
     assert not Activity.objects.filter(verb="spool.received").exists()
 
+
+
+def test_a_batch_of_rows_ends_at_its_line_count_or_its_bytes(
+    fleet_a: Fleet, ada: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch is bounded in memory as a file's is: the rows past the budget wait."""
+    lines = [spool_line(fleet_a.slug, payload={"paths": [f"src/{i}.py"], "reason": "x" * 500,
+                                               "ttl_secs": 600}) for i in range(10)]
+    raws = [json.dumps(e).encode() for e in lines]
+    inbox.admit(fleet_a, [(e["id"], e["kind"], raw) for e, raw in zip(lines, raws, strict=True)])
+    batches: list[int] = []
+    sizes = [len(raw) for raw in raws]
+    assert 3 * min(sizes) > 2 * max(sizes) + 1
+    monkeypatch.setattr(drain, "BATCH_BYTES", 2 * max(sizes) + 1)  # < 3 lines' bytes
+
+    report = workers.drain_spool(progress=lambda r: batches.append(r.applied - sum(batches)))
+
+    assert report.applied == 10 and batches == [3, 3, 3, 1]
+    assert not InboxEvent.objects.exists()
+    assert sorted(Lease.objects.values_list("path", flat=True)) == sorted(
+        f"src/{i}.py" for i in range(10))
