@@ -15,11 +15,13 @@ its embedding. Phases, each timed alone on its own new queries:
 - vector: Snapshot._vector (numpy: the matrix product, the filter mask, the top n)
 - rows + fusion: Snapshot._rows of both lists' ids and ranking.fuse
 
-then the whole `memory_search` tool, known-item and broad (three common words), with each
-embedder. numpy runs with one BLAS thread, as `python -m mcp_bridge` sets it (without that,
-OpenBLAS' worker threads made a 1 ms matrix product cost ~20 ms inside the tool on this
-loaded machine). The load average is printed beside every figure: the machine is shared,
-so only figures from the same run compare.
+then the search with the shared embedder both ways, query by query in turn: the request
+sent first and the vector read after the lexical list (shipped), and the vector awaited
+before searching (the order before); then the whole `memory_search` tool, known-item and
+broad (three common words), with each embedder. numpy runs with one BLAS thread, as
+`python -m mcp_bridge` sets it (without that, OpenBLAS' worker threads made a 1 ms matrix
+product cost ~20 ms inside the tool on this loaded machine). The load average is printed
+beside every figure: the machine is shared, so only figures from the same run compare.
 """
 
 from __future__ import annotations
@@ -93,7 +95,7 @@ def main() -> int:
     pool = queries(claims, args.queries * 7, seed=args.claims)
     qs = [pool[i * args.queries:(i + 1) * args.queries] for i in range(7)]
     wide = queries(claims, args.queries * 5, seed=args.claims + 1, broad=True)
-    qs += [wide[i * args.queries:(i + 1) * args.queries] for i in range(5)]
+    qs += [wide[i * args.queries:(i + 1) * args.queries] for i in range(5)]  # 7..11
     with tempfile.TemporaryDirectory(prefix="hybrid-phases-") as tmp:
         root = Path(tmp)
         testing.build_cache(root / "cache", "bench", claims=claims, vectors="random")
@@ -145,6 +147,26 @@ def run(b: tools.Bridge, home: Path, qs: list[list[str]]) -> int:
     for q in qs[2]:
         rows_and_fusion(q)
     print(f"{'rows + fusion':40} {p50(fused)}  [load {loadavg()}]")
+
+    # The search with the shared embedder, the two orders query by query in turn on new
+    # queries: asking first and reading the vector after the lexical list (shipped), and
+    # waiting for the vector before searching (the order before issue 29's overlap).
+    for label, first, second in (("known-item", qs[4], qs[6]), ("broad", qs[9], qs[11])):
+        overlapped: list[float] = []
+        in_turn: list[float] = []
+        for q1, q2 in zip(first, second, strict=True):
+            t = time.perf_counter()
+            with embed_service.ask(home, embed.NAME, embed.DIMS, q1) as asked:
+                snap.search(q1, k=10, query_vector=asked.vector)
+            overlapped.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            snap.search(q2, k=10, query_vector=embed_service.query_vector(
+                home, embed.NAME, embed.DIMS, q2))
+            in_turn.append(time.perf_counter() - t)
+        print(f"{'search, shared embedder, ' + label + ', asked first':58} {p50(overlapped)}"
+              f"  [load {loadavg()}]")
+        print(f"{'search, shared embedder, ' + label + ', vector first':58} {p50(in_turn)}"
+              f"  ({statistics.median(overlapped) / statistics.median(in_turn):.2f}x)")
 
     # The whole tool, each query new: what the phases above leave is the answer's own
     # work (attribution, sanitising every field, the rendered text, the served record).

@@ -149,11 +149,17 @@ class Snapshot:
     def search(self, query: str, *, k: int, scope: str | None = None,
                subject: str | None = None, claim_type: str | None = None,
                query_vector: Any = None, now: dt.datetime | None = None) -> Hits:
-        """Top-k claims by the shared ranking (mcp_bridge.contract.ranking), attributed later."""
+        """Top-k claims by the shared ranking (mcp_bridge.contract.ranking), attributed later.
+
+        `query_vector` is the query's vector, None (lexical), or a function returning
+        either, called once the lexical list is taken: the bridge's host embedder computes
+        the vector in another process meanwhile."""
         now = now or dt.datetime.now(dt.UTC)
         try:
             with self._consistent():
                 lexical, cover = self._lexical(query, k, now, scope, subject, claim_type)
+                if callable(query_vector):
+                    query_vector = query_vector()
                 matrix = None if query_vector is None else self.vectors()
                 ran_vector = matrix is not None and len(matrix.rowids) > 0
                 vector = (self._vector(query_vector, k, now, scope, subject, claim_type)

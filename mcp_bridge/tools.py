@@ -193,9 +193,10 @@ def memory_search(b: Bridge, query: str, scope: str | None = None, subject: str 
     if gate is not None:
         return {**gate, "results": [], "truncated": False}
     snap = b.cache.snapshot().value
-    vector, note = _query_vector(b, snap, query)
-    hits = snap.search(query, k=k, scope=scope, subject=subject, claim_type=claim_type,
-                       query_vector=vector)
+    with _QueryVector(b, snap, query) as vector:  # asked now, read once the lexical list is
+        hits = snap.search(query, k=k, scope=scope, subject=subject, claim_type=claim_type,
+                           query_vector=vector)
+    note = vector.note
     results = [{"attribution": render.attribution(r), **r} for r in hits.results]
     b.served.note(results, "search")
     out = {"enabled": True, "mode": hits.mode, "heading": render.HEADING, "results": results,
@@ -235,26 +236,56 @@ def _memory_gate(b: Bridge) -> dict[str, Any] | None:
     return None
 
 
-def _query_vector(b: Bridge, snap: Any, query: str) -> tuple[Any, str | None]:
-    from mcp_bridge.contract import embed
+class _QueryVector:
+    """The query's vector for the search to call for (None: search lexically, `note` says
+    why). With the host's shared embedder the request is sent when this is made and the
+    answer read when called, so the embedder computes it while the search takes its
+    lexical list; the in-process embedder computes it when called."""
 
-    manifest = b.cache.manifest().value or {}
-    theirs = manifest.get("embedder") or {}
-    if (theirs.get("name"), theirs.get("dims")) != (embed.NAME, embed.DIMS) or \
-            snap.embedder() != (embed.NAME, embed.DIMS):
-        return None, (f"lexical only: the snapshot's embeddings are {theirs.get('name')!r}/"
-                      f"{theirs.get('dims')!r}, this bridge embeds with {embed.NAME}/"
-                      f"{embed.DIMS}")
-    text = query.strip()[:2000]
-    if embed_service.enabled(os.environ):  # one embedder per host, not one per session
+    def __init__(self, b: Bridge, snap: Any, query: str) -> None:
+        from mcp_bridge.contract import embed
+
+        self.note: str | None = None
+        self._asked: embed_service.Asked | None = None
+        self._text: str | None = None
+        manifest = b.cache.manifest().value or {}
+        theirs = manifest.get("embedder") or {}
+        if (theirs.get("name"), theirs.get("dims")) != (embed.NAME, embed.DIMS) or \
+                snap.embedder() != (embed.NAME, embed.DIMS):
+            self.note = (f"lexical only: the snapshot's embeddings are {theirs.get('name')!r}/"
+                         f"{theirs.get('dims')!r}, this bridge embeds with {embed.NAME}/"
+                         f"{embed.DIMS}")
+            return
+        text = query.strip()[:2000]
+        if embed_service.enabled(os.environ):  # one embedder per host, not one per session
+            self._asked = embed_service.ask(b.config.home, embed.NAME, embed.DIMS, text)
+        else:
+            self._text = text
+
+    def __enter__(self) -> _QueryVector:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._asked is not None:
+            self._asked.close()
+
+    def __call__(self) -> Any:
+        from mcp_bridge.contract import embed
+
+        if self._asked is not None:
+            try:
+                return self._asked.vector()
+            except embed_service.Unavailable as e:
+                self.note = f"lexical only: {e}"
+                return None
+        if self._text is None:
+            return None
         try:
-            return embed_service.query_vector(b.config.home, embed.NAME, embed.DIMS, text), None
-        except embed_service.Unavailable as e:
-            return None, f"lexical only: {e}"
-    try:
-        return embed.embed_query(text), None
-    except Exception as e:  # a broken model install degrades to lexical, never to an error
-        return None, f"lexical only: the query embedder failed to load ({type(e).__name__})"
+            return embed.embed_query(self._text)
+        except Exception as e:  # a broken model install degrades to lexical, never to an error
+            self.note = (f"lexical only: the query embedder failed to load "
+                         f"({type(e).__name__})")
+            return None
 
 
 # -- write tools ---------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -305,3 +306,42 @@ def test_two_hundred_at_once_are_all_answered_and_past_max_open_one_is_told_busy
             assert time.monotonic() < deadline, refusals[-3:]
             time.sleep(0.05)
     assert after.shape == (embed.DIMS,)
+
+
+def test_the_service_computes_the_vector_while_the_bridge_takes_its_lexical_list(
+    live: Config, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The request goes out before the lexical list is taken and its answer is read only
+    after it: the service computes the vector without the bridge waiting on it (the answer
+    arrives on the socket while the bridge is still in its lexical step)."""
+    from mcp_bridge import snapshot, tools
+
+    monkeypatch.setenv(embed_service.SHARED_ENV, "on")
+    embed_service.query_vector(home, embed.NAME, embed.DIMS, "warm")  # starts it
+    asked: list[embed_service.Asked] = []
+    real_ask, real_lexical = embed_service.ask, snapshot.Snapshot._lexical
+    answered_during_lexical: list[bool] = []
+
+    def ask(*args: Any, **kwargs: Any) -> embed_service.Asked:
+        asked.append(real_ask(*args, **kwargs))
+        return asked[-1]
+
+    def lexical(self: Any, *args: Any) -> Any:
+        found = real_lexical(self, *args)
+        sock = asked[-1]._sock
+        assert sock is not None  # sent, not read yet
+        readable, _, _ = select.select([sock], [], [], 30)  # the answer arrives meanwhile
+        answered_during_lexical.append(bool(readable))
+        return found
+
+    monkeypatch.setattr(embed_service, "ask", ask)
+    monkeypatch.setattr(snapshot.Snapshot, "_lexical", lexical)
+    out = tools.memory_search(tools.Bridge.from_config(live), SEARCH)
+
+    assert out["mode"] == "hybrid", out.get("note")
+    assert answered_during_lexical == [True]
+    assert asked[0]._sock is None  # read and closed
+    monkeypatch.setattr(snapshot.Snapshot, "_lexical", real_lexical)
+    monkeypatch.setenv(embed_service.SHARED_ENV, "off")
+    alone = tools.memory_search(tools.Bridge.from_config(live), SEARCH)
+    assert [r["id"] for r in alone["results"]] == [r["id"] for r in out["results"]]
