@@ -193,7 +193,7 @@ def memory_search(b: Bridge, query: str, scope: str | None = None, subject: str 
     if gate is not None:
         return {**gate, "results": [], "truncated": False}
     snap = b.cache.snapshot().value
-    with _QueryVector(b, snap, query) as vector:  # asked now, read once the lexical list is
+    with _QueryVector(b, snap, query) as vector:  # asked here, read after the lexical list
         hits = snap.search(query, k=k, scope=scope, subject=subject, claim_type=claim_type,
                            query_vector=vector)
     note = vector.note

@@ -159,7 +159,7 @@ def test_a_hostile_line_is_refused_clearly_and_nothing_is_stored(
 
 
 
-def test_a_batch_of_rows_ends_at_its_line_count_or_its_bytes(
+def test_a_batch_of_rows_ends_once_its_lines_reach_the_byte_budget(
     fleet_a: Fleet, ada: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A batch is bounded in memory as a file's is: the rows past the budget wait."""
