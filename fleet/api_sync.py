@@ -170,14 +170,12 @@ def served_listing(fleet: Fleet) -> tuple[str, list[dict[str, Any]]]:
 
 
 def _latest(fleet: Fleet, name: str, etag: str | None = None) -> tuple[str, bytes] | None:
-    """(ETag, body) of the file with `etag`, the ETag just read as its latest (artifacts.bodies:
-    no query when this process has read it before); else, or when a render has moved it on
-    since, of its latest now. A failing object store is answered 503 (the details are logged,
-    not sent: the client can only retry)."""
+    """(ETag, body) of the file's latest render (artifacts.latest: no query when this
+    process has read the body of `etag`, the ETag just read as its latest). A failing
+    object store is answered 503 (the details are logged, not sent: the client can only
+    retry)."""
     try:
-        if etag is not None and (found := artifacts.bodies(fleet, {name: etag})):
-            return etag, found[name]
-        return artifacts.latest(fleet, name)
+        return artifacts.latest(fleet, name, listed=etag)
     except artifact_store.StoreError as e:
         log.warning("GET cache/%s of fleet %s: %s", name, fleet.slug, e)
         raise StoreUnavailable() from e

@@ -165,9 +165,13 @@ def etag(fleet: Fleet, name: str) -> str | None:
     return None if sha is None else contract.etag_of(sha)
 
 
-def latest(fleet: Fleet, name: str) -> tuple[str, bytes] | None:
+def latest(fleet: Fleet, name: str, *, listed: str | None = None) -> tuple[str, bytes] | None:
     """(ETag, body) of the latest render of `name`, or None: one query, and one read of
-    the object store when the body is there (artifact_store.StoreError if that fails)."""
+    the object store when the body is there (artifact_store.StoreError if that fails).
+    `listed`: the ETag a listing has just given as the latest; if this process has read
+    that body before (fleet.body_memo), it is the answer, with no query."""
+    if listed is not None and (kept := body_memo.get(fleet.pk, listed)) is not None:
+        return listed, kept
     return latest_of(fleet, [name]).get(name)
 
 
