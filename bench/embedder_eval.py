@@ -300,7 +300,7 @@ def e5_model(folder: Path, cache: Path, tokens: int | None = None) -> Model:
 def minilm_model() -> Model:
     """The shipped embedder, through the shipped code path (and its cached vectors)."""
     path = embed.model_path()
-    return Model("MiniLM (shipped)", embed.NAME, path,
+    return Model("MiniLM (shipped)", f"{embed.NAME}-{embed.VARIANT}", path,
                  lambda threads: embed.OnnxEncoder(path, threads=threads))
 
 

