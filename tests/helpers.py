@@ -41,6 +41,16 @@ def database_url_for_test_database() -> str:
     return f"postgres://{auth}@{quote(host, safe='')}{port}/{s['NAME']}"
 
 
+def vacuum(table: str) -> None:
+    """VACUUM `table` from a connection of its own (VACUUM cannot run inside the test's
+    transaction): it drops what earlier tests' rolled-back rows left in its indexes, and
+    autovacuum then has nothing to do on it while the test runs."""
+    import psycopg
+
+    with psycopg.connect(database_url_for_test_database(), autocommit=True) as conn:
+        conn.execute(f'VACUUM "{table}"')
+
+
 def until_an_advisory_lock_is_awaited(who: str, deadline_secs: float = 120) -> None:
     """Until some other session waits for an advisory lock (`who`, named in the failure):
     how a test knows a second render or a collector queued behind the lock it holds."""
