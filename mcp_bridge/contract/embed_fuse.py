@@ -18,7 +18,10 @@ layer's input can turn a rounding difference into a one-step change of an activa
 vectors move a little: cosine > 0.995 to the unfused graph's per text, > 0.999 on average
 (test_embed_fuse; docs/search.md has the measured spread), less than a text's batch-mates
 move it, so vectors stored before stay comparable and the embedder's NAME is unchanged.
-A layer that does not have the exported form is left as it is.
+A layer that does not have the exported form is left as it is. The additive mask before
+a softmax is taken to be the key padding mask, as in an encoder like MiniLM (a decoder's
+causal mask is not checked for); the tests compare the shipped graph's vectors, padded
+batches included, with the unfused graph's.
 """
 
 from __future__ import annotations
