@@ -19,13 +19,14 @@ import subprocess
 import sys
 from io import StringIO
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
 
-from claims import moderation
+from claims import moderation, tasks
 from claims.models import Claim
 from ctxlake_site import workers
 from fleet.models import Fleet
@@ -109,8 +110,21 @@ def test_it_walks_from_the_demo_fleet_to_an_attributed_briefing(home: Path) -> N
     assert ATTRIBUTION.search(briefing), briefing
 
 
-def test_it_promotes_from_the_command_line_and_memory_search_answers(home: Path) -> None:
-    demo, _, _ = _set_up(home)
+def test_it_promotes_from_the_command_line_and_memory_search_answers(
+        home: Path, monkeypatch: pytest.MonkeyPatch,
+        django_capture_on_commit_callbacks: Any) -> None:
+    """The demo claim is filed as an agent's proposal is: its embedding pass is queued for
+    the workers, so once promoted, the demo's memory_search is hybrid as a fleet's is."""
+    import django_q.tasks
+    from django.core.cache import cache
+
+    queued: list[str] = []
+    monkeypatch.setattr(django_q.tasks, "async_task", lambda func, *a, **kw: queued.append(func))
+    cache.delete(tasks.PENDING_KEY)
+    with django_capture_on_commit_callbacks(execute=True):
+        demo, _, _ = _set_up(home)
+    assert "claims.tasks.embed_pending" in queued
+    tasks.embed_pending()  # what that task runs in a worker
     promote = _readme_line(r"manage\.py (claims promote .*)$")
     call_command(*shlex.split(promote.group(1)), stdout=StringIO())
     assert Claim.objects.get(fleet=demo).status == Claim.Status.PROMOTED
@@ -133,5 +147,6 @@ def test_it_promotes_from_the_command_line_and_memory_search_answers(home: Path)
     finally:
         bridge.close()
     (hit, *_) = found["results"]
+    assert found["mode"] == "hybrid", found
     assert hit["id"] == "cc-01" and DEMO_TEXT in hit["text"]
     assert ATTRIBUTION.fullmatch(hit["attribution"]), hit

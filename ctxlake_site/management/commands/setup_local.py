@@ -19,7 +19,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from claims.models import Claim, ClaimEvent, Evidence
+from claims import moderation
 from ctxlake_site import paths, workers
 from fleet import handoffs, leases
 from fleet.models import Agent, Fleet, Session
@@ -88,21 +88,15 @@ class Command(BaseCommand):
             next_steps="Finish src/payments/refunds.py; tests are red.",
             session=s1,
         )
-        claim = Claim.objects.create(
-            fleet=fleet,
+        # as an agent's proposal is filed: evidence, the event, and an embedding pass queued
+        # for when the workers start (so the demo's memory_search is hybrid, as a fleet's is)
+        moderation.propose_claim(
+            fleet,
             type="gotcha",
             subject="payments tests",
-            proposed_by=ada,
+            by_agent=ada,
             text="The payments tests need STRIPE_API_BASE pointed at the local mock, "
             "or they call the real sandbox and time out.",
-            independent_sessions=1,
+            evidence=[{"session_id": "demo-s1", "message_id": "m-12", "repo": "shop",
+                       "path": "src/payments/tests/conftest.py"}],
         )
-        Evidence.objects.create(
-            claim=claim,
-            session_id="demo-s1",
-            message_id="m-12",
-            agent=ada,
-            repo="shop",
-            path="src/payments/tests/conftest.py",
-        )
-        ClaimEvent.objects.create(claim=claim, kind="proposed", actor_agent=ada)
