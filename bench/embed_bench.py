@@ -85,7 +85,7 @@ VARIANTS: dict[str, tuple[dict[str, bool], str]] = {
     # the same, embedding tables requantised by the quantiser too
     "int8-pc-gather": ({"per_channel": True, "float_down_projections": False,
                         "quantize_gather": True}, "all-MiniLM-L6-v2-int8-pc-gather"),
-    # the shipped variant with 7-bit weights (reduce_range, for CPUs without VNNI)
+    # the unfused shipped derivation with 7-bit weights (reduce_range, for CPUs without VNNI)
     "int8-pc-rr": ({"per_channel": True, "float_down_projections": True,
                     "reduce_range": True}, "all-MiniLM-L6-v2-int8-pc-rr"),
     # the shipped derivation without embed_fuse's fused attention and GELU (shipped until

@@ -15,13 +15,17 @@ quantised graph `embed.derive` writes:
 
 The arithmetic is the same up to float rounding; dynamic int8 quantisation of the next
 layer's input can turn a rounding difference into a one-step change of an activation, so
-vectors move a little: cosine > 0.995 to the unfused graph's per text, > 0.999 on average
-(test_embed_fuse; docs/search.md has the measured spread), less than a text's batch-mates
-move it, so vectors stored before stay comparable and the embedder's NAME is unchanged.
-A layer that does not have the exported form is left as it is. The additive mask before
-a softmax is taken to be the key padding mask, as in an encoder like MiniLM (a decoder's
-causal mask is not checked for); the tests compare the shipped graph's vectors, padded
-batches included, with the unfused graph's.
+vectors move a little: cosine ≥ 0.997 to the unfused graph's for a text alone, ~0.999 on
+average, down to ~0.99 for a very short text padded beside a long one (docs/search.md has
+the measured spread) — less than a text's batch-mates move it (≥ 0.97), so vectors stored
+before stay comparable and the embedder's NAME is unchanged.
+
+A layer is fused only when it has the exported form: the head count the 1/√d factors give
+must be the one its reshapes split the heads into, and the weights must have one scale per
+column; anything else is left as it is. The additive term before a softmax is taken to be
+the key padding mask, as in an encoder like MiniLM (a decoder's causal mask or a position
+bias would be dropped: not checked for); the tests compare the shipped graph's vectors,
+padded batches included, with the unfused graph's.
 """
 
 from __future__ import annotations
@@ -146,15 +150,21 @@ def _attention(g: _Graph, softmax: Any, index: int) -> tuple[Any, Any] | None:
         if path is None:
             return None
         paths.append(path)
-    (q, q_scale), (k, k_scale), (v, v_scale) = paths
+    (q, q_scale, q_heads), (k, k_scale, k_heads), (v, v_scale, v_heads) = paths
     if v_scale != 1.0 or len({p.x for p in (q, k, v)}) != 1:
         return None
     hidden = int(g.array(q.weight).shape[1])
     head_size = round(1 / (q_scale * k_scale) ** 2)
     if head_size <= 0 or hidden % head_size or abs(q_scale * k_scale - head_size ** -0.5) > 1e-5:
         return None
-    if any(g.array(p.weight_zero).any() for p in (q, k, v)):
-        return None  # QAttention's weights here are symmetric, as the quantiser writes them
+    if any(split not in ((hidden // head_size, head_size), (-1, head_size))
+           for split in (q_heads, k_heads, v_heads)):
+        return None  # the scale and the reshapes (heads, or -1 to infer them) disagree
+    for p in (q, k, v):
+        if p.weight_zero not in g.inits or g.array(p.weight_zero).any():
+            return None  # QAttention's weights here are symmetric, as the quantiser writes them
+        if g.array(p.weight_scale).size != g.array(p.weight).shape[1]:
+            return None  # one scale per column (QAttention's per-tensor form is one scalar)
 
     import numpy as np
 
@@ -175,10 +185,13 @@ def _attention(g: _Graph, softmax: Any, index: int) -> tuple[Any, Any] | None:
     return merged, node
 
 
-def _projection_path(g: _Graph, name: str) -> tuple[_Projection, float] | None:
+def _projection_path(g: _Graph, name: str
+                     ) -> tuple[_Projection, float, tuple[int, int] | None] | None:
     """Walk from an attention input back to its projection; also the product of the scalar
-    factors met on the way (the exporter splits 1/√d between Q and K)."""
+    factors met on the way (the exporter splits 1/√d between Q and K) and the (heads, head
+    size) the reshape next to the projection splits it into."""
     factor = 1.0
+    split: Any = None  # the last reshape met walking back: the one that splits the heads
     node = g.producer.get(name)
     while node is not None and node.op_type in _PATH_OPS:
         if node.op_type == "Mul":
@@ -186,6 +199,8 @@ def _projection_path(g: _Graph, name: str) -> tuple[_Projection, float] | None:
             if scalar is None:
                 return None
             factor *= scalar
+        elif node.op_type == "Reshape":
+            split = node
         node = g.producer.get(node.input[0])
     if node is None or node.op_type != "Add":
         return None
@@ -204,7 +219,26 @@ def _projection_path(g: _Graph, name: str) -> tuple[_Projection, float] | None:
     if weight_scale is None or x_scale is None or matmul.input[1] not in g.inits:
         return None
     x, weight, x_zero, weight_zero = matmul.input
-    return _Projection(x, x_scale, x_zero, weight, weight_scale, weight_zero, bias), factor
+    heads = _heads(g, split) if split is not None else None
+    return _Projection(x, x_scale, x_zero, weight, weight_scale, weight_zero, bias), factor, heads
+
+
+def _heads(g: _Graph, reshape: Any) -> tuple[int, int] | None:
+    """The last two sizes of a reshape's target shape when they are constants: a constant
+    shape, or a Concat whose last two parts are (the exporter's batch and sequence sizes
+    come first, computed at run time; its head count is -1, inferred)."""
+    shape = reshape.input[1]
+    if shape in g.inits:
+        sizes = [int(x) for x in g.array(shape).reshape(-1)[-2:]]
+    else:
+        concat = g.producer.get(shape)
+        if concat is None or concat.op_type != "Concat" or len(concat.input) < 2:
+            return None
+        parts = concat.input[-2:]
+        if not all(p in g.inits and g.array(p).size == 1 for p in parts):
+            return None
+        sizes = [int(g.array(p).reshape(-1)[0]) for p in parts]
+    return (sizes[0], sizes[1]) if len(sizes) == 2 else None
 
 
 def _gelu(g: _Graph, div: Any, index: int) -> tuple[Any, Any] | None:

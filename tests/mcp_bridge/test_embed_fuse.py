@@ -58,7 +58,7 @@ def test_the_fused_graph_gives_the_unfused_vectors_alone_and_in_a_padded_batch(
     unfused, fused = (embed.OnnxEncoder(p) for p in derived)
     alone = [(unfused.encode([t])[0], fused.encode([t])[0]) for t in TEXTS]
     cosines = np.array([float(a @ b) for a, b in alone])
-    assert cosines.min() > 0.995 and cosines.mean() > 0.999, cosines
+    assert cosines.min() > 0.995 and cosines.mean() > 0.999, cosines  # 0.997 measured
     # one batch: the short texts are padded to the long one's length, so a mask that
     # failed to reach the fused attention would move them far
     batched = (unfused.encode(TEXTS) * fused.encode(TEXTS)).sum(axis=1)
@@ -69,25 +69,65 @@ def test_the_fused_graph_gives_the_unfused_vectors_alone_and_in_a_padded_batch(
 
 def test_a_graph_without_the_exported_form_is_left_as_it_is() -> None:
     """Another exporter's attention (here: a softmax over a plain MatMul of the inputs, no
-    quantised projections) is not rewritten, and the graph still runs."""
+    quantised projections, beside an attention_mask input) is not rewritten, and the graph
+    still runs."""
     import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+    mask = helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [2, 2])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])
     two = helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])
     graph = helper.make_graph(
         [helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0]),
          helper.make_node("MatMul", ["x", "xt"], ["s"]),
-         helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+         helper.make_node("Cast", ["attention_mask"], ["m"], to=TensorProto.FLOAT),
+         helper.make_node("Add", ["s", "m"], ["sm"]),
+         helper.make_node("Softmax", ["sm"], ["p"], axis=-1),
          helper.make_node("MatMul", ["p", "s"], ["a"]),
          helper.make_node("Div", ["a", "two"], ["y"])],
-        "plain", [x], [y], [two])
+        "plain", [x, mask], [y], [two])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     before = model.SerializeToString()
     assert embed_fuse.fuse(model) == (0, 0)
     assert model.SerializeToString() == before
     onnx.checker.check_model(model)
     session = ort.InferenceSession(before, providers=["CPUExecutionProvider"])
-    assert session.run(None, {"x": np.ones((2, 4), np.float32)})[0].shape == (2, 2)
+    feeds = {"x": np.ones((2, 4), np.float32), "attention_mask": np.ones((2, 2), np.int64)}
+    assert session.run(None, feeds)[0].shape == (2, 2)
+
+
+def test_a_layer_whose_scale_disagrees_with_its_heads_is_not_fused(
+        derived: tuple[Path, Path]) -> None:
+    """The head count comes from the 1/√d factors and must be the one the reshapes split
+    the heads into: with the factors of 64-wide heads on a graph split into 12 × 32, no
+    attention is fused (a QAttention with 6 heads would compute something else)."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(derived[0]))
+    factors = {n.input[1] for n in model.graph.node
+               if n.op_type == "Mul" and n.input[1] in {i.name for i in model.graph.initializer}
+               and abs(float(numpy_helper.to_array(
+                   next(i for i in model.graph.initializer if i.name == n.input[1])
+               ).reshape(-1)[0]) - 32 ** -0.25) < 1e-6}
+    assert factors  # the exporter's √(1/√32) on Q and on K
+    for init in model.graph.initializer:
+        if init.name in factors:
+            init.CopyFrom(numpy_helper.from_array(np.array(64 ** -0.25, np.float32), init.name))
+    assert embed_fuse.fuse(model) == (0, 6)  # the GELUs only
+
+
+def test_per_tensor_weight_scales_are_left_unfused_and_run(tmp_path: Path) -> None:
+    """A derivation with one weight scale per tensor keeps its exported attention (the
+    fused form takes a scale per column here) and still embeds."""
+    import onnx
+
+    options = {k: v for k, v in embed.VARIANT_OPTIONS.items() if k not in ("fuse", "per_channel")}
+    target = tmp_path / "per-tensor.onnx"
+    embed.derive(embed.source_path(), target, **options, per_channel=False, fuse=True)
+    ops = [n.op_type for n in onnx.load(str(target)).graph.node]
+    assert "QAttention" not in ops and ops.count("Gelu") == 6
+    vectors = embed.OnnxEncoder(target).encode(TEXTS)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
