@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 MASK = "ctxlake_key_padding_mask"  # attention_mask as int32, QAttention's mask_index
 _PATH_OPS = ("Reshape", "Transpose", "Mul")  # between a projection and the scores
@@ -70,9 +70,11 @@ class _Graph:
         return numpy_helper.to_array(self.inits[name])
 
     def scalar(self, name: str) -> float | None:
-        if name not in self.inits or self.array(name).size != 1:
+        """The value of a one-element constant, else None."""
+        if name not in self.inits:
             return None
-        return float(self.array(name).reshape(-1)[0])
+        value = self.array(name)
+        return float(value.reshape(-1)[0]) if value.size == 1 else None
 
     def only_consumer(self, name: str, op_type: str) -> Any | None:
         nodes = self.consumers.get(name, [])
@@ -234,10 +236,10 @@ def _heads(g: _Graph, reshape: Any) -> tuple[int, int] | None:
         concat = g.producer.get(shape)
         if concat is None or concat.op_type != "Concat" or len(concat.input) < 2:
             return None
-        parts = concat.input[-2:]
-        if not all(p in g.inits and g.array(p).size == 1 for p in parts):
+        parts = [g.scalar(p) for p in concat.input[-2:]]
+        if None in parts:
             return None
-        sizes = [int(g.array(p).reshape(-1)[0]) for p in parts]
+        sizes = [int(cast(float, p)) for p in parts]
     return (sizes[0], sizes[1]) if len(sizes) == 2 else None
 
 
