@@ -10,6 +10,7 @@ in a session of its own, and it is meant to outlive `up`.)
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import socket
@@ -199,6 +200,45 @@ def test_up_serves_refuses_a_second_up_and_ctrl_c_stops_everything(
     assert "stopped (SIGINT)" in rest
     _no_orphans(up.pid)
     assert _ctxlake(home, "status").returncode == 3
+
+
+def _has_open(pid: int, path: Path) -> bool:
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == str(path):
+                    return True
+    return False
+
+
+def test_up_waits_out_a_status_probe_holding_the_lock_for_an_instant(
+    home: tuple[Path, Path],
+) -> None:
+    """`status` and `stop` take the instance lock for an instant to see whether an `up`
+    holds it. An `up` that meets it then waits it out rather than calling itself already
+    running: a `status` in a second terminal once made a starting `up` give up."""
+    lock = home[0] / "run" / "up.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    probe = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(probe, fcntl.LOCK_EX)  # what running() does, held until `up` meets it
+    up = Up(home, _free_port())
+    try:
+        deadline = time.monotonic() + 120
+        while not _has_open(up.pid, lock) and up.proc.poll() is None:
+            assert time.monotonic() < deadline, "up never opened its lock"
+            time.sleep(0.01)
+        time.sleep(0.1)  # `up` is in its try for the lock now (or gave up: the old code)
+        os.close(probe)
+        up.wait_for("admin at")
+        stop = _ctxlake(home, "stop")
+        assert stop.returncode == 0 and "stopped (pid" in stop.stdout, stop.stdout
+        up.finish()
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(probe)
+        up.kill()
+    assert up.proc.returncode == 0, up.lines
+    _no_orphans(up.pid)
 
 
 def test_stop_from_a_second_terminal(home: tuple[Path, Path]) -> None:
