@@ -43,6 +43,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 DATA = ROOT / "bench" / "data"
 
+from mcp_bridge.contract import embed  # noqa: E402  (after the path; heavy imports wait for use)
+
 
 def rss_mib() -> float:
     with open("/proc/self/status") as f:
@@ -90,8 +92,7 @@ VARIANTS: dict[str, tuple[dict[str, bool], str]] = {
                     "reduce_range": True}, "all-MiniLM-L6-v2-int8-pc-rr"),
     # the shipped derivation without embed_fuse's fused attention and GELU (shipped until
     # 2026-12-06: its cached vectors keep the name they had)
-    "int8-pc-unfused": ({"per_channel": True, "float_down_projections": True,
-                         "int8_tables": True}, "all-MiniLM-L6-v2-int8-pc"),
+    "int8-pc-unfused": ({**embed.VARIANT_OPTIONS, "fuse": False}, "all-MiniLM-L6-v2-int8-pc"),
 }
 CANDIDATES = ("shipped", "float-compute", "float-compute-unsorted", *VARIANTS,
               "paraphrase-minilm-l3")
@@ -99,8 +100,6 @@ CANDIDATES = ("shipped", "float-compute", "float-compute-unsorted", *VARIANTS,
 
 def build(name: str, threads: int) -> tuple[Any, str]:
     """A fresh encoder (an object with encode(texts)) and its embedder name."""
-    from mcp_bridge.contract import embed
-
     if name == "shipped":
         return embed.OnnxEncoder(embed.model_path(), threads=threads), \
             f"{embed.NAME}-{embed.VARIANT}"

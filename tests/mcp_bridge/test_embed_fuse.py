@@ -29,10 +29,9 @@ TEXTS = ["The build fails unless RUSTFLAGS is set.", "who holds the lease on api
 def derived() -> Iterator[tuple[Path, Path]]:
     """The shipped derivation, unfused and fused, from the checked source weights."""
     folder = Path(tempfile.mkdtemp(prefix="ctxlake-fuse-"))
-    options = {k: v for k, v in embed.VARIANT_OPTIONS.items() if k != "fuse"}
     unfused, fused = folder / "unfused.onnx", folder / "fused.onnx"
-    embed.derive(embed.source_path(), unfused, **options, fuse=False)
-    embed.derive(embed.source_path(), fused, **options, fuse=True)
+    embed.derive(embed.source_path(), unfused, **{**embed.VARIANT_OPTIONS, "fuse": False})
+    embed.derive(embed.source_path(), fused, **embed.VARIANT_OPTIONS)
     yield unfused, fused
     shutil.rmtree(folder)
 
@@ -121,9 +120,8 @@ def test_per_tensor_weight_scales_are_left_unfused_and_run(tmp_path: Path) -> No
     fused form takes a scale per column here) and still embeds."""
     import onnx
 
-    options = {k: v for k, v in embed.VARIANT_OPTIONS.items() if k not in ("fuse", "per_channel")}
     target = tmp_path / "per-tensor.onnx"
-    embed.derive(embed.source_path(), target, **options, per_channel=False, fuse=True)
+    embed.derive(embed.source_path(), target, **{**embed.VARIANT_OPTIONS, "per_channel": False})
     ops = [n.op_type for n in onnx.load(str(target)).graph.node]
     assert "QAttention" not in ops and ops.count("Gelu") == 6
     vectors = embed.OnnxEncoder(target).encode(TEXTS)
