@@ -2,6 +2,7 @@
 claims, beside the whole `memory_search` tool for new queries.
 
     /work/main/.venv/bin/python bench/hybrid_phases.py [--claims 10000] [--queries 200]
+        [--gap MS] [--pin]
 
 A synthetic snapshot (mcp_bridge.testing: Zipf-like texts, random unit vectors — the cost
 of a dot product does not depend on meaning) and known-item queries built as bridge_bench
@@ -22,6 +23,12 @@ broad (three common words), with each embedder. numpy runs with one BLAS thread,
 `python -m mcp_bridge` sets it (without that, OpenBLAS' worker threads made a 1 ms matrix
 product cost ~20 ms inside the tool on this loaded machine). The load average is printed
 beside every figure: the machine is shared, so only figures from the same run compare.
+
+--gap MS idles before each timed query, as an agent's queries come seconds apart (back to
+back, both processes stay on warm CPUs); the asked-first line counts the searches whose
+vector the embedder computed on the asking process's own CPU, where it cannot overlap
+the lexical list. --pin puts the two on different CPUs, to show what the overlap gives
+when they are kept apart (docs/search.md).
 """
 
 from __future__ import annotations
@@ -76,20 +83,48 @@ def queries(claims: list[dict[str, Any]], count: int, seed: int, *,
     return out
 
 
+#: --gap: seconds of idle before each timed query (an agent's queries come seconds apart)
+GAP = 0.0
+
+
 def timed(fn: Callable[[str], Any], qs: list[str]) -> list[float]:
     out = []
     for q in qs:
+        time.sleep(GAP)
         t = time.perf_counter()
         fn(q)
         out.append(time.perf_counter() - t)
     return out
 
 
+def cpu_of(pid: int | str) -> int:
+    """The CPU `pid` ("self": this process) last ran on (/proc/PID/stat, field 39)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[36])
+
+
+def pin_apart(home: Path) -> None:
+    """--pin: this process on CPU 0, the host's embedder on CPU 1 (every thread of each):
+    what the overlap gives when the scheduler cannot put the two on one CPU."""
+    for pid in embed_service.running(home):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            os.sched_setaffinity(int(tid), {1})
+    for tid in os.listdir("/proc/self/task"):
+        os.sched_setaffinity(int(tid), {0})
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--claims", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--gap", type=float, default=0.0, metavar="MS",
+                        help="idle before each timed query, in ms (default 0: back to back)")
+    parser.add_argument("--pin", action="store_true",
+                        help="pin this process to CPU 0 and the host's embedder to CPU 1")
     args = parser.parse_args()
+    if args.pin and not {0, 1} <= os.sched_getaffinity(0):
+        parser.error("--pin needs CPUs 0 and 1")
+    global GAP
+    GAP = args.gap / 1000
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load {loadavg()}")
     claims = testing.synthetic_claims(args.claims)
     pool = queries(claims, args.queries * 7, seed=args.claims)
@@ -106,19 +141,24 @@ def main() -> int:
         b = tools.Bridge.from_config(Config.from_env(env))
         home = Path(env["CTXLAKE_HOME"])
         try:
-            return run(b, home, qs)
+            return run(b, home, qs, pin=args.pin)
         finally:
             for pid in embed_service.running(home):
                 os.kill(pid, 15)
 
 
-def run(b: tools.Bridge, home: Path, qs: list[list[str]]) -> int:
+def run(b: tools.Bridge, home: Path, qs: list[list[str]], *, pin: bool) -> int:
     snap = b.cache.snapshot().value
     now = dt.datetime.now(dt.UTC)
     embed.embed_query("warm the in-process model")
     embed_service.query_vector(home, embed.NAME, embed.DIMS, "start the shared embedder")
     snap.search("warm", k=10, query_vector=embed.embed_query("warm the in-process model"))
-    print(f"snapshot: {snap.count} claims; queries: {len(qs[0])} new ones per figure")
+    if pin:
+        pin_apart(home)
+    service = embed_service.running(home)[0]
+    print(f"snapshot: {snap.count} claims; queries: {len(qs[0])} new ones per figure; "
+          f"{GAP * 1000:g} ms idle before each; "
+          f"{'pinned apart' if pin else 'placed by the scheduler'}")
 
     shared = timed(lambda q: embed_service.query_vector(home, embed.NAME, embed.DIMS, q), qs[0])
     print(f"{'embed, shared embedder (unix socket)':40} {p50(shared)}  [load {loadavg()}]")
@@ -145,6 +185,7 @@ def run(b: tools.Bridge, home: Path, qs: list[list[str]]) -> int:
 
     fused: list[float] = []
     for q in qs[2]:
+        time.sleep(GAP)
         rows_and_fusion(q)
     print(f"{'rows + fusion':40} {p50(fused)}  [load {loadavg()}]")
 
@@ -154,17 +195,22 @@ def run(b: tools.Bridge, home: Path, qs: list[list[str]]) -> int:
     for label, first, second in (("known-item", qs[4], qs[6]), ("broad", qs[9], qs[11])):
         overlapped: list[float] = []
         in_turn: list[float] = []
+        beside = 0  # searches whose vector the embedder computed on this process's CPU
         for q1, q2 in zip(first, second, strict=True):
+            time.sleep(GAP)
             t = time.perf_counter()
             with embed_service.ask(home, embed.NAME, embed.DIMS, q1) as asked:
+                mine = cpu_of("self")
                 snap.search(q1, k=10, query_vector=asked.vector)
             overlapped.append(time.perf_counter() - t)
+            beside += cpu_of(service) == mine
+            time.sleep(GAP)
             t = time.perf_counter()
             snap.search(q2, k=10, query_vector=embed_service.query_vector(
                 home, embed.NAME, embed.DIMS, q2))
             in_turn.append(time.perf_counter() - t)
         print(f"{'search, shared embedder, ' + label + ', asked first':58} {p50(overlapped)}"
-              f"  [load {loadavg()}]")
+              f"  [load {loadavg()}]; the embedder on this CPU in {beside} of {len(first)}")
         print(f"{'search, shared embedder, ' + label + ', vector first':58} {p50(in_turn)}"
               f"  ({statistics.median(overlapped) / statistics.median(in_turn):.2f}x)")
 
