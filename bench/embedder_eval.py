@@ -278,7 +278,7 @@ def e5_model(folder: Path, cache: Path, tokens: int | None = None) -> Model:
     import onnxruntime as ort
 
     target = cache / f"e5-small-{embed.VARIANT}-{E5_SHA256[:12]}-ort{ort.__version__}.onnx"
-    if not target.is_file():
+    if not embed.is_derived(target):
         cache.mkdir(parents=True, exist_ok=True)
         floated = cache / f"e5-small-float-{E5_SHA256[:12]}.onnx"
         print("  converting e5-small to ONNX and deriving its int8 file…", file=sys.stderr)
@@ -313,7 +313,7 @@ def l3_model(folder: Path, cache: Path, tokens: int | None = None) -> Model:
     source = folder / "model" / "paraphrase-MiniLM-L3-v2.onnx"
     embed._check_sha256(source, L3_SHA256)
     target = cache / f"paraphrase-l3-{embed.VARIANT}-{L3_SHA256[:12]}-ort{ort.__version__}.onnx"
-    if not target.is_file():
+    if not embed.is_derived(target):
         cache.mkdir(parents=True, exist_ok=True)
         embed.derive(source, target, **embed.VARIANT_OPTIONS)
     suffix = f"-t{tokens}" if tokens else ""
@@ -408,7 +408,9 @@ def probe(model: Model) -> dict[str, float]:
     load_s = time.perf_counter() - started
     with open("/proc/self/status") as f:
         rss = next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS:"))
-    return {"load_s": load_s, "rss_mib": rss, "file_mb": model.path.stat().st_size / 1e6}
+    files = (model.path, embed.weights_path(model.path))  # a derived model's weights sit beside
+    return {"load_s": load_s, "rss_mib": rss,
+            "file_mb": sum(p.stat().st_size for p in files if p.exists()) / 1e6}
 
 
 def probe_in_child(spec: str | None, cache: Path) -> dict[str, float]:
