@@ -94,7 +94,12 @@ VARIANTS: dict[str, tuple[dict[str, bool], str]] = {
                     "reduce_range": True}, "all-MiniLM-L6-v2-int8-pc-rr"),
     # the shipped derivation without embed_fuse's fused attention and GELU (shipped until
     # 2026-12-06: its cached vectors keep the name they had)
-    "int8-pc-unfused": ({**embed.VARIANT_OPTIONS, "fuse": False}, "all-MiniLM-L6-v2-int8-pc"),
+    "int8-pc-unfused": ({**embed.VARIANT_OPTIONS, "fuse": False, "down_weights_int8": False},
+                        "all-MiniLM-L6-v2-int8-pc"),
+    # the shipped derivation with the FFN output projections float32 MatMuls (shipped until
+    # 2026-12-06 evening: its cached vectors keep the name they had)
+    "int8-pc-fused-ffnf32": ({**embed.VARIANT_OPTIONS, "down_weights_int8": False},
+                             "all-MiniLM-L6-v2-int8-pc-int8pc-ffnf32-fused"),
 }
 #: the shipped derivation saved as one file, its weights inside the graph's protobuf (the
 #: layout until 2026-12-06): what the external-data layout saves at load

@@ -50,8 +50,13 @@ Exit status 1 unless, on every set and path, shipped nDCG@10 ≥ rrf's, on the p
 hybrid beats both single methods, and server and bridge return the same top 10 for ≥ 95 %
 of every set's queries.
 
+--baseline PICKLE compares with a capture written earlier (--captures) by another embedder
+or derivation: per set and path, this run's shipped and vector nDCG@10 and recall@5 minus
+the baseline's, with paired intervals over the same queries.
+
     /work/main/.venv/bin/python bench/search_eval.py [--sets project,scifact,locomo]
-        [--data DIR] [--server] [--json] [--cv [--seeds N]]
+        [--data DIR] [--server] [--json] [--cv [--seeds N]] [--captures PICKLE]
+        [--baseline PICKLE]
 """
 
 from __future__ import annotations
@@ -473,6 +478,33 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def versus_baseline(runs: list[Run], baseline: list[Run]) -> str:
+    """This run's shipped and vector nDCG@10 / recall@5 minus a baseline capture's (another
+    embedder or derivation, searched earlier with --captures), per set and path, each with
+    its paired 95 % interval over the same queries: an interval that holds 0 is no
+    evidence of a difference."""
+    theirs = {(r.set, r.path): r for r in baseline}
+    lines = ["| set | path | method | nDCG@10 this − baseline | recall@5 this − baseline |",
+             "| --- | --- | --- | --- | --- |"]
+    for run in runs:
+        base = theirs.get((run.set, run.path))
+        if base is None or [q["query"] for q in base.queries] != \
+                [q["query"] for q in run.queries]:
+            lines.append(f"| {run.set} | {run.path} | — | not in the baseline "
+                         "(or other queries) | |")
+            continue
+        for method in ("shipped", "vector"):
+            ours, before = per_query(run, method), per_query(base, method)
+            cells = []
+            for metric in ("ndcg@10", "recall@5"):
+                d, lo, hi = retrieval_dev.paired_bootstrap([r[metric] for r in before],
+                                                           [r[metric] for r in ours])
+                cells.append(f"{d:+.4f} [{lo:+.4f}, {hi:+.4f}]")
+            lines.append(f"| {run.set} ({len(run.queries)}) | {run.path} | {method} | "
+                         + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def verdict(results: dict[str, Any], sets: list[str]) -> list[str]:
     """What fails the done-when: shipped < rrf on a set, or project hybrid not ahead."""
     fails = []
@@ -650,6 +682,9 @@ def main() -> int:
     parser.add_argument("--captures", help="pickle of the searched lists: read it when it "
                         "exists (no searching; the fusion is re-run on it), else write it "
                         "(keep it outside the repository: it holds the public sets' ids)")
+    parser.add_argument("--baseline", help="a --captures pickle of another embedder or "
+                        "derivation: print this run's shipped and vector figures minus its, "
+                        "paired")
     args = parser.parse_args()
     sets = [s.strip() for s in args.sets.split(",") if s.strip()]
     base = retrieval_dev.data_dir(args.data)
@@ -694,6 +729,10 @@ def main() -> int:
                   f"offline fusion mismatches: {results[r.set][r.path]['mismatches']}")
     if args.cv and not args.json:
         print("\n" + cross_validate(runs, args.seeds))
+    if args.baseline and not args.json:
+        with open(args.baseline, "rb") as f:
+            print(f"\nagainst the baseline {args.baseline}:\n"
+                  + versus_baseline(runs, pickle.load(f)))
     print("done-when (shipped ≥ rrf on every set and path; project hybrid beats both; "
           "the sides agree on the top 10 for ≥ 95 % of queries): "
           + ("met" if not fails else "NOT met: " + "; ".join(fails)), file=sys.stderr)

