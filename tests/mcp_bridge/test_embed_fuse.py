@@ -6,8 +6,6 @@ for texts padded in one batch (the padding mask reaches QAttention)."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,25 +13,15 @@ import numpy as np
 import pytest
 
 from mcp_bridge.contract import embed, embed_fuse
-
-TEXTS = ["The build fails unless RUSTFLAGS is set.", "who holds the lease on api/",
-         "fleet.leases.contention_among compares every pair of live leases",
-         "We ordered pizza for the team lunch.",
-         "When a drain finds a line it cannot parse it moves the line to the dead-letter file "
-         "with the reason, and the next line is applied as if nothing had happened; the "
-         "moderator sees the count on the health page and can replay the file once fixed.",
-         "lease"]
+from tests.mcp_bridge.embed_fixtures import TEXTS, derived_pair
 
 
 @pytest.fixture(scope="module")
 def derived() -> Iterator[tuple[Path, Path]]:
     """The shipped derivation, unfused and fused, from the checked source weights."""
-    folder = Path(tempfile.mkdtemp(prefix="ctxlake-fuse-"))
-    unfused, fused = folder / "unfused.onnx", folder / "fused.onnx"
-    embed.derive(embed.source_path(), unfused, **{**embed.VARIANT_OPTIONS, "fuse": False})
-    embed.derive(embed.source_path(), fused, **embed.VARIANT_OPTIONS)
-    yield unfused, fused
-    shutil.rmtree(folder)
+    with derived_pair("ctxlake-fuse-", {**embed.VARIANT_OPTIONS, "fuse": False},
+                      embed.VARIANT_OPTIONS) as pair:
+        yield pair
 
 
 def test_every_layer_is_fused_and_nothing_of_the_exported_attention_is_left(

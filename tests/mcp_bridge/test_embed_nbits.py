@@ -6,8 +6,6 @@ them (docs/search.md), for a text alone and in a padded batch."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,26 +13,15 @@ import numpy as np
 import pytest
 
 from mcp_bridge.contract import embed, embed_nbits
-
-TEXTS = ["The build fails unless RUSTFLAGS is set.", "who holds the lease on api/",
-         "fleet.leases.contention_among compares every pair of live leases",
-         "We ordered pizza for the team lunch.",
-         "When a drain finds a line it cannot parse it moves the line to the dead-letter file "
-         "with the reason, and the next line is applied as if nothing had happened; the "
-         "moderator sees the count on the health page and can replay the file once fixed.",
-         "lease"]
+from tests.mcp_bridge.embed_fixtures import TEXTS, derived_pair
 
 
 @pytest.fixture(scope="module")
 def derived() -> Iterator[tuple[Path, Path]]:
     """The shipped derivation with the output projections float32, and as shipped."""
-    folder = Path(tempfile.mkdtemp(prefix="ctxlake-nbits-"))
-    floats, shipped = folder / "float.onnx", folder / "nbits.onnx"
-    embed.derive(embed.source_path(), floats,
-                 **{**embed.VARIANT_OPTIONS, "down_weights_int8": False})
-    embed.derive(embed.source_path(), shipped, **embed.VARIANT_OPTIONS)
-    yield floats, shipped
-    shutil.rmtree(folder)
+    with derived_pair("ctxlake-nbits-", {**embed.VARIANT_OPTIONS, "down_weights_int8": False},
+                      embed.VARIANT_OPTIONS) as pair:
+        yield pair
 
 
 def _dequantised(graph: object, node: object) -> np.ndarray:
