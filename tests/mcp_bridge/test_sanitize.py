@@ -25,6 +25,16 @@ def test_it_strips_each_hiding_code_point(char: str) -> None:
     assert is_stripped(ord(char))
 
 
+def test_every_ascii_code_point_is_stripped_or_kept_as_the_full_rule_says() -> None:
+    """clean_text skips the regex for printable ASCII: each of the 128 ASCII code points,
+    alone and amid printable text, comes out as the rule (is_stripped) says."""
+    for cp in range(128):
+        char = chr(cp)
+        expected = "" if is_stripped(cp) else char
+        assert clean_text(char) == expected, cp
+        assert clean_text(f"a{char}b") == f"a{expected}b", cp
+
+
 def test_it_keeps_visible_text_tabs_and_newlines() -> None:
     text = "naïve café — 日本語 ✓ tab\tand\nnewline"
     assert clean_text(text) == text
