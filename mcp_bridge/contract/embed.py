@@ -241,10 +241,10 @@ def derive(source: Path, target: Path, *, per_channel: bool = True,
 
     The weights go to weights_path(target), the graph to `target` (ONNX external data):
     onnxruntime then maps the weights file and builds its tensors from it, never parsing
-    a 33.5 MB protobuf beside them, which was the load's peak (a process loading the
-    model held ~25 MiB less once loaded, the host's embedder peaked ~17 MiB lower;
-    docs/search.md). Both are written in a staging folder and moved in place weights
-    first, so a reader that finds the graph finds its weights.
+    a protobuf of all the weights beside them, which was the load's peak (with the float
+    projections' 33.5 MB: ~25 MiB less once loaded, the host's embedder peaked ~17 MiB
+    lower; docs/search.md). Both are written in a staging folder and moved in place
+    weights first, so a reader that finds the graph finds its weights.
     """
     import onnx
     import onnxruntime as ort
