@@ -163,8 +163,8 @@ def pct(values: list[float], p: float) -> float:
 
 def measure(name: str, quality: bool, data: str | None) -> dict[str, Any]:
     """One candidate, in this (fresh) process."""
-    if name in VARIANTS or name == ONE_FILE:  # derive (once, cached) in a child: its
-        # memory is not the model's
+    # derive (once, cached) in a child: its memory is not the model's
+    if name in VARIANTS or name == ONE_FILE:
         subprocess.run([sys.executable, __file__, "--derive", name], check=True,
                        capture_output=True, timeout=600)
     started = time.perf_counter()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -24,11 +25,12 @@ def derived() -> Iterator[tuple[Path, Path]]:
         yield pair
 
 
-def _dequantised(graph: object, node: object) -> np.ndarray:
+def _dequantised(graph: Any, node: Any) -> np.ndarray:
+    """A MatMulNBits node's weights back as the (K, N) float matrix they encode."""
     from onnx import numpy_helper
 
-    inits = {i.name: numpy_helper.to_array(i) for i in graph.initializer}  # type: ignore[attr-defined]
-    blocks, scales = inits[node.input[1]], inits[node.input[2]]  # type: ignore[attr-defined]
+    inits = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    blocks, scales = inits[node.input[1]], inits[node.input[2]]
     n, k_blocks, block = blocks.shape
     q = blocks.astype(np.float32) - 128
     return (q * scales.reshape(n, k_blocks, 1)).reshape(n, k_blocks * block).T
