@@ -13,14 +13,13 @@ import numpy as np
 import pytest
 
 from mcp_bridge.contract import embed, embed_fuse
-from tests.mcp_bridge.embed_fixtures import TEXTS, derived_pair
+from tests.mcp_bridge.embed_fixtures import TEXTS, beside_shipped
 
 
 @pytest.fixture(scope="module")
 def derived() -> Iterator[tuple[Path, Path]]:
     """The shipped derivation, unfused and fused, from the checked source weights."""
-    with derived_pair("ctxlake-fuse-", {**embed.VARIANT_OPTIONS, "fuse": False},
-                      embed.VARIANT_OPTIONS) as pair:
+    with beside_shipped("ctxlake-fuse-", {**embed.VARIANT_OPTIONS, "fuse": False}) as pair:
         yield pair
 
 
@@ -94,9 +93,9 @@ def test_a_layer_whose_scale_disagrees_with_its_heads_is_not_fused(
     from onnx import numpy_helper
 
     model = onnx.load(str(derived[0]))
-    factors = [i for i in model.graph.initializer
-               if numpy_helper.to_array(i).size == 1
-               and abs(float(numpy_helper.to_array(i).reshape(-1)[0]) - 32 ** -0.25) < 1e-6]
+    constants = ((i, numpy_helper.to_array(i)) for i in model.graph.initializer)
+    factors = [i for i, a in constants if a.size == 1 and abs(float(a.reshape(-1)[0])
+                                                               - 32 ** -0.25) < 1e-6]
     assert factors  # the exporter's √(1/√32), on Q and on K
     for init in factors:
         init.CopyFrom(numpy_helper.from_array(np.array(64 ** -0.25, np.float32), init.name))

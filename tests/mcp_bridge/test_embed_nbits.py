@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 
 from mcp_bridge.contract import embed, embed_nbits
-from tests.mcp_bridge.embed_fixtures import TEXTS, derived_pair
+from tests.mcp_bridge.embed_fixtures import TEXTS, beside_shipped
 
 
 @pytest.fixture(scope="module")
 def derived() -> Iterator[tuple[Path, Path]]:
     """The shipped derivation with the output projections float32, and as shipped."""
-    with derived_pair("ctxlake-nbits-", {**embed.VARIANT_OPTIONS, "down_weights_int8": False},
-                      embed.VARIANT_OPTIONS) as pair:
+    with beside_shipped("ctxlake-nbits-",
+                        {**embed.VARIANT_OPTIONS, "down_weights_int8": False}) as pair:
         yield pair
 
 
