@@ -104,8 +104,12 @@ VARIANTS: dict[str, tuple[dict[str, bool], str]] = {
 #: the shipped derivation saved as one file, its weights inside the graph's protobuf (the
 #: layout until 2026-12-06): what the external-data layout saves at load
 ONE_FILE = "shipped-one-file"
-CANDIDATES = ("shipped", ONE_FILE, "float-compute", "float-compute-unsorted", *VARIANTS,
-              "paraphrase-minilm-l3")
+#: the shipped derivation in a session that fuses each residual Add + LayerNormalization
+#: into SkipLayerNormalization (onnxruntime's default, shipped until 2026-12-07: its cached
+#: vectors keep the name they had)
+SKIP_LN = "shipped-skipln"
+CANDIDATES = ("shipped", ONE_FILE, SKIP_LN, "float-compute", "float-compute-unsorted",
+              *VARIANTS, "paraphrase-minilm-l3")
 
 
 def one_file() -> Path:
@@ -124,10 +128,12 @@ def one_file() -> Path:
 def build(name: str, threads: int) -> tuple[Any, str]:
     """A fresh encoder (an object with encode(texts)) and its embedder name."""
     if name == "shipped":
-        return embed.OnnxEncoder(embed.model_path(), threads=threads), \
-            f"{embed.NAME}-{embed.VARIANT}"
+        return embed.OnnxEncoder(embed.model_path(), threads=threads), embed.KEY
     if name == ONE_FILE:
-        return embed.OnnxEncoder(one_file(), threads=threads), f"{embed.NAME}-{embed.VARIANT}"
+        return embed.OnnxEncoder(one_file(), threads=threads), embed.KEY
+    if name == SKIP_LN:
+        return embed.OnnxEncoder(embed.model_path(), threads=threads, disabled_optimizers=()), \
+            f"{embed.NAME}-{embed.VARIANT}"
     if name in ("float-compute", "float-compute-unsorted"):
         enc = embed.OnnxEncoder(embed.source_path(), threads=threads)
         return (enc if name == "float-compute" else Unsorted(enc)), "all-MiniLM-L6-v2-int8"

@@ -292,7 +292,7 @@ def e5_model(folder: Path, cache: Path, tokens: int | None = None) -> Model:
         return enc
 
     suffix = f"-t{tokens}" if tokens else ""
-    return Model(f"e5-small{suffix}", f"multilingual-e5-small-{embed.VARIANT}{suffix}", target,
+    return Model(f"e5-small{suffix}", f"multilingual-e5-small-{embed.TREATMENT}{suffix}", target,
                  load,
                  query_prefix="query: ", doc_prefix="passage: ")
 
@@ -300,7 +300,7 @@ def e5_model(folder: Path, cache: Path, tokens: int | None = None) -> Model:
 def minilm_model() -> Model:
     """The shipped embedder, through the shipped code path (and its cached vectors)."""
     path = embed.model_path()
-    return Model("MiniLM (shipped)", f"{embed.NAME}-{embed.VARIANT}", path,
+    return Model("MiniLM (shipped)", embed.KEY, path,
                  lambda threads: embed.OnnxEncoder(path, threads=threads))
 
 
@@ -317,7 +317,7 @@ def l3_model(folder: Path, cache: Path, tokens: int | None = None) -> Model:
         cache.mkdir(parents=True, exist_ok=True)
         embed.derive(source, target, **embed.VARIANT_OPTIONS)
     suffix = f"-t{tokens}" if tokens else ""
-    return Model(f"paraphrase-L3{suffix}", f"paraphrase-MiniLM-L3-v2-{embed.VARIANT}{suffix}",
+    return Model(f"paraphrase-L3{suffix}", f"paraphrase-MiniLM-L3-v2-{embed.TREATMENT}{suffix}",
                  target,
                  lambda threads: embed.OnnxEncoder(target, max_tokens=tokens or 128,
                                                    threads=threads,

@@ -7,9 +7,10 @@ BEIR layout. Their licences are non-commercial (CC BY-NC), so this module only r
 them from outside the repository; the project ships none of it.
 
 Document vectors take minutes on two shared cores, so they are cached outside the
-repository (CTXLAKE_EVAL_CACHE, default ~/.cache/ctxlake-eval), keyed by the embedder's
-name, its derivation (`VARIANT`, when it has one: the same weights derived another way give
-other vectors) and a digest of the texts.
+repository (CTXLAKE_EVAL_CACHE, default ~/.cache/ctxlake-eval), keyed by what computes the
+vectors (the embedder's `KEY` when it has one, embed.KEY: the weights, their derivation and
+the session's graph rewrites, each of which moves them; else its `NAME`) and a digest of
+the texts.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def vectors(embedder: Any, texts: list[str], label: str) -> Any:
     """embedder.embed(texts), cached by model and text digest; progress on stderr."""
     import numpy as np
 
-    key = "-".join(p for p in (embedder.NAME, getattr(embedder, "VARIANT", "")) if p)
+    key = getattr(embedder, "KEY", embedder.NAME)
     path = CACHE / f"{label}-{key}-{_digest(texts)}.npy"
     if path.is_file():
         return np.load(path)

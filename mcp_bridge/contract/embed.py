@@ -48,6 +48,16 @@ VARIANT = "int8pc-ffnw8-fused"  # what model_path() derives (see derive); in the
 VARIANT_OPTIONS: dict[str, bool] = {"per_channel": True, "float_down_projections": True,
                                     "int8_tables": True, "fuse": True,
                                     "down_weights_int8": True}
+#: onnxruntime's graph rewrites the session must not make. SkipLayerNormFusion turns each
+#: layer's residual Add + LayerNormalization into one SkipLayerNormalization, whose CPU
+#: kernel took ~39 µs per call on a 16-token query where the two nodes take ~12: the
+#: fusion cost a query ~0.3 ms of its ~1.9 (docs/search.md, "The residual sums unfused").
+#: The vectors move within the int8 noise (cosine ≥ 0.995), so it is part of TREATMENT.
+DISABLED_OPTIMIZERS = ("SkipLayerNormFusion",)
+#: How any weights are run here (derivation and session): each moves the vectors.
+TREATMENT = "-".join([VARIANT, *(f"no{name}" for name in DISABLED_OPTIMIZERS)])
+#: What computes this embedder's vectors, for caches of them (bench/retrieval_dev.py).
+KEY = f"{NAME}-{TREATMENT}"
 
 _lock = threading.Lock()
 _model: OnnxEncoder | None = None
@@ -63,22 +73,16 @@ class OnnxEncoder:
 
     def __init__(self, model_path: Path, *, vocab_path: Path = VOCAB_PATH,
                  max_tokens: int = MAX_TOKENS, pooling: str = "mean",
-                 threads: int | None = None, output: str | None = None) -> None:
-        import onnxruntime as ort
+                 threads: int | None = None, output: str | None = None,
+                 disabled_optimizers: Sequence[str] = DISABLED_OPTIMIZERS) -> None:
         from tokenizers import BertWordPieceTokenizer
 
         self.tokenizer = BertWordPieceTokenizer(str(vocab_path), lowercase=True)
         self.tokenizer.enable_truncation(max_tokens)
         self.tokenizer.no_padding()
         self.pooling = pooling
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.intra_op_num_threads = threads or int(os.environ.get(THREADS_ENV) or 1)
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.log_severity_level = 3  # keep onnxruntime's warnings off the wire
-        self.session = ort.InferenceSession(str(model_path), options,
-                                            providers=["CPUExecutionProvider"])
+        self.session = session(model_path, threads or int(os.environ.get(THREADS_ENV) or 1),
+                               disabled_optimizers)
         self.inputs = {i.name for i in self.session.get_inputs()}
         self.output = output or self.session.get_outputs()[0].name  # token states (b, n, d)
 
@@ -122,6 +126,26 @@ class OnnxEncoder:
             pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return cast("np.ndarray", pooled / np.clip(norms, 1e-12, None))  # run() is untyped
+
+
+def session(model_path: Path, threads: int,
+            disabled_optimizers: Sequence[str] = DISABLED_OPTIMIZERS, *,
+            optimized_to: Path | None = None) -> Any:
+    """An onnxruntime CPU session as the embedder runs one: every graph rewrite but
+    `disabled_optimizers`, one sequential thread pool of `threads`. `optimized_to`: also
+    write the graph as rewritten (what tests inspect)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.log_severity_level = 3  # keep onnxruntime's warnings off the wire
+    if optimized_to is not None:
+        options.optimized_model_filepath = str(optimized_to)
+    return ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"],
+                                disabled_optimizers=list(disabled_optimizers))
 
 
 def _check_sha256(path: Path, expected: str) -> None:

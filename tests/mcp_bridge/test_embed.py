@@ -114,6 +114,27 @@ def test_its_vectors_stay_close_to_the_float_compute_model() -> None:
     assert (ours * reference).sum(axis=1).min() > 0.98
 
 
+def test_its_session_keeps_each_residual_sum_and_layer_norm_apart(tmp_path: Path) -> None:
+    """onnxruntime would fuse each layer's residual Add + LayerNormalization into one
+    SkipLayerNormalization, whose CPU kernel is the slower (docs/search.md); the embedder's
+    session leaves them apart, and its vectors stay those of the same arithmetic."""
+    import onnx
+
+    def ops(disabled: tuple[str, ...], name: str) -> list[str]:
+        embed.session(embed.model_path(), 1, disabled, optimized_to=tmp_path / name)
+        graph = onnx.load(str(tmp_path / name), load_external_data=False).graph
+        return [n.op_type for n in graph.node]
+
+    ours, default = ops(embed.DISABLED_OPTIMIZERS, "ours.onnx"), ops((), "default.onnx")
+    assert "SkipLayerNormalization" not in ours and ours.count("LayerNormalization") == 13
+    assert default.count("SkipLayerNormalization") == 12  # what it saves: 12 per query
+    assert "SkipLayerNormFusion" in embed.KEY  # caches of vectors tell the two apart
+    texts = ["The build fails unless RUSTFLAGS is set.", "who holds the lease on api/",
+             "We ordered pizza for the team lunch."]
+    fused = embed.OnnxEncoder(embed.model_path(), disabled_optimizers=()).encode(texts)
+    assert (embed.model().encode(texts) * fused).sum(axis=1).min() > 0.99
+
+
 def test_it_refuses_source_weights_with_another_digest(tmp_path: Path) -> None:
     tampered = tmp_path / "model.onnx"
     tampered.write_bytes(b"not the model")
