@@ -293,10 +293,8 @@ def _lexical_lists(
         return [pk for pk, _ in found], {}
     by_term = {terms[i]: count for i, count in df.items()}
     total = stats().claims
-    cover = {
-        pk: ranking.coverage(terms, {terms[i] for i in matched}, by_term, total)
-        for pk, matched in tail
-    }
+    covered = ranking.coverage_of(terms, by_term, total)
+    cover = {pk: covered({terms[i] for i in matched}) for pk, matched in tail}
     return [pk for pk, _ in found] + [pk for pk, _ in tail], cover
 
 

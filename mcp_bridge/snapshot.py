@@ -164,7 +164,12 @@ class Snapshot:
                 ran_vector = matrix is not None and len(matrix.rowids) > 0
                 vector = (self._vector(query_vector, k, now, scope, subject, claim_type)
                           if ran_vector else [])
-                rows = self._rows([*lexical, *vector])
+                ids, factors = self._factors_of([*lexical, *vector], now)
+                fused = ranking.fuse([ids[r] for r in lexical if r in ids],
+                                     [ids[r] for r in vector if r in ids], factors,
+                                     coverage={ids[r]: c for r, c in cover.items() if r in ids})
+                rowid_of = {cid: rowid for rowid, cid in ids.items()}
+                rows = self._rows([rowid_of[cid] for cid, _ in fused[:k]])
         except sqlite3.Error as e:
             return Hits([], False, "lexical", [f"{contract.SNAPSHOT} query failed ({e})"])
         ran_lexical = bool(ranking.query_terms(query))
@@ -172,13 +177,7 @@ class Snapshot:
         # snapshot holds vectors to compare it with
         mode = ("hybrid" if ran_vector and ran_lexical else "vector" if ran_vector
                 else "lexical")
-        ids = {rowid: row["id"] for rowid, row in rows.items()}
-        factors = {row["id"]: _factors(row, now) for row in rows.values()}
-        fused = ranking.fuse([ids[r] for r in lexical if r in ids],
-                             [ids[r] for r in vector if r in ids], factors,
-                             coverage={ids[r]: c for r, c in cover.items() if r in ids})
-        by_id = {row["id"]: row for row in rows.values()}
-        results = [self._public(by_id[cid], s) for cid, s in fused[:k]]
+        results = [self._public(rows[rowid_of[cid]], s) for cid, s in fused[:k]]
         return Hits(results, len(fused) > k, mode)
 
     def _filters(self, now: dt.datetime, scope: str | None, subject: str | None,
@@ -232,7 +231,8 @@ class Snapshot:
             df[term], hits = self.db.execute(sql, [*rowids, phrase]).fetchone()
             for rowid in hits.split(",") if hits else ():
                 matched[int(rowid)].add(term)
-        return {r: ranking.coverage(terms, m, df, self.count) for r, m in matched.items()}
+        cover = ranking.coverage_of(terms, df, self.count)
+        return {r: cover(m) for r, m in matched.items()}
 
     def _bm25(self, match: str, n: int, now: dt.datetime, scope: str | None, subject: str | None,
               claim_type: str | None, filtered: bool) -> list[int]:
@@ -320,6 +320,24 @@ class Snapshot:
         return _Vectors(rowids=rowids[:i], matrix=matrix[:i], types=columns[0, :i],
                         scopes=columns[1, :i], subjects=columns[2, :i],
                         superseded=superseded[:i], valid_until=valid_until[:i], codes=codes)
+
+    def _factors_of(self, rowids: Sequence[int], now: dt.datetime
+                    ) -> tuple[dict[int, str], dict[str, ranking.Factors]]:
+        """rowid → claim id, and claim id → its ranking factors, of every candidate: only
+        the columns the fusion reads (the results' whole rows are read for the top k alone;
+        a hybrid search has up to 2 × CANDIDATES candidates)."""
+        unique = list(dict.fromkeys(rowids))
+        if not unique:
+            return {}, {}
+        marks = ",".join("?" * len(unique))
+        cur = self.db.execute(f"SELECT rowid, {_FACTOR_COLUMNS} FROM claims "
+                              f"WHERE rowid IN ({marks})", unique)
+        ids, factors = {}, {}
+        for rowid, cid, confidence, created_at, promoted_at, stale, staleness in cur:
+            ids[rowid] = cid
+            factors[cid] = _factors_from(confidence, created_at, promoted_at, stale, staleness,
+                                         now)
+        return ids, factors
 
     def _rows(self, rowids: Sequence[int]) -> dict[int, dict[str, Any]]:
         unique = list(dict.fromkeys(rowids))
@@ -500,9 +518,20 @@ def _top(sims: Any, n: int) -> Any:
     return part[np.argsort(-sims[part])]
 
 
+#: The claim's id and the columns _factors_from reads, in its order (Snapshot._factors_of).
+_FACTOR_COLUMNS = "id, confidence, created_at, promoted_at, stale, staleness"
+
+
 def _factors(row: dict[str, Any], now: dt.datetime) -> ranking.Factors:
-    when = parse_time(row.get("promoted_at") or row.get("created_at"))
+    return _factors_from(row["confidence"], row.get("created_at"), row.get("promoted_at"),
+                         row["stale"], row["staleness"], now)
+
+
+def _factors_from(confidence: Any, created_at: Any, promoted_at: Any, stale: Any,
+                  staleness: Any, now: dt.datetime) -> ranking.Factors:
+    """A claim's ranking factors from its snapshot columns (a row tuple needs no dict)."""
+    when = parse_time(promoted_at or created_at)
     age = (now - when).total_seconds() / 86400 if when else 365.0
-    staleness = float(row["staleness"] or (ranking.STALE_DEFAULT if row["stale"] else 0.0))
-    return ranking.Factors(confidence=float(row["confidence"] or 0.0), age_days=age,
-                           staleness=staleness)
+    stale_share = float(staleness or (ranking.STALE_DEFAULT if stale else 0.0))
+    return ranking.Factors(confidence=float(confidence or 0.0), age_days=age,
+                           staleness=stale_share)

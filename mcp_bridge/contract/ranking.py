@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from mcp_bridge.contract.globs import (
@@ -120,9 +120,22 @@ def coverage(
     matches still counts in the whole (it is part of what was asked), so a query half
     made of words the memory never uses cannot get a confident lexical vote.
     """
+    return coverage_of(terms, df, n)(matched)
+
+
+def coverage_of(
+    terms: Sequence[str], df: Mapping[str, int], n: int
+) -> Callable[[Collection[str]], float]:
+    """`coverage` of one query for any set of matched terms, its term weights computed
+    once: a query's candidates differ only in the terms they match (a search scores up to
+    CANDIDATES of them)."""
     weights = {t: idf(df.get(t, 0), n) for t in terms}
     total = sum(weights.values())
-    return sum(w for t, w in weights.items() if t in matched) / total if total else 0.0
+
+    def of(matched: Collection[str]) -> float:
+        return sum(w for t, w in weights.items() if t in matched) / total if total else 0.0
+
+    return of
 
 
 def lexical_weight(cov: float) -> float:
