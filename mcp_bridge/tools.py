@@ -13,7 +13,7 @@ import datetime as dt
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp_bridge import contract, embed_service
 from mcp_bridge.cache import Cache
@@ -23,6 +23,9 @@ from mcp_bridge.contract.spool import Refused, Spool, SpoolFull
 from mcp_bridge.served import Served
 from mcp_bridge.told import Told
 from mcp_bridge.toolspec import MAX_ROWS
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 QUEUED = ("Queued for sync: the ctxlake drain applies it to the fleet later. This is not a "
           "confirmation; check fleet_status after the next render.")
@@ -238,16 +241,16 @@ def _memory_gate(b: Bridge) -> dict[str, Any] | None:
 
 class _QueryVector:
     """The query's vector for the search to call for (None: search lexically, `note` says
-    why). With the host's shared embedder the request is sent when this is made and the
-    answer read when called, so the embedder computes it while the search takes its
-    lexical list; the in-process embedder computes it when called."""
+    why). The request is made when this is made and the answer read when called, so the
+    embedder computes it while the search takes its lexical list: the host's shared
+    embedder in its process, the in-process one on the bridge's embedding thread."""
 
     def __init__(self, b: Bridge, snap: Any, query: str) -> None:
         from mcp_bridge.contract import embed
 
         self.note: str | None = None
         self._asked: embed_service.Asked | None = None
-        self._text: str | None = None
+        self._soon: Future[Any] | None = None
         manifest = b.cache.manifest().value or {}
         theirs = manifest.get("embedder") or {}
         if (theirs.get("name"), theirs.get("dims")) != (embed.NAME, embed.DIMS) or \
@@ -260,7 +263,9 @@ class _QueryVector:
         if embed_service.enabled(os.environ):  # one embedder per host, not one per session
             self._asked = embed_service.ask(b.config.home, embed.NAME, embed.DIMS, text)
         else:
-            self._text = text
+            from mcp_bridge import embed_thread
+
+            self._soon = embed_thread.query_vector_soon(text)
 
     def __enter__(self) -> _QueryVector:
         return self
@@ -270,18 +275,16 @@ class _QueryVector:
             self._asked.close()
 
     def __call__(self) -> Any:
-        from mcp_bridge.contract import embed
-
         if self._asked is not None:
             try:
                 return self._asked.vector()
             except embed_service.Unavailable as e:
                 self.note = f"lexical only: {e}"
                 return None
-        if self._text is None:
+        if self._soon is None:
             return None
         try:
-            return embed.embed_query(self._text)
+            return self._soon.result()
         except Exception as e:  # a broken model install degrades to lexical, never to an error
             self.note = (f"lexical only: the query embedder failed to load "
                          f"({type(e).__name__})")
