@@ -432,11 +432,11 @@ def versus_bridge_db(root: Path, spool: Path, n: int, command: list[str], tmp: P
     for s in sessions.values():
         if s is not peer:
             s.start()
-    ask = {"ours lexical": lambda s, q: s.call("memory_search", {"query": q, "k": 10}),
-           "ours hybrid, new query": lambda s, q: s.call("memory_search", {"query": q, "k": 10}),
-           "ours hybrid, embedder in process":
-               lambda s, q: s.call("memory_search", {"query": q, "k": 10}),
-           "bridge-db recall": lambda s, q: s.call("recall", {"query": q, "limit": 10})}
+    def ours(s: Session, q: str) -> tuple[float, Any]:
+        return s.call("memory_search", {"query": q, "k": 10})
+
+    ask = {name: ours for name in sessions if name != "bridge-db recall"}
+    ask["bridge-db recall"] = lambda s, q: s.call("recall", {"query": q, "limit": 10})
     for name, s in sessions.items():  # each server's first call pays its set-up, untimed
         ask[name](s, "warm up the service")
     for name in ("ours hybrid, new query", "ours hybrid, embedder in process"):
