@@ -22,6 +22,7 @@ is left as it is.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 #: Rows of the weight (and values of the input) per quantisation block; 1536 = 12 × 128.
@@ -37,7 +38,7 @@ def convert(graph: Any) -> int:
     from onnx import helper, numpy_helper
 
     inits = {i.name: i for i in graph.initializer}
-    used = [name for n in graph.node for name in n.input]
+    readers = Counter(name for n in graph.node for name in n.input)
     converted = 0
     for at, node in enumerate(list(graph.node)):
         if node.op_type != "MatMul" or node.input[1] not in inits:
@@ -56,7 +57,7 @@ def convert(graph: Any) -> int:
             "MatMulNBits", [node.input[0], *names], list(node.output),
             name=f"{node.name or node.output[0]}_nbits8", domain="com.microsoft",
             K=k, N=n, bits=8, block_size=BLOCK, accuracy_level=ACCURACY_LEVEL))
-        if used.count(weight.name) == 1:  # the float weights had no other reader
+        if readers[weight.name] == 1:  # the float weights had no other reader
             graph.initializer.remove(weight)
         converted += 1
     return converted
