@@ -158,13 +158,18 @@ class Snapshot:
         try:
             with self._consistent():
                 lexical, cover = self._lexical(query, k, now, scope, subject, claim_type)
+                # the lexical candidates' factors are read while the vector is computed
+                ids, factors = self._factors_of(lexical, now)
                 if callable(query_vector):
                     query_vector = query_vector()
                 matrix = None if query_vector is None else self.vectors()
                 ran_vector = matrix is not None and len(matrix.rowids) > 0
                 vector = (self._vector(query_vector, k, now, scope, subject, claim_type)
                           if ran_vector else [])
-                ids, factors = self._factors_of([*lexical, *vector], now)
+                more_ids, more_factors = self._factors_of(
+                    [r for r in vector if r not in ids], now)
+                ids.update(more_ids)
+                factors.update(more_factors)
                 fused = ranking.fuse([ids[r] for r in lexical if r in ids],
                                      [ids[r] for r in vector if r in ids], factors,
                                      coverage={ids[r]: c for r, c in cover.items() if r in ids})

@@ -19,9 +19,12 @@ driven from one asyncio loop:
    notifications are kept for it (a bare `notifications/initialized` is the one that
    matters); later ones are dropped.
 4. Tool calls run one at a time on a daemon worker thread, so a slow call (the first
-   vector query loads the embedder) never stalls framing, `tools/list` or shutdown.
+   vector query loads the embedder) never stalls framing, `tools/list` or shutdown. The
+   thread writes its call's answer itself: waking the loop to write it cost a tool call
+   ~0.1 ms (docs/bridge.md).
 
-Every frame written goes through write(), one whole line at a time, from the loop.
+Every frame written goes through write(), one whole line at a time under a lock, from the
+loop or (a tool call's answer) from the tool thread; none after the transport has stopped.
 
 Shutdown: at end of input every in-flight request is finished (up to DRAIN_TIMEOUT); on
 SIGINT/SIGTERM (stop()) the bridge stops reading and gives in-flight requests
@@ -69,7 +72,8 @@ def _key(id_: Any) -> tuple[str, Any]:
 
 
 class Worker:
-    """One daemon thread running jobs in order; results come back as loop futures.
+    """One daemon thread running jobs in order: `submit` hands a result back as a loop
+    future, `post` runs a job that delivers its own.
 
     Daemon, unlike asyncio.to_thread's executor, so neither a slow tool call nor the SDK
     import holds the process at exit.
@@ -83,11 +87,18 @@ class Worker:
     def submit(self, fn: Callable[[], T]) -> asyncio.Future[T]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
+        self._put((fn, future, loop))
+        return future
+
+    def post(self, job: Callable[[], None]) -> None:
+        """Run `job` in turn; it delivers its own outcome (a failure is logged)."""
+        self._put((job, None, None))
+
+    def _put(self, item: tuple[Callable[[], Any], Any, Any]) -> None:
         if self.thread is None:
             self.thread = threading.Thread(target=self._run, name=self.name, daemon=True)
             self.thread.start()
-        self.jobs.put((fn, future, loop))
-        return future
+        self.jobs.put(item)
 
     def _run(self) -> None:
         while True:
@@ -96,6 +107,10 @@ class Worker:
                 outcome: tuple[Any, BaseException | None] = (fn(), None)
             except BaseException as e:  # handed to the awaiting coroutine
                 outcome = (None, e)
+            if future is None:
+                if outcome[1] is not None:
+                    log.error("%s: a job failed", self.name, exc_info=outcome[1])
+                continue
             try:
                 loop.call_soon_threadsafe(_settle, future, *outcome)
             except RuntimeError:  # the loop is gone: shutting down
@@ -125,7 +140,8 @@ class Transport:
         self.idle.set()
         self.forward: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         self.tools = Worker("ctxlake-tools")
-        self.tasks: set[asyncio.Task[None]] = set()
+        self._writing = threading.Lock()
+        self._stopped = False  # set under _writing once run() returns: nothing more is written
         self.lines: asyncio.Queue[bytes | None] = asyncio.Queue()
         self.need_sdk = asyncio.Event()
         self.pending_notifications = 0
@@ -133,8 +149,11 @@ class Transport:
 
     def write(self, frame: dict[str, Any]) -> None:
         data = memoryview(framing.encode(frame))
-        while data:
-            data = data[os.write(self.wfd, data):]
+        with self._writing:
+            if self._stopped:
+                return
+            while data:
+                data = data[os.write(self.wfd, data):]
 
     def _begin(self, key: tuple[str, Any]) -> None:
         self.outstanding[key] += 1
@@ -180,6 +199,8 @@ class Transport:
                 log.warning("%d request(s) unanswered at shutdown",
                             sum(self.outstanding.values()))
             forwarder.cancel()
+        with self._writing:  # a frame being written is finished; a late answer is dropped
+            self._stopped = True
 
     async def _finish(self, forwarder: asyncio.Task[None]) -> None:
         """Answer what the client waits for; the SDK only if it is loaded or needed."""
@@ -235,22 +256,29 @@ class Transport:
         elif answer.error is not None:
             self.write({"jsonrpc": "2.0", "id": frame["id"], "error": answer.error})
         elif answer.call is not None:
-            task = asyncio.get_running_loop().create_task(self._call(frame["id"], answer.call))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+            self._call(frame["id"], answer.call)
 
-    async def _call(self, id_: Any, call: Callable[[], dict[str, Any]]) -> None:
+    def _call(self, id_: Any, call: Callable[[], dict[str, Any]]) -> None:
+        """Run `call` on the tool thread, which writes its answer; the loop then counts the
+        request answered."""
         key = _key(id_)
         self._begin(key)
-        try:
-            reply = {"jsonrpc": "2.0", "id": id_, "result": await self.tools.submit(call)}
-        except BadCall as e:
-            reply = framing.error(id_, framing.INVALID_PARAMS, str(e))
-        except Exception:
-            log.exception("tools/call failed")
+        loop = asyncio.get_running_loop()
+
+        def job() -> None:
             reply = framing.error(id_, -32603, "Internal error")
-        self.write(reply)
-        self._end(key)
+            try:
+                reply = {"jsonrpc": "2.0", "id": id_, "result": call()}
+            except BadCall as e:
+                reply = framing.error(id_, framing.INVALID_PARAMS, str(e))
+            except Exception:
+                log.exception("tools/call failed")
+            finally:
+                self.write(reply)
+                with contextlib.suppress(RuntimeError):  # the loop is gone: shutting down
+                    loop.call_soon_threadsafe(self._end, key)
+
+        self.tools.post(job)
 
     async def _forwarder(self) -> None:
         if self.fast is not None:  # the fast path answers what it can; the SDK if needed

@@ -62,3 +62,38 @@ def test_mode_says_which_lists_ran(tmp_path: Path) -> None:
     assert with_vectors.search("", k=3, query_vector=query).mode == "vector"
     without.close()
     with_vectors.close()
+
+
+def test_the_lexical_candidates_factors_are_read_before_the_vector_is_waited_for(
+        tmp_path: Path) -> None:
+    """The host's embedder computes the query's vector while the search reads the lexical
+    candidates' factors; the vector-only candidates' are read afterwards, and the answer
+    is the one an already-computed vector gives."""
+    import numpy as np
+
+    path = tmp_path / "full.sqlite"
+    testing.write_snapshot(path, "f", COMMON, vectors="random")
+    snap = Snapshot(path, fleet="f")
+    query = np.ones(testing.EMBEDDER["dims"], dtype=np.float32)
+    query /= np.linalg.norm(query)
+    read: list[list[int]] = []
+    factors_of = snap._factors_of
+
+    def spy(rowids: list[int], now: object) -> object:
+        read.append(list(rowids))
+        return factors_of(rowids, now)  # type: ignore[arg-type]
+
+    snap._factors_of = spy  # type: ignore[method-assign]
+    lexical, _ = snap._lexical("unit tests", 5, testing.NOW, None, None, None)
+    asked_after: list[int] = []
+
+    def vector() -> object:
+        asked_after.append(len(read))
+        return query
+
+    later = snap.search("unit tests", k=5, query_vector=vector, now=testing.NOW)
+    assert asked_after == [1] and read[0] == lexical
+    assert not set(read[1]) & set(lexical)  # each candidate's factors read once
+    assert later.results == snap.search("unit tests", k=5, query_vector=query,
+                                        now=testing.NOW).results
+    snap.close()

@@ -176,3 +176,88 @@ def test_it_says_so_when_the_sdk_would_have_answered_differently(caplog: Any) ->
                     FastPath(SlowBridge))
     assert out[0]["result"]["serverInfo"]["name"] == "ctxlake"
     assert "disagree" in caplog.text
+
+
+class ThreadBridge:
+    """Answers each call with the thread it ran on; `slow` sleeps first."""
+
+    def __init__(self, slow: float = 0.0) -> None:
+        self.slow = slow
+
+    def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        import threading
+        import time
+
+        time.sleep(self.slow)
+        return {"ran_on": threading.current_thread().name}
+
+
+def test_the_tool_thread_writes_its_answer_and_every_frame_stays_whole(
+        monkeypatch: Any) -> None:
+    """A tool call's answer is written by the tool thread (not after waking the loop),
+    beside pings the loop answers meanwhile: each frame is one whole line, each request
+    is answered once."""
+    import threading
+
+    writers: dict[Any, str] = {}
+    write = Transport.write
+
+    def recording(self: Transport, reply: dict[str, Any]) -> None:
+        writers[reply.get("id")] = threading.current_thread().name
+        write(self, reply)
+
+    monkeypatch.setattr(Transport, "write", recording)
+
+    async def load(emit: Any) -> Echo:
+        return Echo(emit)
+
+    calls = b"".join(frame(f"c{i}", "tools/call", {"name": "fleet_status", "arguments": {}})
+                     + frame(f"p{i}", "ping") for i in range(200))
+    out = serve(INIT + calls, load, FastPath(ThreadBridge))
+    assert sorted(str(r["id"]) for r in out) == sorted(
+        ["1", *(f"c{i}" for i in range(200)), *(f"p{i}" for i in range(200))])
+    answers = [r for r in out if str(r["id"]).startswith("c")]
+    assert {r["result"]["structuredContent"]["ran_on"] for r in answers} == {"ctxlake-tools"}
+    assert {writers[f"c{i}"] for i in range(200)} == {"ctxlake-tools"}
+    assert writers["p0"] == threading.main_thread().name
+
+
+def test_an_answer_finished_after_the_transport_stopped_is_not_written() -> None:
+    """SIGTERM's grace over, the loop returns; a tool call still running writes nothing
+    afterwards, not even part of a line."""
+    import time
+
+    read, write = os.pipe()
+
+    async def main() -> None:
+        async def load(emit: Any) -> Echo:
+            return Echo(emit)
+
+        rfile = io.BytesIO(INIT + frame(2, "tools/call", {"name": "fleet_status",
+                                                          "arguments": {}}))
+        transport = Transport(rfile, write, load, fast=FastPath(lambda: ThreadBridge(0.5)))
+        asyncio.get_running_loop().call_later(0.1, transport.stop)
+        transport.grace = 0.0  # as if the grace had already passed
+        await transport.run()
+
+    asyncio.run(main())
+    time.sleep(0.8)  # the call finishes on its thread meanwhile
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        assert [json.loads(line)["id"] for line in f.read().splitlines()] == [1]
+
+
+def test_a_tool_job_that_fails_outright_is_logged_and_the_thread_goes_on(caplog: Any) -> None:
+    import threading
+
+    from mcp_bridge.transport import Worker
+
+    worker, done = Worker("t"), threading.Event()
+
+    def fails() -> None:
+        raise SystemExit(3)
+
+    worker.post(fails)
+    worker.post(done.set)
+    assert done.wait(5)
+    assert "t: a job failed" in caplog.text
