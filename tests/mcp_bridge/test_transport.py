@@ -179,16 +179,11 @@ def test_it_says_so_when_the_sdk_would_have_answered_differently(caplog: Any) ->
 
 
 class ThreadBridge:
-    """Answers each call with the thread it ran on; `slow` sleeps first."""
-
-    def __init__(self, slow: float = 0.0) -> None:
-        self.slow = slow
+    """Answers each call with the thread it ran on."""
 
     def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         import threading
-        import time
 
-        time.sleep(self.slow)
         return {"ran_on": threading.current_thread().name}
 
 
@@ -225,23 +220,32 @@ def test_the_tool_thread_writes_its_answer_and_every_frame_stays_whole(
 def test_an_answer_finished_after_the_transport_stopped_is_not_written() -> None:
     """SIGTERM's grace over, the loop returns; a tool call still running writes nothing
     afterwards, not even part of a line."""
-    import time
+    import threading
 
     read, write = os.pipe()
+    release, finished = threading.Event(), threading.Event()
 
-    async def main() -> None:
+    class Held:
+        def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+            release.wait(30)  # until the transport has stopped
+            return {"late": True}
+
+    async def main() -> Transport:
         async def load(emit: Any) -> Echo:
             return Echo(emit)
 
         rfile = io.BytesIO(INIT + frame(2, "tools/call", {"name": "fleet_status",
                                                           "arguments": {}}))
-        transport = Transport(rfile, write, load, fast=FastPath(lambda: ThreadBridge(0.5)))
+        transport = Transport(rfile, write, load, fast=FastPath(Held))
         asyncio.get_running_loop().call_later(0.1, transport.stop)
         transport.grace = 0.0  # as if the grace had already passed
         await transport.run()
+        return transport
 
-    asyncio.run(main())
-    time.sleep(0.8)  # the call finishes on its thread meanwhile
+    transport = asyncio.run(main())
+    release.set()
+    transport.tools.post(finished.set)  # runs once the held call's job, write included, is done
+    assert finished.wait(30)
     os.close(write)
     with os.fdopen(read, "rb") as f:
         assert [json.loads(line)["id"] for line in f.read().splitlines()] == [1]
