@@ -1,24 +1,32 @@
-"""One query embedder per host, shared by every bridge: `python -m mcp_bridge embedder`.
+"""One query embedder per host, shared by every bridge.
 
 Every agent session runs its own bridge, and the embedder is most of a bridge's memory
-(onnxruntime holding the model: ~170 MiB of the ~330 MiB peak at 10k claims). So a bridge
-does not load it: it asks this process, over a Unix socket in $CTXLAKE_HOME/run/ (a
-0700 directory), for the query's vector. With N sessions on a host that is one embedder
+(onnxruntime and the model: ~60 of a hybrid bridge's ~120 MiB at 10k claims). So one
+process per host holds it and serves the others the query's vector over a Unix socket in
+$CTXLAKE_HOME/run/ (a 0700 directory): with N sessions on a host that is one model
 instead of N, and a new session's first hybrid search does not pay the model's load.
 
-- The first bridge that needs a vector and finds no service starts one, detached, and
-  waits up to START_WAIT_SECS for it; if it is not up by then, that search is lexical and
-  says so (the service keeps starting for the next one). A flock held for the service's
-  life makes a second start exit at once, so racing bridges start one service.
+- The service is a bridge (`host`): the first bridge that needs a vector and finds no
+  service loads the model itself, embeds its own queries in its process from then on,
+  and serves the other bridges from a daemon thread for as long as it runs. A bridge
+  alone on a host then holds what a bridge embedding in process holds (1.98–2.00×
+  bridge-db's peak RSS beside 2.51–2.52× for a bridge plus a service process,
+  docs/search.md) and skips the socket for its own queries. When it exits, the next
+  bridge to search takes over. A flock held for the service's life makes every other
+  taker ask instead, so racing bridges load the model once; while the holder is still
+  loading, a bridge waits up to START_WAIT_SECS, then searches lexically and says so.
+- Or a process of its own, `python -m mcp_bridge embedder`: what `query_vector` and
+  `ask` start, detached, for callers that are not bridges (benchmarks, an operator);
+  bridges use it when it is up.
 - The service is per model: its socket is named by the embedder's NAME, every answer
   carries NAME and DIMS, and a bridge uses a vector only when both are its own.
-- It exits after IDLE_SECS without a request (CTXLAKE_EMBED_IDLE_SECS), so a host that
-  stops searching gets its memory back, and within CHECK_SECS when its socket or its
-  $CTXLAKE_HOME is removed.
+- A service process exits after IDLE_SECS without a request (CTXLAKE_EMBED_IDLE_SECS),
+  so a host that stops searching gets its memory back; a bridge serves for its own life.
+  Either stops serving within CHECK_SECS when its socket or its $CTXLAKE_HOME is removed.
 - It is fair: every client is read at once, each has READ_DEADLINE_SECS from connecting
   to send its request line (a client dripping bytes is cut off, never waited for), and
   past MAX_OPEN open requests a client is refused at once with "busy".
-- CTXLAKE_EMBED_SHARED=off keeps the embedder in the bridge process (as before).
+- CTXLAKE_EMBED_SHARED=off keeps the embedder in the bridge process and serves no one.
 
 Protocol, one request per connection: the client sends one JSON line
 `{"v": 1, "model": NAME, "text": "..."}` (at most MAX_REQUEST_BYTES); the service answers
@@ -31,10 +39,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import logging
+import math
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -50,6 +61,10 @@ CONNECT_TIMEOUT_SECS = 2.0
 IDLE_SECS = 1800
 SHARED_ENV = "CTXLAKE_EMBED_SHARED"
 IDLE_ENV = "CTXLAKE_EMBED_IDLE_SECS"
+
+log = logging.getLogger("mcp_bridge")
+_hosting = threading.Lock()
+_hosted = False  # this process took the host's service (host): its model is loaded here
 
 
 class Unavailable(Exception):
@@ -82,15 +97,19 @@ def query_vector(home: Path, model: str, dims: int, text: str, *,
 
 
 def ask(home: Path, model: str, dims: int, text: str, *,
-        start_wait: float = START_WAIT_SECS) -> Asked:
+        start_wait: float = START_WAIT_SECS, serve_here: bool = False) -> Asked:
     """Send `text` to the host's service now and read its vector later (`Asked.vector`):
     the service computes it while the caller does something else (a bridge takes its
     lexical list meanwhile, ~0.1–4 ms at 10k claims, which waited for the ~3 ms vector).
-    If no service answers the connection, `vector()` starts one and asks again."""
+    If no service answers the connection, `vector()` makes this process the service
+    (`serve_here`, what a bridge asks for: `host`) or starts one, and asks again."""
     path = socket_path(home, model)
     try:
         return Asked(model, dims, _send(path, model, text))
     except (FileNotFoundError, ConnectionRefusedError):  # absent, or a dead one's socket
+        if serve_here:
+            return Asked(model, dims, None, lambda: _host_or_ask(home, path, model, text,
+                                                                 start_wait))
         return Asked(model, dims, None, lambda: _start_and_ask(home, path, model, text,
                                                                start_wait))
     except Unavailable as e:
@@ -102,7 +121,7 @@ class Asked:
     context manager) if `vector()` is never called: it holds the connection."""
 
     def __init__(self, model: str, dims: int, sock: socket.socket | None,
-                 retry: Callable[[], socket.socket] | None = None,
+                 retry: Callable[[], Any] | None = None,
                  refused: Unavailable | None = None) -> None:
         self.model, self.dims = model, dims
         self._sock, self._retry, self._refused = sock, retry, refused
@@ -123,7 +142,10 @@ class Asked:
         if self._refused is not None:
             raise self._refused
         if self._sock is None and self._retry is not None:
-            self._sock, self._retry = self._retry(), None
+            got, self._retry = self._retry(), None
+            if not isinstance(got, socket.socket):
+                return got  # the vector itself: this process took the service (host)
+            self._sock = got
         if self._sock is None:
             raise Unavailable("the shared embedder's answer was already read")
         try:
@@ -135,6 +157,24 @@ class Asked:
 def _start_and_ask(home: Path, path: Path, model: str, text: str,
                    start_wait: float) -> socket.socket:
     start(home)
+    return _ask_when_up(path, model, text, start_wait)
+
+
+def _host_or_ask(home: Path, path: Path, model: str, text: str, start_wait: float) -> Any:
+    """No service answered: this process becomes it and computes the vector itself, or,
+    while another holds the service's lock (loading the model), asks that one once it
+    listens."""
+    from mcp_bridge.contract import embed
+
+    try:
+        if host(home):
+            return embed.embed_query(text)
+    except Exception as e:  # a broken model install: this search is lexical, never an error
+        raise Unavailable(f"the query embedder failed to load ({type(e).__name__})") from None
+    return _ask_when_up(path, model, text, start_wait)
+
+
+def _ask_when_up(path: Path, model: str, text: str, start_wait: float) -> socket.socket:
     deadline = time.monotonic() + start_wait
     while True:
         try:
@@ -240,35 +280,102 @@ def start(home: Path) -> int | None:
 def serve(home: Path, *, idle_secs: float = IDLE_SECS) -> int:
     """Run the service until IDLE_SECS pass without a request, or its socket or home is
     gone. 0 also when another runs."""
-    import fcntl
-
     from mcp_bridge.contract import embed
 
-    folder = run_dir(home)
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = socket_path(home, embed.NAME)
+    taken = _take(home, embed.NAME)
+    if taken is None:
+        return 0  # another service holds it
+    path, lock = taken
+    try:
+        server = _listen(path, embed)
+    except BaseException:
+        os.close(lock)
+        raise
+    _log(f"serving {embed.NAME} on {path} (pid {os.getpid()})")
+    _log(_serve_until_gone(server, path, lock, embed, idle_secs))
+    return 0
+
+
+def host(home: Path) -> bool:
+    """Make this process the host's service, unless another already is: load the model,
+    listen, and serve on a daemon thread for the process's life (or until the socket or
+    home is gone). True when this process holds the model as the service (now or
+    before); False when another process holds the service's lock."""
+    global _hosted
+    from mcp_bridge.contract import embed
+
+    with _hosting:
+        if _hosted:
+            return True
+        taken = _take(home, embed.NAME)
+        if taken is None:
+            return False
+        path, lock = taken
+        try:
+            server = _listen(path, embed)
+        except BaseException:
+            os.close(lock)
+            raise
+        _hosted = True
+
+    def run() -> None:
+        why = _serve_until_gone(server, path, lock, embed, math.inf)
+        log.info("stopped serving the host's embedder: %s", why)
+
+    threading.Thread(target=run, name="ctxlake-embed-service", daemon=True).start()
+    log.info("serving the host's embedder %s on %s from this bridge", embed.NAME, path)
+    return True
+
+
+def hosting() -> bool:
+    """True once this process took the host's service: its model is loaded here, so its
+    own queries are embedded here, not asked of itself over the socket."""
+    return _hosted
+
+
+def _take(home: Path, model: str) -> tuple[Path, int] | None:
+    """The service's socket path and its lock, held; None when another process holds it."""
+    import fcntl
+
+    run_dir(home).mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = socket_path(home, model)
     lock = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         os.close(lock)
-        return 0  # another service holds it
+        return None
+    return path, lock
+
+
+def _listen(path: Path, embed: Any) -> socket.socket:
+    """The model loaded (the first answer is then fast), and the socket listening at
+    `path` in place of whatever a dead service left there."""
+    embed.embed_query("warm up")
+    path.unlink(missing_ok=True)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        embed.embed_query("warm up")  # load before listening: the first answer is fast
-        path.unlink(missing_ok=True)
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
-            server.bind(str(path))
-            os.chmod(path, 0o600)
-            server.listen(LISTEN_BACKLOG)
-            _log(f"serving {embed.NAME} on {path} (pid {os.getpid()})")
-            why = _Loop(server, path, embed).run(idle_secs)
-            _log(why)
+        server.bind(str(path))
+        os.chmod(path, 0o600)
+        server.listen(LISTEN_BACKLOG)
+    except BaseException:
+        server.close()
+        raise
+    return server
+
+
+def _serve_until_gone(server: socket.socket, path: Path, lock: int, embed: Any,
+                      idle_secs: float) -> str:
+    """Serve until idle, or the socket or home is gone; then give the socket and the lock
+    up. Why it stopped."""
+    try:
+        with server:
+            return _Loop(server, path, embed).run(idle_secs)
     finally:
         with contextlib.suppress(OSError):
             if path.is_socket():
                 path.unlink()
         os.close(lock)
-    return 0
 
 
 #: A client has this long, from connecting, to send its whole request line: a client that

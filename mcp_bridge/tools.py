@@ -243,7 +243,8 @@ class _QueryVector:
     """The query's vector for the search to call for (None: search lexically, `note` says
     why). The request is made when this is made and the answer read when called, so the
     embedder computes it while the search takes its lexical list: the host's shared
-    embedder in its process, the in-process one on the bridge's embedding thread."""
+    embedder in the process serving it (another bridge, or a service), or this bridge's
+    own on its embedding thread (CTXLAKE_EMBED_SHARED=off, or this bridge serving it)."""
 
     def __init__(self, b: Bridge, snap: Any, query: str) -> None:
         from mcp_bridge.contract import embed
@@ -260,9 +261,12 @@ class _QueryVector:
                          f"{embed.DIMS}")
             return
         text = query.strip()[:2000]
-        if embed_service.enabled(os.environ):  # one embedder per host, not one per session
-            self._asked = embed_service.ask(b.config.home, embed.NAME, embed.DIMS, text)
-        else:
+        if embed_service.enabled(os.environ) and not embed_service.hosting():
+            # one model per host, not one per session: asked of the bridge (or process)
+            # serving it, or, when none does, loaded here and served to the others
+            self._asked = embed_service.ask(b.config.home, embed.NAME, embed.DIMS, text,
+                                            serve_here=True)
+        else:  # embedded here: on its own (off), or as the host's service
             from mcp_bridge import embed_thread
 
             self._soon = embed_thread.query_vector_soon(text)

@@ -1,15 +1,17 @@
 """The host's shared query embedder: real bridge processes over stdio, a real service
 process on a real Unix socket, the real model.
 
-What must hold: a bridge with the shared embedder never loads onnxruntime itself; its
-hybrid answers use the same vector it would have computed in-process; racing bridges start
-one service; a hostile or confused client gets an error and the service keeps serving; the
-service goes away when idle; when it cannot answer in time the search is lexical and says
-so, never an error.
+What must hold: the first bridge that needs the model loads it and serves it; the next
+bridge asks it and never loads onnxruntime itself, with the same answers; when the
+serving bridge exits, the next search takes over; racing bridges load the model once; a
+hostile or confused client gets an error and the service keeps serving; a service
+process goes away when idle; when no one can answer in time the search is lexical and
+says so, never an error.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -78,19 +80,24 @@ class Bridge:
         self.proc.wait(10)
 
 
-def test_a_bridge_asks_the_hosts_service_and_never_loads_the_model(live: Config,
-                                                                   home: Path) -> None:
+def test_the_first_bridge_serves_the_model_and_the_next_asks_it(live: Config,
+                                                                 home: Path) -> None:
     first = Bridge(live)
     try:
         out = first.search()
         assert out["mode"] == "hybrid", out.get("note")
-        assert "onnxruntime" not in first.maps()  # the model lives in the service only
-        [service] = _pids(home)
+        assert "onnxruntime" in first.maps()  # it found no service: it became it
+        assert embed_service.socket_path(home, embed.NAME).is_socket()
+        assert _pids(home) == []  # no process of its own
         second = Bridge(live)
         try:
             again = second.search()
             assert again["mode"] == "hybrid" and again["results"] == out["results"]
-            assert _pids(home) == [service]  # one service for both sessions
+            assert "onnxruntime" not in second.maps()  # asked the first bridge
+            first.close()  # the serving bridge's session ends
+            after = second.search()
+            assert after["mode"] == "hybrid" and after["results"] == out["results"]
+            assert "onnxruntime" in second.maps()  # the next search took over
         finally:
             second.close()
     finally:
@@ -99,15 +106,65 @@ def test_a_bridge_asks_the_hosts_service_and_never_loads_the_model(live: Config,
     assert np.allclose(mine, embed.embed_query(SEARCH), atol=1e-6)
 
 
-def test_racing_bridges_start_one_service(live: Config, home: Path) -> None:
+def test_racing_bridges_load_the_model_once(live: Config, home: Path) -> None:
     bridges = [Bridge(live) for _ in range(3)]
     try:
         for b in bridges:
-            assert b.search()["results"]
-        assert len(_pids(home)) == 1
+            out = b.search()
+            assert out["mode"] == "hybrid" and out["results"], out.get("note")
+        assert sum("onnxruntime" in b.maps() for b in bridges) == 1
+        assert _pids(home) == []
     finally:
         for b in bridges:
             b.close()
+
+
+def test_a_bridge_serving_the_model_is_fair_and_stops_serving_when_its_home_goes(
+    live: Config, home: Path,
+) -> None:
+    """The same service in a bridge: a client dripping bytes at it is cut off and delays
+    no other bridge's search; with its home deleted it stops serving (the socket is
+    gone) and still answers its own searches."""
+    server = Bridge(live)
+    other = Bridge(live)
+    try:
+        assert server.search()["mode"] == "hybrid"
+        path = embed_service.socket_path(home, embed.NAME)
+        drip = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        drip.connect(str(path))
+        drip.sendall(b'{"v": 1,')  # and nothing more: the rest never comes
+        out = other.search()
+        assert out["mode"] == "hybrid", out.get("note")
+        drip.settimeout(30)
+        assert b"did not arrive within" in drip.recv(4096)
+        drip.close()
+        assert "onnxruntime" not in other.maps()
+    finally:
+        other.close()
+    try:
+        import shutil
+
+        lock = embed_service.socket_path(home, embed.NAME).with_suffix(".lock")
+        assert _holds(server, lock)
+        shutil.rmtree(embed_service.run_dir(home))
+        deadline = time.monotonic() + 60
+        while _holds(server, lock):  # its thread closes the lock once it sees the socket gone
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert server.search()["mode"] == "hybrid"  # embedded in its own process
+        assert server.proc.poll() is None
+    finally:
+        server.close()
+
+
+def _holds(bridge: Bridge, lock: Path) -> bool:
+    """Whether the bridge process has `lock` open (deleted or not)."""
+    fds = Path(f"/proc/{bridge.proc.pid}/fd")
+    targets = []
+    for fd in fds.iterdir():
+        with contextlib.suppress(OSError):
+            targets.append(os.readlink(fd))
+    return any(t.startswith(str(lock)) for t in targets)
 
 
 def test_when_the_service_cannot_come_up_the_search_is_lexical_and_says_so(
