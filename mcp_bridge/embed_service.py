@@ -9,9 +9,9 @@ instead of N, and a new session's first hybrid search does not pay the model's l
 - The service is a bridge (`host`): the first bridge that needs a vector and finds no
   service loads the model itself, embeds its own queries in its process from then on,
   and serves the other bridges from a daemon thread for as long as it runs. A bridge
-  alone on a host then holds what a bridge embedding in process holds (1.98–2.00×
+  alone on a host then holds what a bridge embedding in process holds (1.98–2.01×
   bridge-db's peak RSS beside 2.51–2.52× for a bridge plus a service process,
-  docs/search.md) and skips the socket for its own queries. When it exits, the next
+  docs/bridge.md) and skips the socket for its own queries. When it exits, the next
   bridge to search takes over. A flock held for the service's life makes every other
   taker ask instead, so racing bridges load the model once; while the holder is still
   loading, a bridge waits up to START_WAIT_SECS, then searches lexically and says so.
