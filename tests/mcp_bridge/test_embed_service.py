@@ -107,13 +107,26 @@ def test_the_first_bridge_serves_the_model_and_the_next_asks_it(live: Config,
 
 
 def test_racing_bridges_load_the_model_once(live: Config, home: Path) -> None:
+    """Three first searches at once: one bridge takes the service's lock and loads the
+    model; the others wait for its socket (up to START_WAIT_SECS: on a slow machine they
+    may search lexically once, and say so) and never load it."""
     bridges = [Bridge(live) for _ in range(3)]
     try:
+        for b in bridges:  # every request sent before any answer is read
+            assert b.proc.stdin is not None
+            b.n += 1
+            b.proc.stdin.write(call(b.n, "memory_search", {"query": SEARCH}))
+            b.proc.stdin.flush()
         for b in bridges:
-            out = b.search()
-            assert out["mode"] == "hybrid" and out["results"], out.get("note")
+            assert b.proc.stdout is not None
+            out = json.loads(b.proc.stdout.readline())["result"]["structuredContent"]
+            assert out["results"]
+            assert out["mode"] == "hybrid" or "embedder is starting" in out["note"], out
         assert sum("onnxruntime" in b.maps() for b in bridges) == 1
         assert _pids(home) == []
+        for b in bridges:  # the model loaded, every bridge's next search is hybrid
+            assert b.search()["mode"] == "hybrid"
+        assert sum("onnxruntime" in b.maps() for b in bridges) == 1
     finally:
         for b in bridges:
             b.close()
