@@ -282,15 +282,10 @@ def serve(home: Path, *, idle_secs: float = IDLE_SECS) -> int:
     gone. 0 also when another runs."""
     from mcp_bridge.contract import embed
 
-    taken = _take(home, embed.NAME)
+    taken = _take(home, embed)
     if taken is None:
         return 0  # another service holds it
-    path, lock = taken
-    try:
-        server = _listen(path, embed)
-    except BaseException:
-        os.close(lock)
-        raise
+    server, path, lock = taken
     _log(f"serving {embed.NAME} on {path} (pid {os.getpid()})")
     _log(_serve_until_gone(server, path, lock, embed, idle_secs))
     return 0
@@ -307,15 +302,10 @@ def host(home: Path) -> bool:
     with _hosting:
         if _hosted:
             return True
-        taken = _take(home, embed.NAME)
+        taken = _take(home, embed)
         if taken is None:
             return False
-        path, lock = taken
-        try:
-            server = _listen(path, embed)
-        except BaseException:
-            os.close(lock)
-            raise
+        server, path, lock = taken
         _hosted = True
 
     def run() -> None:
@@ -333,35 +323,32 @@ def hosting() -> bool:
     return _hosted
 
 
-def _take(home: Path, model: str) -> tuple[Path, int] | None:
-    """The service's socket path and its lock, held; None when another process holds it."""
+def _take(home: Path, embed: Any) -> tuple[socket.socket, Path, int] | None:
+    """The service taken: its lock held, the model loaded (the first answer is then
+    fast), its socket listening in place of whatever a dead service left there. None
+    when another process holds the lock."""
     import fcntl
 
     run_dir(home).mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = socket_path(home, model)
+    path = socket_path(home, embed.NAME)
     lock = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         os.close(lock)
         return None
-    return path, lock
-
-
-def _listen(path: Path, embed: Any) -> socket.socket:
-    """The model loaded (the first answer is then fast), and the socket listening at
-    `path` in place of whatever a dead service left there."""
-    embed.embed_query("warm up")
-    path.unlink(missing_ok=True)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
+        embed.embed_query("warm up")
+        path.unlink(missing_ok=True)
         server.bind(str(path))
         os.chmod(path, 0o600)
         server.listen(LISTEN_BACKLOG)
     except BaseException:
         server.close()
+        os.close(lock)
         raise
-    return server
+    return server, path, lock
 
 
 def _serve_until_gone(server: socket.socket, path: Path, lock: int, embed: Any,

@@ -415,3 +415,29 @@ def test_the_service_computes_the_vector_while_the_bridge_takes_its_lexical_list
     monkeypatch.setenv(embed_service.SHARED_ENV, "off")
     alone = tools.memory_search(tools.Bridge.from_config(live), SEARCH)
     assert [r["id"] for r in alone["results"]] == [r["id"] for r in out["results"]]
+
+
+def test_a_bridge_that_cannot_load_the_model_to_serve_it_searches_lexically(
+    live: Config, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No service on the host and a broken model install: the search is lexical and says
+    why, never an error, and the service's lock is left for the next taker."""
+    from mcp_bridge import tools
+
+    def broken(text: str) -> Any:
+        raise RuntimeError("no model here")
+
+    monkeypatch.setenv(embed_service.SHARED_ENV, "on")
+    monkeypatch.setattr(embed, "embed_query", broken)
+    out = tools.memory_search(tools.Bridge.from_config(live), SEARCH)
+    assert out["mode"] == "lexical" and out["results"]
+    assert "the query embedder failed to load (RuntimeError)" in out["note"]
+    assert not embed_service.hosting()
+    import fcntl
+
+    lock = embed_service.socket_path(home, embed.NAME).with_suffix(".lock")
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free: raises if still held
+    finally:
+        os.close(fd)
