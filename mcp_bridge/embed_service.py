@@ -36,6 +36,7 @@ one JSON line `{"name": NAME, "dims": DIMS}` followed by DIMS little-endian floa
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import json
@@ -307,6 +308,9 @@ def host(home: Path) -> bool:
             return False
         server, path, lock = taken
         _hosted = True
+    # the lock is held until this process ends, so no one else can have bound a socket
+    # there; a killed process leaves its socket, which the next taker replaces
+    atexit.register(_unlink_socket, path, path.stat().st_ino)
 
     def run() -> None:
         why = _serve_until_gone(server, path, lock, embed, math.inf)
@@ -315,6 +319,12 @@ def host(home: Path) -> bool:
     threading.Thread(target=run, name="ctxlake-embed-service", daemon=True).start()
     log.info("serving the host's embedder %s on %s from this bridge", embed.NAME, path)
     return True
+
+
+def _unlink_socket(path: Path, inode: int) -> None:
+    with contextlib.suppress(OSError):
+        if path.stat().st_ino == inode:
+            path.unlink()
 
 
 def hosting() -> bool:

@@ -79,6 +79,12 @@ class Bridge:
         self.proc.kill()
         self.proc.wait(10)
 
+    def end(self) -> None:
+        """End the session as a client does: close stdin, and the bridge exits."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        assert self.proc.wait(60) == 0
+
 
 def test_the_first_bridge_serves_the_model_and_the_next_asks_it(live: Config,
                                                                  home: Path) -> None:
@@ -98,6 +104,10 @@ def test_the_first_bridge_serves_the_model_and_the_next_asks_it(live: Config,
             after = second.search()
             assert after["mode"] == "hybrid" and after["results"] == out["results"]
             assert "onnxruntime" in second.maps()  # the next search took over
+            socket_file = embed_service.socket_path(home, embed.NAME)
+            assert socket_file.is_socket()
+            second.end()
+            assert not socket_file.exists()  # a serving bridge's exit takes its socket
         finally:
             second.close()
     finally:
