@@ -269,13 +269,16 @@ def build(root: Path, n: int) -> tuple[str, str, list[str], list[str]]:
     testing.build_cache(root, lexical, claims=claims, vectors=None, agents=agents,
                         embedder={"name": "none", "dims": 0})
     rng = random.Random(n)
-    known = []
-    for c in rng.sample(claims, 400):
-        terms = ranking.query_terms(c["text"])
-        known.append(" ".join(rng.sample(terms, min(2, len(terms)))))
+    known = [_two_terms(rng, c) for c in rng.sample(claims, 400)]
     broad = ["stripe webhook retry timeout", "flaky pytest fixture", "deploy the docker image",
              "postgres vacuum deadlock", "release changelog tag", "session token auth"]
     return hybrid, lexical, known, broad
+
+
+def _two_terms(rng: random.Random, claim: dict[str, Any]) -> str:
+    """A known-item query: two of a claim's query terms, as an agent recalls it."""
+    terms = ranking.query_terms(claim["text"])
+    return " ".join(rng.sample(terms, min(2, len(terms))))
 
 
 def other_queries(n: int, avoid: list[str], count: int) -> list[str]:
@@ -285,8 +288,7 @@ def other_queries(n: int, avoid: list[str], count: int) -> list[str]:
     rng, seen, out = random.Random(n + 1), set(avoid), []
     claims = testing.synthetic_claims(n)
     while len(out) < count:
-        terms = ranking.query_terms(rng.choice(claims)["text"])
-        q = " ".join(rng.sample(terms, min(2, len(terms))))
+        q = _two_terms(rng, rng.choice(claims))
         if q not in seen:
             seen.add(q)
             out.append(q)
@@ -498,15 +500,14 @@ def versus_bridge_db(root: Path, spool: Path, n: int, command: list[str], tmp: P
         print(f"{name + ' p50 / bridge-db recall p50':48} {ratio:5.2f}x  target ≤ {target}  "
               f"{'MET' if ratio <= target else 'MISSED'}")
     rss = out["rss"]
-    ratio = (rss["ours hybrid bridge"] + rss[SERVICE]) / rss["bridge-db"]
-    print(f"{'peak RSS, hybrid bridge + embedder / bridge-db':48} {ratio:5.2f}x  target ≤ 2.0  "
-          f"{'MET' if ratio <= 2.0 else 'MISSED'}")
-    ratio = rss[ASKING] / rss["bridge-db"]
-    print(f"{'peak RSS, a further hybrid bridge / bridge-db':48} {ratio:5.2f}x  target ≤ 2.0  "
-          f"{'MET' if ratio <= 2.0 else 'MISSED'}")
-    ratio = rss["ours hybrid, embedder in process"] / rss["bridge-db"]
-    print(f"{'peak RSS, hybrid bridge, embedder in process / bridge-db':48} {ratio:5.2f}x  "
-          f"target ≤ 2.0  {'MET' if ratio <= 2.0 else 'MISSED'}  (load average {loadavg()})")
+    for label, mib in (("hybrid bridge + embedder", rss["ours hybrid bridge"] + rss[SERVICE]),
+                       ("a further hybrid bridge", rss[ASKING]),
+                       ("hybrid bridge, embedder in process",
+                        rss["ours hybrid, embedder in process"])):
+        ratio = mib / rss["bridge-db"]
+        print(f"{'peak RSS, ' + label + ' / bridge-db':48} {ratio:5.2f}x  target ≤ 2.0  "
+              f"{'MET' if ratio <= 2.0 else 'MISSED'}")
+    print(f"load average {loadavg()}")
     return out
 
 
