@@ -451,3 +451,22 @@ def test_a_bridge_that_cannot_load_the_model_to_serve_it_searches_lexically(
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free: raises if still held
     finally:
         os.close(fd)
+
+
+def test_a_home_too_deep_for_a_socket_address_still_shares_its_embedder(
+    live: Config, tmp_path: Path,
+) -> None:
+    """A socket address holds 107 bytes; a deeper $CTXLAKE_HOME reaches its socket
+    through a descriptor of the socket's folder (it answered "AF_UNIX path too long", and
+    every search there was lexical)."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    path = embed_service.socket_path(deep, embed.NAME)
+    assert len(os.fsencode(path)) > embed_service.MAX_SOCKET_PATH
+    try:
+        vector = embed_service.query_vector(deep, embed.NAME, embed.DIMS, SEARCH,
+                                            start_wait=60)
+        assert np.allclose(vector, embed.embed_query(SEARCH), atol=1e-6)
+        assert path.is_socket()  # where it is expected, at its full path
+    finally:
+        for pid in embed_service.running(deep):
+            os.kill(pid, signal.SIGTERM)

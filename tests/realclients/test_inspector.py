@@ -114,3 +114,26 @@ def test_tools_call_write_reaches_the_spool(clients: Clients, fleet: Fleet) -> N
     assert (event["id"], event["kind"], event["fleet"]) == (answer["event_id"], "lease.claim",
                                                            FLEET)
     assert event["payload"]["paths"] == ["docs/**"]
+
+
+def test_memory_search_with_the_hosts_shared_embedder(clients: Clients, fleet: Fleet,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """What users run (the suite embeds in each bridge): the bridge the Inspector spawns
+    finds no embedder on the host, loads the model, serves it, answers hybrid, and when
+    its session ends leaves neither a socket nor a process behind; the next session's
+    bridge does the same."""
+    from mcp_bridge import embed_service, testing
+
+    testing.build_cache(fleet.ctx_home / "cache", FLEET, vectors="model", claims=[
+        testing.claim(CLAIM_ID, CLAIM_TEXT, type="gotcha", subject="payments")])
+    monkeypatch.setenv(embed_service.SHARED_ENV, "on")
+    fleet.install("claude-code")
+    for _ in range(2):
+        out = inspect(clients, fleet, "modern", "--method", "tools/call",
+                      "--tool-name", "memory_search",
+                      "--tool-args-json", json.dumps({"query": "stripe webhooks retried"}))
+        answer = out["result"]["structuredContent"]
+        assert answer["mode"] == "hybrid", answer.get("note")
+        assert [hit["id"] for hit in answer["results"]] == [CLAIM_ID]
+        assert not list(embed_service.run_dir(fleet.ctx_home).glob("*.sock"))
+        assert embed_service.running(fleet.ctx_home) == []
