@@ -49,6 +49,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -307,9 +308,8 @@ def serve(home: Path, *, idle_secs: float = IDLE_SECS) -> int:
     taken = _take(home, embed)
     if taken is None:
         return 0  # another service holds it
-    server, path, lock = taken
-    _log(f"serving {embed.NAME} on {path} (pid {os.getpid()})")
-    _log(_serve_until_gone(server, path, lock, embed, idle_secs))
+    _log(f"serving {embed.NAME} on {taken.path} (pid {os.getpid()})")
+    _log(_serve_until_gone(taken, embed, idle_secs))
     return 0
 
 
@@ -327,25 +327,17 @@ def host(home: Path) -> bool:
         taken = _take(home, embed)
         if taken is None:
             return False
-        server, path, lock = taken
         _hosted = True
-    # the lock is held until this process ends, so no one else can have bound a socket
-    # there; a killed process leaves its socket, which the next taker replaces
-    atexit.register(_unlink_socket, path, path.stat().st_ino)
+    # at exit too: a killed process leaves its socket, which the next taker replaces
+    atexit.register(taken.unlink_socket)
 
     def run() -> None:
-        why = _serve_until_gone(server, path, lock, embed, math.inf)
+        why = _serve_until_gone(taken, embed, math.inf)
         log.info("stopped serving the host's embedder: %s", why)
 
     threading.Thread(target=run, name="ctxlake-embed-service", daemon=True).start()
-    log.info("serving the host's embedder %s on %s from this bridge", embed.NAME, path)
+    log.info("serving the host's embedder %s on %s from this bridge", embed.NAME, taken.path)
     return True
-
-
-def _unlink_socket(path: Path, inode: int) -> None:
-    with contextlib.suppress(OSError):
-        if path.stat().st_ino == inode:
-            path.unlink()
 
 
 def hosting() -> bool:
@@ -354,7 +346,25 @@ def hosting() -> bool:
     return _hosted
 
 
-def _take(home: Path, embed: Any) -> tuple[socket.socket, Path, int] | None:
+@dataclass(frozen=True)
+class _Taken:
+    """The service as one process holds it: the listening socket, its path and inode
+    (which socket file is ours), and the lock held for the service's life."""
+
+    server: socket.socket
+    path: Path
+    inode: int
+    lock: int
+
+    def unlink_socket(self) -> None:
+        """Remove our socket file, never another's: the lock keeps anyone else from
+        binding one there while we hold it, but a file can be replaced by hand."""
+        with contextlib.suppress(OSError):
+            if self.path.stat().st_ino == self.inode:
+                self.path.unlink()
+
+
+def _take(home: Path, embed: Any) -> _Taken | None:
     """The service taken: its lock held, the model loaded (the first answer is then
     fast), its socket listening in place of whatever a dead service left there. None
     when another process holds the lock."""
@@ -376,25 +386,23 @@ def _take(home: Path, embed: Any) -> tuple[socket.socket, Path, int] | None:
             server.bind(address)
         os.chmod(path, 0o600)
         server.listen(LISTEN_BACKLOG)
+        inode = path.stat().st_ino
     except BaseException:
         server.close()
         os.close(lock)
         raise
-    return server, path, lock
+    return _Taken(server, path, inode, lock)
 
 
-def _serve_until_gone(server: socket.socket, path: Path, lock: int, embed: Any,
-                      idle_secs: float) -> str:
+def _serve_until_gone(taken: _Taken, embed: Any, idle_secs: float) -> str:
     """Serve until idle, or the socket or home is gone; then give the socket and the lock
     up. Why it stopped."""
     try:
-        with server:
-            return _Loop(server, path, embed).run(idle_secs)
+        with taken.server:
+            return _Loop(taken, embed).run(idle_secs)
     finally:
-        with contextlib.suppress(OSError):
-            if path.is_socket():
-                path.unlink()
-        os.close(lock)
+        taken.unlink_socket()
+        os.close(taken.lock)
 
 
 #: A client has this long, from connecting, to send its whole request line: a client that
@@ -418,17 +426,17 @@ class _Loop:
     """Reads every client at once (a selector), answers complete requests one at a time
     (the model is one), and cuts off a client past its READ_DEADLINE_SECS."""
 
-    def __init__(self, server: socket.socket, path: Path, embed: Any) -> None:
+    def __init__(self, taken: _Taken, embed: Any) -> None:
         import selectors
 
-        self.server, self.path, self.embed = server, path, embed
+        self.server, self.path, self.inode = taken.server, taken.path, taken.inode
+        self.embed = embed
         self.sel = selectors.DefaultSelector()
         self.events = selectors.EVENT_READ
         self.reading: dict[socket.socket, _Open] = {}
         self.ready: list[tuple[socket.socket, bytes | None]] = []
-        self.inode = path.stat().st_ino
-        server.setblocking(False)
-        self.sel.register(server, self.events)
+        self.server.setblocking(False)
+        self.sel.register(self.server, self.events)
 
     def run(self, idle_secs: float) -> str:
         last = checked = time.monotonic()
