@@ -7,41 +7,31 @@ bridge embedding in its own process (CTXLAKE_EMBED_SHARED=off) computed the vect
 when the search asked for it, after the lexical list. onnxruntime and SQLite both let go
 of the GIL while they compute, so one daemon thread gives the same overlap here.
 
-Daemon, as the transport's tool worker is: an embedding under way never holds the process
-at exit. One thread, so queries are embedded one at a time, as before.
+It is the transport's `Worker` (a daemon thread running jobs in order): an embedding
+under way never holds the process at exit, and queries are embedded one at a time.
 """
 
 from __future__ import annotations
 
-import queue
-import threading
 from concurrent.futures import Future
 from typing import Any
 
 from mcp_bridge.contract import embed
+from mcp_bridge.transport import Worker
 
-_jobs: queue.SimpleQueue[tuple[str, Future[Any]]] = queue.SimpleQueue()
-_started = threading.Lock()
-_thread: threading.Thread | None = None
+_worker = Worker("ctxlake-embed")
 
 
 def query_vector_soon(text: str) -> Future[Any]:
     """`embed.embed_query(text)` computed on the embedder's thread; its result (or the
     exception it raised) when the future is read. The first loads the model (~0.2 s)."""
-    global _thread
     future: Future[Any] = Future()
-    with _started:
-        if _thread is None:
-            _thread = threading.Thread(target=_run, name="ctxlake-embed", daemon=True)
-            _thread.start()
-    _jobs.put((text, future))
-    return future
 
-
-def _run() -> None:
-    while True:
-        text, future = _jobs.get()
+    def job() -> None:
         try:
             future.set_result(embed.embed_query(text))
         except BaseException as e:  # handed to the search, which falls back to lexical
             future.set_exception(e)
+
+    _worker.post(job)
+    return future

@@ -84,6 +84,7 @@ class Worker:
         self.name = name
         self.jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.thread: threading.Thread | None = None
+        self._starting = threading.Lock()  # one thread, whichever thread posts first
 
     def submit(self, fn: Callable[[], T]) -> asyncio.Future[T]:
         loop = asyncio.get_running_loop()
@@ -96,9 +97,10 @@ class Worker:
         self._put((job, None, None))
 
     def _put(self, item: tuple[Callable[[], Any], Any, Any]) -> None:
-        if self.thread is None:
-            self.thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-            self.thread.start()
+        with self._starting:
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+                self.thread.start()
         self.jobs.put(item)
 
     def _run(self) -> None:
