@@ -33,6 +33,7 @@ import json
 import math
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -45,7 +46,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 DATA = ROOT / "bench" / "data"
 
-from mcp_bridge.contract import embed  # noqa: E402  (after the path; heavy imports wait for use)
+from mcp_bridge.contract import embed, embed_words  # noqa: E402  (after the path; heavy imports wait for use)
 
 
 def rss_mib() -> float:
@@ -121,6 +122,7 @@ def one_file() -> Path:
 
         tmp = path.with_name(f".{path.name}.{os.getpid()}")
         onnx.save(onnx.load(str(shipped)), str(tmp))
+        shutil.copyfile(embed_words.path_beside(shipped), embed_words.path_beside(path))
         os.replace(tmp, path)
     return path
 
@@ -133,7 +135,7 @@ def build(name: str, threads: int) -> tuple[Any, str]:
         return embed.OnnxEncoder(one_file(), threads=threads), embed.KEY
     if name == SKIP_LN:
         return embed.OnnxEncoder(embed.model_path(), threads=threads, disabled_optimizers=()), \
-            f"{embed.NAME}-{embed.VARIANT}"
+            f"{embed.NAME}-{embed.COMPUTE}"
     if name in ("float-compute", "float-compute-unsorted"):
         enc = embed.OnnxEncoder(embed.source_path(), threads=threads)
         return (enc if name == "float-compute" else Unsorted(enc)), "all-MiniLM-L6-v2-int8"

