@@ -54,6 +54,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import machine  # noqa: E402
+
 from mcp_bridge import testing, transport  # noqa: E402
 from mcp_bridge.contract import ranking  # noqa: E402
 
@@ -558,7 +560,7 @@ def main() -> None:
     parser.add_argument("--bridge-db-only", action="store_true",
                         help="only the comparison with bridge-db, at the first size")
     args = parser.parse_args()
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {loadavg()}")
+    print(f"python {sys.version.split()[0]}, {machine.describe()}, load average {loadavg()}")
     if args.bridge_db_only:
         if not args.bridge_db:
             parser.error("--bridge-db-only needs --bridge-db CMD")

@@ -46,6 +46,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 DATA = ROOT / "bench" / "data"
 
+import machine  # noqa: E402
+
 from mcp_bridge.contract import embed, embed_words  # noqa: E402  (after the path; heavy imports wait for use)
 
 
@@ -299,7 +301,7 @@ def main() -> int:
             continue
         rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
     load = os.getloadavg()
-    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} CPUs; "
+    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {machine.describe()}; "
           "query = one short query (bench/data/queries.tsv), one thread; claims/s = the 180 "
           "claims of bench/data/claims.tsv in one call\n")
     print("| candidate | model | load s | query p50 ms | p95 ms | CPU ms p50 | "

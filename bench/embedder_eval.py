@@ -64,6 +64,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import machine  # noqa: E402
 import retrieval_dev  # noqa: E402
 
 from mcp_bridge.contract import embed  # noqa: E402
@@ -500,7 +501,7 @@ def main() -> int:
         return 0
     load = os.getloadavg()
     print(f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; load average {load[0]:.2f} "
-          f"{load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} CPUs")
+          f"{load[1]:.2f} {load[2]:.2f}; {machine.describe()}")
     built = [(spec, build(spec, args.cache, args.candidate_tokens)) for spec in args.candidate]
     runs: list[tuple[str | None, Model]] = [(None, minilm_model())]
     runs += [(spec, m) for spec, m in built if m is not None]

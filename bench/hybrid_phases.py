@@ -53,6 +53,8 @@ from mcp_bridge.__main__ import _SINGLE_THREAD  # noqa: E402
 for _name in _SINGLE_THREAD:  # as `serve` does, before numpy loads: one BLAS thread
     os.environ.setdefault(_name, "1")
 
+import machine  # noqa: E402
+
 from mcp_bridge import embed_service, testing, tools  # noqa: E402
 from mcp_bridge.config import Config  # noqa: E402
 from mcp_bridge.contract import embed, ranking  # noqa: E402
@@ -125,7 +127,7 @@ def main() -> int:
         parser.error("--pin needs CPUs 0 and 1")
     global GAP
     GAP = args.gap / 1000
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load {loadavg()}")
+    print(f"python {sys.version.split()[0]}, {machine.describe()}, load {loadavg()}")
     claims = testing.synthetic_claims(args.claims)
     pool = queries(claims, args.queries * 7, seed=args.claims)
     qs = [pool[i * args.queries:(i + 1) * args.queries] for i in range(7)]
