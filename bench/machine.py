@@ -2,8 +2,9 @@
 
 The int8 kernels onnxruntime picks depend on the CPU's vector extensions (AVX-512 VNNI,
 AVX-VNNI, or plain AVX2), and on 2026-12-07 the same bench gave the hybrid search 1.04–1.17×
-bridge-db's p50 on a VNNI machine and 0.76–0.86× on an AVX2 one (docs/search.md), so each
-bench that times the embedder prints this beside its load average.
+bridge-db's p50 on one machine and 0.76–0.86× on another with AVX2 alone (docs/search.md;
+the first one's flags were not recorded), so each bench that times the embedder prints this
+beside its load average.
 """
 
 from __future__ import annotations
