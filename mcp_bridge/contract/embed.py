@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from . import embed_words
-from .embed_words import WordTable
 
 if TYPE_CHECKING:
     import numpy as np
@@ -93,8 +92,8 @@ class OnnxEncoder:
                                disabled_optimizers)
         self.inputs = {i.name: i for i in self.session.get_inputs()}
         self.output = output or self.session.get_outputs()[0].name  # token states (b, n, d)
-        self.words = (WordTable(embed_words.path_beside(model_path),
-                                int(self.inputs[embed_words.INPUT].shape[-1]))
+        self.words = (embed_words.WordTable(embed_words.path_beside(model_path),
+                                            int(self.inputs[embed_words.INPUT].shape[-1]))
                       if embed_words.INPUT in self.inputs else None)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -203,8 +202,8 @@ def model_path(cache: Path | None = None) -> Path:
     package and the quantiser's ~100 MiB of working memory never enter a bridge, and a
     file lock lets several bridges that need it at once derive it once.
     """
-    target = derived_path(VARIANT, cache)
-    if is_derived(target, words=True):
+    target, words = derived_path(VARIANT, cache), VARIANT_OPTIONS["words_apart"]
+    if is_derived(target, words=words):
         return target
     import subprocess
     import sys
@@ -216,7 +215,7 @@ def model_path(cache: Path | None = None) -> Path:
     if cache is not None:
         args += ["--cache", str(cache)]
     done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
-    if done.returncode != 0 or not is_derived(target, words=True):
+    if done.returncode != 0 or not is_derived(target, words=words):
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"deriving the int8 embedder failed: {tail}")
     return target

@@ -54,13 +54,15 @@ def split(graph: Any) -> bytes:
         raise ValueError("the graph's word lookup is not the int8 Gather, Cast, Mul expected")
     q_gather = next(g for g in gathers.values() if g.output[0] == cast.input[0])
     s_gather = next(g for g in gathers.values() if g is not q_gather)
-    if set(mul.input) != {cast.output[0], s_gather.output[0]}:
-        raise ValueError("the graph's word lookup does not scale the rows it gathers")
+    if set(mul.input) != {cast.output[0], s_gather.output[0]} or \
+            not {q_gather.input[0], s_gather.input[0]} <= inits.keys():
+        raise ValueError("the graph's word lookup does not scale the stored rows it gathers")
     table = numpy_helper.to_array(inits[q_gather.input[0]])
-    scale = numpy_helper.to_array(inits[s_gather.input[0]]).astype(np.float32)
-    if table.dtype != np.int8 or table.ndim != 2 or scale.shape != (table.shape[0], 1):
+    scale = numpy_helper.to_array(inits[s_gather.input[0]])
+    if table.dtype != np.int8 or table.ndim != 2 or scale.dtype != np.float32 or \
+            scale.shape != (table.shape[0], 1):
         raise ValueError(f"unexpected word table {table.dtype} {table.shape}, "
-                         f"scales {scale.shape}")
+                         f"scales {scale.dtype} {scale.shape}")
     for node in (q_gather, s_gather, cast, mul):
         graph.node.remove(node)
     for name in (q_gather.input[0], s_gather.input[0]):
@@ -75,6 +77,7 @@ def split(graph: Any) -> bytes:
             if name == mul.output[0]:
                 node.input[k] = INPUT
     return scale.ravel().tobytes() + table.tobytes()
+
 
 class WordTable:
     """A split table: its scales in memory, its rows read with pread from its file (no
