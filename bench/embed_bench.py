@@ -103,6 +103,9 @@ VARIANTS: dict[str, tuple[dict[str, bool], str]] = {
     # 2026-12-06 evening: its cached vectors keep the name they had)
     "int8-pc-fused-ffnf32": ({**embed.VARIANT_OPTIONS, "down_weights_int8": False},
                              "all-MiniLM-L6-v2-int8-pc-int8pc-ffnf32-fused"),
+    # the shipped derivation with its word table inside the graph (shipped until
+    # 2026-12-07): the same vectors bit for bit (embed_words), so the same cached name
+    "shipped-words-in-graph": ({**embed.VARIANT_OPTIONS, "words_apart": False}, embed.KEY),
 }
 #: the shipped derivation saved as one file, its weights inside the graph's protobuf (the
 #: layout until 2026-12-06): what the external-data layout saves at load

@@ -92,6 +92,7 @@ django.setup()
 
 import numpy as np  # noqa: E402
 import retrieval_dev  # noqa: E402
+from django.core.management import call_command  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from claims import embeddings, search, snapshot_render  # noqa: E402
@@ -700,6 +701,8 @@ def main() -> int:
             runs = [r for r in pickle.load(f) if r.set in sets]
         print(f"lists read from {args.captures} (searched earlier; fusion re-run now)")
     else:
+        if "project" in sets or args.server:  # the server path needs the schema, fresh home too
+            call_command("migrate", verbosity=0)
         for s in sets:
             paths = {"bridge", "server"} if s == "project" or args.server else {"bridge"}
             runs += run_project(paths) if s == "project" else run_public(base, s, paths)

@@ -40,6 +40,7 @@ import django  # noqa: E402
 django.setup()
 
 import numpy as np  # noqa: E402
+from django.core.management import call_command  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
@@ -250,6 +251,7 @@ def main() -> int:
                         help="claims in the server fleets (the first one must be 10k or less: "
                              "it is kept for the snapshot render)")
     args = parser.parse_args()
+    call_command("migrate", verbosity=0)  # a fresh CTXLAKE_HOME's database has no schema yet
     t = time.perf_counter()
     embed.model()
     load = time.perf_counter() - t
