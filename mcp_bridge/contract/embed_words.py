@@ -101,7 +101,7 @@ class WordTable:
     def rows(self, ids: np.ndarray) -> np.ndarray:
         """float32 (*ids.shape, dims): each id's row times its scale, as the graph did.
 
-        Each distinct id is read once; a query's few tokens take ~20 µs."""
+        Each distinct id is read once: a two-word query's rows took 20–50 µs (docs/search.md)."""
         import numpy as np
 
         index: dict[int, int] = {}
