@@ -261,8 +261,9 @@ def _node_version() -> str:
         return "?"
 
 
-def build(root: Path, n: int) -> tuple[str, str, list[str], list[str]]:
-    claims = testing.synthetic_claims(n)
+def build(root: Path, n: int, claims: list[dict[str, Any]] | None = None,
+          ) -> tuple[str, str, list[str], list[str]]:
+    claims = claims or testing.synthetic_claims(n)
     agents = [{"agent_id": f"agent-{i}", "last_seen_at": testing.iso(testing.NOW),
                "leases": [{"path": f"src/mod{i}/**", "reason": "work",
                            "expires_at": "2099-01-01T00:00:00Z"}]} for i in range(20)]
@@ -283,12 +284,11 @@ def _two_terms(rng: random.Random, claim: dict[str, Any]) -> str:
     return " ".join(rng.sample(terms, min(2, len(terms))))
 
 
-def other_queries(n: int, avoid: list[str], count: int) -> list[str]:
+def other_queries(claims: list[dict[str, Any]], avoid: list[str], count: int) -> list[str]:
     """`count` two-term queries made as build's are, none of them in `avoid`: for a bridge
     asking the embedder another bridge serves, whose query cache the two share, so that
     every query is new to it too."""
-    rng, seen, out = random.Random(n + 1), set(avoid), []
-    claims = testing.synthetic_claims(n)
+    rng, seen, out = random.Random(len(claims) + 1), set(avoid), []
     while len(out) < count:
         q = _two_terms(rng, rng.choice(claims))
         if q not in seen:
@@ -439,9 +439,10 @@ def versus_bridge_db(root: Path, spool: Path, n: int, command: list[str], tmp: P
     embedder): the first, which serves the host's embedder, a second asking it, and one
     embedding in its own process for itself alone; and bridge-db's `recall`: the same
     query strings in turn, k = 10."""
-    hybrid, lexical, known, _ = build(root, n)
+    claims = testing.synthetic_claims(n)  # once: the caches, the peer and the queries
+    hybrid, lexical, known, _ = build(root, n, claims)
     t = time.perf_counter()
-    peer = bridge_db_session(command, [c["text"] for c in testing.synthetic_claims(n)], tmp)
+    peer = bridge_db_session(command, [c["text"] for c in claims], tmp)
     print(f"\n== beside bridge-db, {n} items (filled through create_handoff in "
           f"{time.perf_counter() - t:.1f} s, load average {loadavg()})")
     env = env_for(root, spool, hybrid)
@@ -465,7 +466,7 @@ def versus_bridge_db(root: Path, spool: Path, n: int, command: list[str], tmp: P
         mode = sessions[name].call("memory_search", {"query": "warm"})[1]["mode"]
         assert mode == "hybrid", (name, mode)
     queries = known[201:201 + min(repeat, 199)]  # never asked of these processes nor embedded
-    theirs_too = dict(zip(queries, other_queries(n, known, len(queries)), strict=True))
+    theirs_too = dict(zip(queries, other_queries(claims, known, len(queries)), strict=True))
     samples: dict[str, list[float]] = {name: [] for name in sessions}
     cpu = {name: s.cpu_ms() for name, s in sessions.items()}
     hits = 0

@@ -378,8 +378,9 @@ def _take(home: Path, embed: Any) -> _Taken | None:
     except OSError:
         os.close(lock)
         return None
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server: socket.socket | None = None
     try:
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         embed.embed_query("warm up")
         path.unlink(missing_ok=True)
         with _address(path) as address:
@@ -387,8 +388,9 @@ def _take(home: Path, embed: Any) -> _Taken | None:
         os.chmod(path, 0o600)
         server.listen(LISTEN_BACKLOG)
         inode = path.stat().st_ino
-    except BaseException:
-        server.close()
+    except BaseException:  # the lock goes back with the socket: the next taker may load
+        if server is not None:
+            server.close()
         os.close(lock)
         raise
     return _Taken(server, path, inode, lock)
