@@ -52,6 +52,10 @@ COMPUTE = "int8pc-ffnw8-fused"
 #: What model_path() derives: COMPUTE, with the word table in a file of its own
 #: (embed_words; the same vectors, bit for bit). In the derived files' names.
 VARIANT = f"{COMPUTE}-words"
+#: What model_path() derived before (each was VARIANT once). Deriving VARIANT deletes their
+#: files (23-34 MB a version), which nothing in this version reads; files of any other
+#: name (a bench's candidates, another model) are left alone.
+RETIRED_VARIANTS = ("int8pc-ffnf32", "int8pc-ffnf32-fused", "int8pc-ffnw8-fused")
 VARIANT_OPTIONS: dict[str, bool] = {"per_channel": True, "float_down_projections": True,
                                     "int8_tables": True, "fuse": True,
                                     "down_weights_int8": True, "words_apart": True}
@@ -239,7 +243,29 @@ def derive_cached(variant: str = VARIANT, cache: Path | None = None, **options: 
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be deriving it right now
         if not is_derived(target, words=words):
             derive(source_path(), target, **options)
+            if variant == VARIANT:
+                prune_retired(target.parent)
     return target
+
+
+def prune_retired(folder: Path) -> list[Path]:
+    """Delete the files of RETIRED_VARIANTS in `folder` (any source digest or onnxruntime
+    version): the derived file's name, its weights and word table. Runs under the derive
+    lock, once a host has derived VARIANT; a process still running an older version has
+    its model loaded already, or derives its own variant again. Returns what it deleted."""
+    import re
+
+    retired = re.compile(rf"minilm-l6-(?:{'|'.join(map(re.escape, RETIRED_VARIANTS))})"
+                         r"-[0-9a-f]{12}-ort[^/]+?\.onnx(?:\.data|\.words)?")
+    gone = []
+    for path in folder.iterdir():
+        if retired.fullmatch(path.name) and path.is_file():
+            try:  # a file this user may not delete stays; the derivation stands either way
+                path.unlink(missing_ok=True)
+            except OSError:
+                continue
+            gone.append(path)
+    return gone
 
 
 def weights_path(target: Path) -> Path:

@@ -150,8 +150,20 @@ def test_it_refuses_source_weights_with_another_digest(tmp_path: Path) -> None:
 
 def test_bridges_deriving_at_once_write_one_file() -> None:
     """Several processes may need the model at once: a file lock makes one derive it and
-    the others use it; no temporary files are left behind."""
+    the others use it; no temporary files are left behind. The files of variants earlier
+    versions derived go; a bench candidate's and another model's stay."""
     cache = Path(tempfile.mkdtemp(prefix="ctxlake-embed-"))
+    retired = [f"minilm-l6-{v}-0123456789ab-ort1.{n}.0.onnx{suffix}"
+               for n, v in enumerate(embed.RETIRED_VARIANTS, 20) for suffix in ("", ".data")]
+    retired.append(f"minilm-l6-{embed.RETIRED_VARIANTS[-1]}-8199be6f699a-ort1.32.0.onnx.words")
+    kept = [f"minilm-l6-{embed.RETIRED_VARIANTS[0]}-candidate-8199be6f699a-ort1.32.0.onnx",
+            f"minilm-l6-{embed.VARIANT}-8199be6f699a-ort1.32.0-one-file.onnx",
+            f"minilm-l6-{embed.VARIANT}-0123456789ab-ort1.19.0.onnx",
+            f"e5-small-{embed.COMPUTE}-0123456789ab-ort1.32.0.onnx", "notes.txt"]
+    for name in retired + kept:
+        (cache / name).write_bytes(b"x")
+    kept.append(f"minilm-l6-{embed.RETIRED_VARIANTS[0]}-0123456789ab-ort9.0.0.onnx")
+    (cache / kept[-1]).mkdir()  # a folder by that name is not deleted, nor an error
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root)}
     procs = [subprocess.Popen([sys.executable, "-m", "mcp_bridge.contract.embed",
@@ -161,9 +173,9 @@ def test_bridges_deriving_at_once_write_one_file() -> None:
     assert [p.returncode for p in procs] == [0, 0], outs
     target = embed.derived_path(embed.VARIANT, cache)
     assert {o.strip().splitlines()[-1] for o, _ in outs} == {str(target)}
-    assert sorted(p.name for p in cache.iterdir()) == [
+    assert sorted(p.name for p in cache.iterdir()) == sorted([
         ".derive.lock", target.name, embed.weights_path(target).name,
-        embed_words.path_beside(target).name]
+        embed_words.path_beside(target).name, *kept])
     shutil.rmtree(cache)
 
 
