@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import threading
 from collections.abc import Sequence
@@ -56,6 +57,8 @@ VARIANT = f"{COMPUTE}-words"
 #: files (23-34 MB a version), which nothing in this version reads; files of any other
 #: name (a bench's candidates, another model) are left alone.
 RETIRED_VARIANTS = ("int8pc-ffnf32", "int8pc-ffnf32-fused", "int8pc-ffnw8-fused")
+_RETIRED_NAME = re.compile(rf"minilm-l6-(?:{'|'.join(map(re.escape, RETIRED_VARIANTS))})"
+                           r"-[0-9a-f]{12}-ort[^/]+?\.onnx(?:\.data|\.words)?")
 VARIANT_OPTIONS: dict[str, bool] = {"per_channel": True, "float_down_projections": True,
                                     "int8_tables": True, "fuse": True,
                                     "down_weights_int8": True, "words_apart": True}
@@ -253,13 +256,9 @@ def prune_retired(folder: Path) -> list[Path]:
     version): the derived file's name, its weights and word table. Runs under the derive
     lock, once a host has derived VARIANT; a process still running an older version has
     its model loaded already, or derives its own variant again. Returns what it deleted."""
-    import re
-
-    retired = re.compile(rf"minilm-l6-(?:{'|'.join(map(re.escape, RETIRED_VARIANTS))})"
-                         r"-[0-9a-f]{12}-ort[^/]+?\.onnx(?:\.data|\.words)?")
     gone = []
     for path in folder.iterdir():
-        if retired.fullmatch(path.name) and path.is_file():
+        if _RETIRED_NAME.fullmatch(path.name) and path.is_file():
             try:  # a file this user may not delete stays; the derivation stands either way
                 path.unlink(missing_ok=True)
             except OSError:

@@ -243,7 +243,7 @@ def test_too_many_long_polls_from_one_token_get_429_and_others_keep_working(
     other, third = (_secret(fleet_a, n) for n in ("other", "third"))
     version = server(flood).body["version"]
     with ThreadPoolExecutor(24) as pool:
-        held = [pool.submit(server, flood, HOLD + 60, after=version, wait="30") for _ in "ab"]
+        held = [pool.submit(server, flood, HOLD + 60, after=version, wait="30") for _ in range(2)]
         try:
             _until(_parked(2), "the token's two long-polls to wait")
             refused = [
