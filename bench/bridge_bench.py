@@ -263,7 +263,7 @@ def _node_version() -> str:
 
 def build(root: Path, n: int, claims: list[dict[str, Any]] | None = None,
           ) -> tuple[str, str, list[str], list[str]]:
-    claims = claims or testing.synthetic_claims(n)
+    claims = testing.synthetic_claims(n) if claims is None else claims
     agents = [{"agent_id": f"agent-{i}", "last_seen_at": testing.iso(testing.NOW),
                "leases": [{"path": f"src/mod{i}/**", "reason": "work",
                            "expires_at": "2099-01-01T00:00:00Z"}]} for i in range(20)]

@@ -10,6 +10,10 @@ from urllib.parse import quote
 
 from django.db import connection
 
+#: How long a test lets a step that should end run before failing it as hung: a guard,
+#: never a speed bound (a 300 s one cut off a sub-suite that took 298 s alone on an idle
+#: 2-core VM; the suite must pass on a busy machine, and speed is measured in bench/).
+HANG_GUARD_SECS = 1800
 
 def env_for_test_database(**extra: str) -> dict[str, str]:
     """Environment for a `manage.py` subprocess that must use *this* test run's database."""

@@ -27,7 +27,7 @@ from fleet import api_changes, artifacts, change_feed, tokens
 from fleet.models import Fleet
 from mcp_bridge import contract
 from tests.fleet.conftest import ApiAs, World
-from tests.helpers import until
+from tests.helpers import HANG_GUARD_SECS, until
 
 FEED = change_feed.FEED
 
@@ -82,8 +82,8 @@ def _secret(fleet: Fleet, name: str) -> str:
 _until = partial(until, secs=30, poll=0.02)
 
 
-#: How long a stretched long-poll waits: a hang guard, far past any flood's duration.
-HOLD = 1800
+#: How long a stretched long-poll waits: far past any flood's duration.
+HOLD = HANG_GUARD_SECS
 
 
 def _parked(n: int) -> Callable[[], bool]:

@@ -19,6 +19,7 @@ from urllib.parse import quote
 import pytest
 
 from ctxlake_site import embedded_db
+from tests.helpers import HANG_GUARD_SECS
 
 ROOT = Path(__file__).resolve().parents[2]
 DEBIAN_BIN = next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)), None)
@@ -121,9 +122,7 @@ def test_the_model_suite_passes_against_a_database_url(
         ],
         url,
         tmp_path,
-        # A guard against a hang, not a speed bound: this sub-suite ran past 300 s on a
-        # slow 2-core VM (2026-12-07), and the suite must pass on a busy machine.
-        timeout=1800,
+        timeout=HANG_GUARD_SECS,  # this sub-suite ran past 300 s on a slow 2-core VM
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert " passed" in result.stdout
