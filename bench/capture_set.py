@@ -20,9 +20,12 @@ one-off bug now fixed in the tree is not.
 How to run (a full run takes several minutes; the pinned CLIs are installed once, outside
 the checkout, by tests/realclients/npm_clients.py):
 
-    .venv/bin/python bench/capture_set.py [--out DIR] [--only NAME ...] [--keep]
+    .venv/bin/python bench/capture_set.py [--out DIR] [--only NAME ...] [--keep] [--jobs N]
 
-OUT defaults to ~/.cache/ctxlake-capture-set; nothing is written into the project.
+OUT defaults to ~/.cache/ctxlake-capture-set; nothing is written into the project. The
+scenarios are independent worlds (own home, repository and stand-in), so `--jobs` plays that
+many at once; a session is CPU-bound (the CLIs' start, the hooks' capture), so more jobs
+than cores buys nothing.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from textwrap import dedent
@@ -46,6 +50,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from args import positive_int  # noqa: E402
 
 from mcp_bridge import testing  # noqa: E402
 from tests.capture_log import wait_until_finished  # noqa: E402
@@ -2100,6 +2107,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"default {DEFAULT_OUT}")
     p.add_argument("--only", nargs="*", default=None, help="scenario names to (re)run")
     p.add_argument("--keep", action="store_true", help="keep each scenario's temp world")
+    p.add_argument("--jobs", type=positive_int, default=min(2, os.cpu_count() or 1),
+                   help="scenarios played at once (default: 2, or 1 on one core)")
     a = p.parse_args(argv)
     scenarios = [build() for build in SCENARIOS]
     chosen = [sc for sc in scenarios if a.only is None or sc.name in a.only]
@@ -2112,16 +2121,23 @@ def main(argv: list[str] | None = None) -> int:
     clients = ready_clients()
     narrate_tool_calls()
     started, broken = time.monotonic(), {}
-    for sc in chosen:
+
+    def timed(sc: Scenario) -> float:
         t0 = time.monotonic()
-        say(f"{sc.name} ({sc.runtime}) ...")
-        try:
-            play(clients, sc, out, a.keep)
-            say(f"  ok in {time.monotonic() - t0:.0f} s")
-        except Exception as e:  # one broken scenario must not stop the set
-            broken[sc.name] = str(e)
-            (out / "transcripts" / f"{sc.name}.jsonl").unlink(missing_ok=True)
-            say(f"  BROKEN: {e}")
+        play(clients, sc, out, a.keep)
+        return time.monotonic() - t0
+
+    with ThreadPoolExecutor(a.jobs) as pool:
+        running = {pool.submit(timed, sc): sc for sc in chosen}
+        for done, future in enumerate(as_completed(running), 1):
+            sc = running[future]
+            try:
+                say(f"[{done}/{len(chosen)}] {sc.name} ({sc.runtime}) ok in "
+                    f"{future.result():.0f} s")
+            except Exception as e:  # one broken scenario must not stop the set
+                broken[sc.name] = str(e)
+                (out / "transcripts" / f"{sc.name}.jsonl").unlink(missing_ok=True)
+                say(f"[{done}/{len(chosen)}] {sc.name} ({sc.runtime}) BROKEN: {e}")
     labels = write_labels(out, scenarios)
     runtimes = [sc.runtime for sc in scenarios
                 if (out / "transcripts" / f"{sc.name}.jsonl").exists()]
