@@ -128,24 +128,25 @@ def ask(home: Path, model: str, dims: int, text: str, *,
     try:
         return Asked(model, dims, _send(path, model, text))
     except (FileNotFoundError, ConnectionRefusedError):  # absent, or a dead one's socket
-        if serve_here:
-            return Asked(model, dims, None, lambda: _host_or_ask(home, path, model, text,
-                                                                 start_wait))
-        return Asked(model, dims, None, lambda: _start_and_ask(home, path, model, text,
-                                                               start_wait))
+        again = _host_or_ask if serve_here else _start_and_ask
+        return Asked(model, dims, later=lambda: again(home, path, model, dims, text,
+                                                      start_wait))
     except Unavailable as e:
-        return Asked(model, dims, None, None, e)
+        return Asked(model, dims, refused=e)
 
 
 class Asked:
     """One request to the service, its answer not read yet. Close it (or use it as a
     context manager) if `vector()` is never called: it holds the connection."""
 
-    def __init__(self, model: str, dims: int, sock: socket.socket | None,
-                 retry: Callable[[], Any] | None = None,
+    def __init__(self, model: str, dims: int, sock: socket.socket | None = None, *,
+                 later: Callable[[], Asked] | None = None, ready: Any = None,
                  refused: Unavailable | None = None) -> None:
+        """One of: `sock`, the request sent and its answer unread; `later`, no service
+        answered yet, so `vector()` asks again through it; `ready`, the vector this process
+        computed itself (it became the service); `refused`, why there is no answer."""
         self.model, self.dims = model, dims
-        self._sock, self._retry, self._refused = sock, retry, refused
+        self._sock, self._later, self._ready, self._refused = sock, later, ready, refused
 
     def __enter__(self) -> Asked:
         return self
@@ -162,11 +163,12 @@ class Asked:
         """The answer as numpy float32; Unavailable when there is none in time."""
         if self._refused is not None:
             raise self._refused
-        if self._sock is None and self._retry is not None:
-            got, self._retry = self._retry(), None
-            if not isinstance(got, socket.socket):
-                return got  # the vector itself: this process took the service (host)
-            self._sock = got
+        if self._ready is not None:
+            return self._ready
+        if self._later is not None:
+            later, self._later = self._later, None
+            with later() as again:
+                return again.vector()
         if self._sock is None:
             raise Unavailable("the shared embedder's answer was already read")
         try:
@@ -175,13 +177,14 @@ class Asked:
             self.close()
 
 
-def _start_and_ask(home: Path, path: Path, model: str, text: str,
-                   start_wait: float) -> socket.socket:
+def _start_and_ask(home: Path, path: Path, model: str, dims: int, text: str,
+                   start_wait: float) -> Asked:
     start(home)
-    return _ask_when_up(path, model, text, start_wait)
+    return Asked(model, dims, _ask_when_up(path, model, text, start_wait))
 
 
-def _host_or_ask(home: Path, path: Path, model: str, text: str, start_wait: float) -> Any:
+def _host_or_ask(home: Path, path: Path, model: str, dims: int, text: str,
+                 start_wait: float) -> Asked:
     """No service answered: this process becomes it and computes the vector itself, or,
     while another holds the service's lock (loading the model), asks that one once it
     listens."""
@@ -189,10 +192,10 @@ def _host_or_ask(home: Path, path: Path, model: str, text: str, start_wait: floa
 
     try:
         if host(home):
-            return embed.embed_query(text)
+            return Asked(model, dims, ready=embed.embed_query(text))
     except Exception as e:  # a broken model install: this search is lexical, never an error
         raise Unavailable(f"the query embedder failed to load ({type(e).__name__})") from None
-    return _ask_when_up(path, model, text, start_wait)
+    return Asked(model, dims, _ask_when_up(path, model, text, start_wait))
 
 
 def _ask_when_up(path: Path, model: str, text: str, start_wait: float) -> socket.socket:
