@@ -267,7 +267,7 @@ def race_session(raw: dict[str, str], sdk: dict[str, str], run: int, what: str) 
             assert (tools, is_error) == (len(toolspec.TOOLS), False)
         else:
             assert play_opening(raw, what, 1.0) == EXPECTED_ERA[what]
-    except Exception as e:  # counted, so the report says how many of 20
+    except Exception as e:  # counted, so the report says how many of the 120 failed
         return f"run {run} {what}: {e!r}"[:300]
     return None
 
