@@ -15,6 +15,7 @@ from django.db import connection
 #: 2-core VM; the suite must pass on a busy machine, and speed is measured in bench/).
 HANG_GUARD_SECS = 1800
 
+
 def env_for_test_database(**extra: str) -> dict[str, str]:
     """Environment for a `manage.py` subprocess that must use *this* test run's database."""
     s = connection.settings_dict

