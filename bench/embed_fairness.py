@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mcp_bridge import embed_service  # noqa: E402
+from mcp_bridge import embed_service, socket_io  # noqa: E402
 from mcp_bridge.contract import embed  # noqa: E402
 
 
@@ -49,8 +49,9 @@ def _ordinary(home: Path, clients: int, requests: int) -> list[float]:
 def _drippers(path: Path, n: int, stop: threading.Event) -> list[threading.Thread]:
     def drip() -> None:
         while not stop.is_set():  # reconnect after each cut-off: a client that keeps at it
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-                s.connect(str(path))
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s, \
+                    socket_io.address(path) as address:
+                s.connect(address)
                 s.settimeout(0.2)
                 while not stop.is_set():
                     try:

@@ -48,7 +48,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -84,25 +84,6 @@ def run_dir(home: Path) -> Path:
 def socket_path(home: Path, model: str) -> Path:
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in model)[:60]
     return run_dir(home) / f"embedder-{safe}.sock"
-
-
-#: The longest path a Unix socket address holds (sun_path is 108 bytes on Linux, with NUL).
-MAX_SOCKET_PATH = 107
-
-
-@contextlib.contextmanager
-def _address(path: Path) -> Iterator[str]:
-    """`path` as a socket address: itself, or, when it is longer than an address holds (a
-    deep $CTXLAKE_HOME), the same file reached through a descriptor of its folder
-    (/proc/self/fd/N/name, Linux). Without this a deep home never shared an embedder."""
-    if len(os.fsencode(path)) <= MAX_SOCKET_PATH or not hasattr(os, "O_PATH"):
-        yield str(path)
-        return
-    folder = os.open(path.parent, os.O_PATH | os.O_DIRECTORY)
-    try:
-        yield f"/proc/self/fd/{folder}/{path.name}"
-    finally:
-        os.close(folder)
 
 
 # -- the client: what a bridge calls ---------------------------------------------------------
@@ -219,7 +200,7 @@ def _send(path: Path, model: str, text: str) -> socket.socket:
     try:
         s.settimeout(CONNECT_TIMEOUT_SECS)
         try:
-            with _address(path) as address:
+            with socket_io.address(path) as address:
                 s.connect(address)
         except OSError as e:
             if e.errno == errno.ENOENT:
@@ -386,7 +367,7 @@ def _take(home: Path, embed: Any) -> _Taken | None:
         server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         embed.embed_query("warm up")
         path.unlink(missing_ok=True)
-        with _address(path) as address:
+        with socket_io.address(path) as address:
             server.bind(address)
         os.chmod(path, 0o600)
         server.listen(LISTEN_BACKLOG)

@@ -41,7 +41,6 @@ log = logging.getLogger("mcp_bridge")
 PROTOCOL = pretool.DOOR_PROTOCOL
 DEADLINE_SECS = 2.0  # for a client to send its request; it sends it at once
 MAX_REQUEST = pretool.MAX_STDIN + (256 << 10)  # the hook JSON and an environment
-MAX_SOCKET_PATH = 104  # sun_path is 108 bytes on Linux, 104 on macOS
 SUFFIX = pretool.DOOR_SUFFIX
 
 
@@ -92,7 +91,7 @@ class HookDoor:
         """Listen for this bridge's hooks; None (logged) where it cannot, which costs the
         hooks their speed, never their answer."""
         door = cls(places.hook_doors(env))
-        if len(os.fsencode(door.path)) > MAX_SOCKET_PATH:
+        if len(os.fsencode(door.path)) > socket_io.MAX_SOCKET_PATH:
             log.info("no hook door: %s is longer than a unix socket path may be", door.path)
             return None
         try:

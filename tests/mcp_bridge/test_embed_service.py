@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mcp_bridge import embed_service
+from mcp_bridge import embed_service, socket_io
 from mcp_bridge.config import Config
 from mcp_bridge.contract import embed
 from tests.mcp_bridge.stdio import INIT, ROOT, bridge_env, call
@@ -154,7 +154,7 @@ def test_a_bridge_serving_the_model_is_fair_and_stops_serving_when_its_home_goes
         assert server.search()["mode"] == "hybrid"
         path = embed_service.socket_path(home, embed.NAME)
         drip = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        drip.connect(str(path))
+        _connect(drip, path)
         drip.sendall(b'{"v": 1,')  # and nothing more: the rest never comes
         out = other.search()
         assert out["mode"] == "hybrid", out.get("note")
@@ -209,10 +209,17 @@ def test_when_the_service_cannot_come_up_the_search_is_lexical_and_says_so(
         os.close(held)
 
 
+def _connect(s: socket.socket, path: Path) -> None:
+    """Connect as a bridge does: a deep test home's socket path is longer than an address
+    holds (pytest-xdist's temporary folders are)."""
+    with socket_io.address(path) as address:
+        s.connect(address)
+
+
 def _raw(path: Path, payload: bytes) -> dict[str, Any]:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(20)
-        s.connect(str(path))
+        _connect(s, path)
         s.sendall(payload)
         s.shutdown(socket.SHUT_WR)
         data = b""
@@ -297,7 +304,7 @@ def test_a_client_dripping_bytes_delays_no_one_and_is_cut_off(live: Config, home
 
     def drip() -> None:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.connect(str(path))
+            _connect(s, path)
             s.settimeout(0.2)
             while not stop.is_set():
                 try:
@@ -349,7 +356,7 @@ def test_two_hundred_at_once_are_all_answered_and_past_max_open_one_is_told_busy
             home, embed.NAME, embed.DIMS, f"concurrent query {i}"), range(200)))
     assert all(v.shape == (embed.DIMS,) for v in vectors)
 
-    path = str(embed_service.socket_path(home, embed.NAME))
+    path = embed_service.socket_path(home, embed.NAME)
     request = json.dumps({"v": embed_service.PROTOCOL, "model": embed.NAME,
                           "text": "one more"}).encode() + b"\n"
     replies = []
@@ -358,12 +365,12 @@ def test_two_hundred_at_once_are_all_answered_and_past_max_open_one_is_told_busy
         try:
             for _ in range(embed_service.MAX_OPEN):
                 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                s.connect(path)
+                _connect(s, path)
                 s.sendall(b"{")  # a request line that never ends
                 held.append(s)
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
                 probe.settimeout(60)
-                probe.connect(path)
+                _connect(probe, path)
                 probe.sendall(request)
                 replies.append(probe.recv(4096).split(b"\n")[0])
         finally:
@@ -461,7 +468,7 @@ def test_a_home_too_deep_for_a_socket_address_still_shares_its_embedder(
     every search there was lexical)."""
     deep = tmp_path / ("d" * 60) / ("e" * 60)
     path = embed_service.socket_path(deep, embed.NAME)
-    assert len(os.fsencode(path)) > embed_service.MAX_SOCKET_PATH
+    assert len(os.fsencode(path)) > socket_io.MAX_SOCKET_PATH
     try:
         vector = embed_service.query_vector(deep, embed.NAME, embed.DIMS, SEARCH,
                                             start_wait=60)

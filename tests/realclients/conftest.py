@@ -32,8 +32,10 @@ CLAIM_TEXT = "Stripe webhooks are retried for three days, so handlers must be id
 #: A string only the SessionStart hook can have put into what Claude Code sends.
 BRIEFING_MARK = "briefing-mark-4c1e: deploy freeze until Friday"
 LEASED_GLOB, LEASE_REASON = "src/payments/**", "rewriting webhook retries"
-#: Inherited variables that would point a client elsewhere than this test's stand-ins.
-FOREIGN_ENV = ("CTXLAKE_", "ANTHROPIC_", "CLAUDE", "OPENAI_", "CODEX_", "MCP_", "HERMES_")
+#: Inherited variables that would point a client elsewhere than this test's stand-ins, and
+#: pytest's own (PYTEST_XDIST_WORKER would tell a scenario's project pytest it is a worker).
+FOREIGN_ENV = ("CTXLAKE_", "ANTHROPIC_", "CLAUDE", "OPENAI_", "CODEX_", "MCP_", "HERMES_",
+               "PYTEST_")
 
 #: client → (its binary, its npm package); the closing summary reports their versions.
 CLIENTS = {"claude-code": ("claude", "@anthropic-ai/claude-code"),
