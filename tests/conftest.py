@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +19,10 @@ from django.test import Client
 
 from fleet import change_feed
 from fleet.models import Agent, Fleet
+
+#: The real clients' closing matrix: the controller of an xdist run, which loads no
+#: sub-folder's conftest, must have its hooks too.
+pytest_plugins = ["tests.realclients.matrix"]
 
 _EMBEDDED_WAS_RUNNING = pytest.StashKey[bool | None]()
 
@@ -34,6 +39,16 @@ def pytest_configure(config: Any) -> None:
         from tests.leftovers import embedded_server_running
 
         config.stash[_EMBEDDED_WAS_RUNNING] = embedded_server_running()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Refuse a run in which two tests share an id: pytest-xdist hands out tests by id and
+    runs one of them (the 38 schemathesis operations once ran as 1; tests/fleet/conftest.py)."""
+    shared = sorted(nodeid for nodeid, n in Counter(i.nodeid for i in items).items() if n > 1)
+    if shared:
+        raise pytest.UsageError(f"{len(shared)} test id(s) shared by more than one test, "
+                                f"e.g. {shared[0]}")
 
 
 @pytest.fixture(scope="session")

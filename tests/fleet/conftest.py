@@ -25,6 +25,18 @@ _names = itertools.count(1)
 ApiAs = Callable[..., APIClient]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Schemathesis (4.32.5) names each operation's test `test_x[GET /path]`, but pytest 9.2
+    builds a test's id from its original name and parametrize's ids alone, so the 38
+    operations of tests/fleet/test_api_schema.py shared one id: a report could not say which
+    failed, and pytest-xdist, which hands out tests by id, ran one of them. Each gets its
+    operation in its id again (the root conftest refuses a run with two tests of one id)."""
+    for item in items:
+        label = getattr(item, "operation_label", None)  # a SchemathesisFunction's
+        if label and item.parent is not None and isinstance(item, pytest.Function):
+            item._id = item.parent.id.child(item.originalname).with_params(label)
+
+
 @pytest.fixture
 def api_as(db: None) -> ApiAs:
     """api_as(agent) → an agent-role client for that agent; api_as(fleet, "operator") → …;

@@ -24,6 +24,7 @@ import pytest
 from mcp_bridge import testing
 from mcp_bridge.contract import spool
 from tests.realclients import npm_clients
+from tests.realclients.matrix import CLIENTS, VERSIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 FLEET, AGENT, HOLDER = "fleet-rc", "ada", "bo"
@@ -37,17 +38,6 @@ LEASED_GLOB, LEASE_REASON = "src/payments/**", "rewriting webhook retries"
 FOREIGN_ENV = ("CTXLAKE_", "ANTHROPIC_", "CLAUDE", "OPENAI_", "CODEX_", "MCP_", "HERMES_",
                "PYTEST_")
 
-#: client → (its binary, its npm package); the closing summary reports their versions.
-CLIENTS = {"claude-code": ("claude", "@anthropic-ai/claude-code"),
-           "mcp-inspector": ("mcp-inspector", "@modelcontextprotocol/inspector"),
-           "codex": ("codex", "@openai/codex"), "node": ("node", "node")}
-#: test module → the client it drives, for the closing matrix.
-CLIENT_OF_MODULE = {"test_claude_code": "claude-code", "test_inspector": "mcp-inspector",
-                    "test_codex": "codex", "test_capture_e2e": "claude-code",
-                    "test_codex_capture": "codex", "test_handoff_pickup": "claude-code",
-                    "test_usefulness_claude": "claude-code", "test_hermes": "hermes"}
-VERSIONS: dict[str, str] = {}
-MATRIX: list[tuple[str, str, str, str]] = []
 
 
 @dataclass(frozen=True)
@@ -134,31 +124,3 @@ def fleet(tmp_path: Path) -> Fleet:
                              "expires_at": testing.iso(testing.NOW.replace(year=2099))}]}],
         briefing=f"# Fleet briefing\n{HOLDER} holds {LEASED_GLOB}\n{BRIEFING_MARK}\n")
     return world
-
-
-# -- the closing matrix: client, version, test, outcome --------------------------------------
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    module = Path(report.fspath).stem
-    if module not in CLIENT_OF_MODULE:
-        return
-    if report.when == "call" or (report.when == "setup" and not report.passed):
-        outcome, why = report.outcome, ""
-        if hasattr(report, "wasxfail"):
-            outcome, why = "xfail", str(report.wasxfail).removeprefix("reason: ")[:90]
-        elif report.skipped and isinstance(report.longrepr, tuple):
-            why = str(report.longrepr[2]).removeprefix("Skipped: ")
-        MATRIX.append((CLIENT_OF_MODULE[module], report.nodeid.split("::", 1)[-1], outcome, why))
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not MATRIX:
-        return
-    write = terminalreporter.write_line
-    terminalreporter.write_sep("-", "real clients: client, version, outcome, test")
-    pins = npm_clients.pinned()
-    for client, (_binary, package) in CLIENTS.items():
-        write(f"{client:14} {VERSIONS.get(client) or f'{pins[package]} (pinned; not run)'}")
-    for client, test, outcome, why in MATRIX:
-        version = VERSIONS.get(client) or f"{pins[CLIENTS[client][1]]} (pinned)"
-        write(f"{client:14} {version[:24]:24} {outcome:8} {test}" + (f"  ({why})" if why else ""))

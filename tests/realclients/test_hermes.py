@@ -27,7 +27,8 @@ import pytest
 from tests.capture_log import wait_until_finished
 from tests.realclients import hermes_client
 from tests.realclients.chat_standin import Call, Say, Standin, Step, call_id
-from tests.realclients.conftest import BRIEFING_MARK, FOREIGN_ENV, VERSIONS, Fleet
+from tests.realclients.conftest import BRIEFING_MARK, FOREIGN_ENV, Fleet
+from tests.realclients.matrix import VERSIONS
 from tests.realclients.scenario import CHECK, REMOTE, TEST_FILE
 
 pytestmark = pytest.mark.slow
