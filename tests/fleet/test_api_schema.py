@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -85,3 +87,15 @@ def test_it_answers_every_generated_request_within_the_schema(
 ) -> None:
     _aim(case, world)
     case.call_and_validate(headers={"Authorization": f"Bearer {operator_secret}"}, checks=CHECKS)
+
+
+def test_every_operation_is_a_test_of_its_own() -> None:
+    """Each operation's test has its own id (tests/fleet/conftest.py), so a report names
+    the operation and pytest-xdist runs every one of them, not one of the 38."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider",
+                           __file__], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    ids = [line for line in done.stdout.splitlines() if "::test_it_answers" in line]
+    operations = [result.ok().label for result in schema.get_all_operations()]
+    assert len(set(ids)) == len(ids) == len(operations) > 30
+    assert {i.split("[", 1)[1].removesuffix("]") for i in ids} == set(operations)
