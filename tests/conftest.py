@@ -56,8 +56,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def slow_files_first(items: list[pytest.Item]) -> list[pytest.Item]:
     """`items` with the files holding a `slow` test first, each file's tests in their order.
-    pytest-xdist's workers take whole files in the order collected, so a slow file met
-    last (the DATABASE_URL re-run, ~4 min) ran alone on one worker while the other idled."""
+    pytest-xdist's workers take whole files in the order collected (`./ctxlake test` asks
+    for that order; xdist's own puts the files with the most tests first), so a slow file
+    met last (the DATABASE_URL re-run, ~4 min, with one test) ran alone on one worker while
+    the other idled."""
     slow = {i.nodeid.split("::", 1)[0] for i in items if i.get_closest_marker("slow")}
     return sorted(items, key=lambda i: i.nodeid.split("::", 1)[0] not in slow)
 
@@ -140,6 +142,8 @@ def _check_test_databases(session: pytest.Session) -> None:
 
     if session.config.getoption("reuse_db", False) or hasattr(session.config, "workerinput"):
         return  # kept on purpose; under xdist the controller checks once for all workers
+    if session.config.option.collectonly:
+        return  # made none (a test collecting the suite runs while the suite's are up)
     left = leftover_test_databases()
     if left:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")

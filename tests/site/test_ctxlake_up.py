@@ -324,7 +324,7 @@ def test_test_runs_two_workers_unless_the_caller_chose_or_there_is_one_core() ->
     own choice of workers (or of none) is left alone, and so is a one-core machine."""
     args = _script().pytest_args
     assert args(["tests/fleet", "-x"], cores=2) == [
-        "-n", "2", "--dist", "loadfile", "tests/fleet", "-x"]
+        "-n", "2", "--dist", "loadfile", "--no-loadscope-reorder", "tests/fleet", "-x"]
     assert args(["-q"], cores=64)[:2] == ["-n", "2"]
     assert args(["-q"], cores=1) == ["-q"]
     for chosen in (["-n", "0"], ["-n0"], ["-nauto"], ["--numprocesses=4"], ["--dist", "load"],
