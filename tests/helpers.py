@@ -58,12 +58,14 @@ def vacuum(table: str) -> None:
 
 def until_an_advisory_lock_is_awaited(who: str, deadline_secs: float = 120) -> None:
     """Until some other session waits for an advisory lock (`who`, named in the failure):
-    how a test knows a second render or a collector queued behind the lock it holds."""
+    how a test knows a second render or a collector queued behind the lock it holds. Only
+    this database's waits count: another test worker's share the server."""
     deadline = time.monotonic() + deadline_secs
     while True:
         with connection.cursor() as cur:
             cur.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
-                        "AND NOT granted")
+                        "AND NOT granted AND database = (SELECT oid FROM pg_database "
+                        "WHERE datname = current_database())")
             if cur.fetchone()[0]:
                 return
         assert time.monotonic() < deadline, f"{who} never waited for the advisory lock"

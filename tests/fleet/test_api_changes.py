@@ -191,6 +191,7 @@ def test_a_render_during_a_listener_outage_still_wakes_the_waiter(
             cur.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                 " WHERE application_name = 'ctxlake-change-feed'"
+                " AND datname = current_database()"  # not another test worker's
             )
             assert cur.fetchone() == (True,)
         _until(lambda: not FEED.listening(), "the listener to notice")
