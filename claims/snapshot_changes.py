@@ -94,11 +94,13 @@ def _claims_naming(fleet: Fleet, sessions: set[str]) -> set[int]:
 def prune(fleet: Fleet, stored: str) -> int:
     """Delete the fleet's change rows every later cursor will see as old (point 4)."""
     return SnapshotChange.objects.filter(
-        fleet_id=fleet.pk, xid__lt=_xmin(stored)
+        fleet_id=fleet.pk, xid__lt=xmin(stored)
     ).delete()[0]
 
 
-def _xmin(stored: str) -> int:
+def xmin(stored: str) -> int:
+    """The oldest transaction still in progress when the cursor `stored` was taken: every
+    change row below it is visible in every later cursor."""
     with connection.cursor() as cur:
         cur.execute("SELECT pg_snapshot_xmin(%s::pg_snapshot)::text::bigint", [stored])
         return int(cur.fetchone()[0])

@@ -267,7 +267,7 @@ def test_it_reads_only_the_changed_claims(world: World, tmp_path: Path) -> None:
     # in progress (the cursor's list of them empty) is all but the last few. Transaction ids
     # are the server's, so another test worker's open transaction holds the xmin back.
     left = SnapshotChange.objects.filter(fleet_id=world.fleet.pk)
-    assert not left.filter(xid__lt=snapshot_changes._xmin(step.cursor)).exists()
+    assert not left.filter(xid__lt=snapshot_changes.xmin(step.cursor)).exists()
     in_progress = step.cursor.split(":")[2]
     assert left.count() <= 3 or in_progress, step.cursor
     _assert_same_as_full(world.fleet, tmp_path)
