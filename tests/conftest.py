@@ -44,24 +44,11 @@ def pytest_configure(config: Any) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Refuse a run in which two tests share an id: pytest-xdist hands out tests by id and
-    runs one of them (the 38 schemathesis operations once ran as 1; tests/fleet/conftest.py).
-    Under xdist, hand out the files that hold a slow test first."""
+    runs one of them (the 38 schemathesis operations once ran as 1; tests/fleet/conftest.py)."""
     shared = sorted(nodeid for nodeid, n in Counter(i.nodeid for i in items).items() if n > 1)
     if shared:
         raise pytest.UsageError(f"{len(shared)} test id(s) shared by more than one test, "
                                 f"e.g. {shared[0]}")
-    if hasattr(config, "workerinput"):
-        items[:] = slow_files_first(items)
-
-
-def slow_files_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    """`items` with the files holding a `slow` test first, each file's tests in their order.
-    pytest-xdist's workers take whole files in the order collected (`./ctxlake test` asks
-    for that order; xdist's own puts the files with the most tests first), so a slow file
-    met last (the DATABASE_URL re-run, ~4 min, with one test) ran alone on one worker while
-    the other idled."""
-    slow = {i.nodeid.split("::", 1)[0] for i in items if i.get_closest_marker("slow")}
-    return sorted(items, key=lambda i: i.nodeid.split("::", 1)[0] not in slow)
 
 
 @pytest.fixture(scope="session")

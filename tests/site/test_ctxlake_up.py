@@ -324,7 +324,7 @@ def test_test_runs_two_workers_unless_the_caller_chose_or_there_is_one_core() ->
     own choice of workers (or of none) is left alone, and so is a one-core machine."""
     args = _script().pytest_args
     assert args(["tests/fleet", "-x"], cores=2) == [
-        "-n", "2", "--dist", "loadfile", "--no-loadscope-reorder", "tests/fleet", "-x"]
+        "-n", "2", "--dist", "loadfile", "tests/fleet", "-x"]
     assert args(["-q"], cores=64)[:2] == ["-n", "2"]
     assert args(["-q"], cores=1) == ["-q"]
     for chosen in (["-n", "0"], ["-n0"], ["-nauto"], ["--numprocesses=4"], ["--dist", "load"],
@@ -341,29 +341,10 @@ def test_a_run_with_two_tests_of_one_id_is_refused() -> None:
     from tests import conftest
 
     items: list[Any] = [SimpleNamespace(nodeid=f"tests/t.py::{name}") for name in "aba"]
-    single = SimpleNamespace()  # not an xdist worker: the order stays as collected
+    config = SimpleNamespace()
     with pytest.raises(pytest.UsageError, match="1 test id.*tests/t.py::a"):
-        conftest.pytest_collection_modifyitems(single, items)
-    conftest.pytest_collection_modifyitems(single, items[:2])  # distinct: nothing to say
-
-
-def test_under_xdist_the_files_holding_a_slow_test_are_handed_out_first() -> None:
-    from types import SimpleNamespace
-
-    from tests import conftest
-
-    def item(nodeid: str, slow: bool = False) -> Any:
-        return SimpleNamespace(nodeid=nodeid, get_closest_marker=lambda name: slow or None)
-
-    items = [item("a.py::x"), item("b.py::x"), item("b.py::y", slow=True), item("c.py::x"),
-             item("d.py::x", slow=True), item("d.py::y")]
-    worker = SimpleNamespace(workerinput={})
-    conftest.pytest_collection_modifyitems(worker, items)
-    assert [i.nodeid for i in items] == ["b.py::x", "b.py::y", "d.py::x", "d.py::y",
-                                         "a.py::x", "c.py::x"]
-    collected = items[::-1]
-    conftest.pytest_collection_modifyitems(SimpleNamespace(), collected)  # one process
-    assert collected == items[::-1]  # as collected
+        conftest.pytest_collection_modifyitems(config, items)
+    conftest.pytest_collection_modifyitems(config, items[:2])  # distinct: nothing to say
 
 
 def test_stop_knows_the_workers_by_the_title_setproctitle_gives_them() -> None:
