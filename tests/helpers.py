@@ -3,9 +3,14 @@ database."""
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import os
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 from urllib.parse import quote
 
 from django.db import connection
@@ -14,6 +19,21 @@ from django.db import connection
 #: never a speed bound (a 300 s one cut off a sub-suite that took 298 s alone on an idle
 #: 2-core VM; the suite must pass on a busy machine, and speed is measured in bench/).
 HANG_GUARD_SECS = 1800
+
+
+def ctxlake_script() -> ModuleType:
+    """The ./ctxlake script as a module (it has no .py name to import it by)."""
+    path = Path(__file__).resolve().parents[1] / "ctxlake"
+    loader = importlib.machinery.SourceFileLoader("ctxlake_script", str(path))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    assert spec is not None
+    script = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = script  # its dataclasses look their module up there
+    try:
+        loader.exec_module(script)
+    finally:
+        del sys.modules[spec.name]
+    return script
 
 
 def env_for_test_database(**extra: str) -> dict[str, str]:

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from ctxlake_site import embedded_db
+from tests.helpers import ctxlake_script
 from tests.site.homes import (
     ROOT,
     borrowed_venv,
@@ -302,27 +303,10 @@ def test_stop_cleans_up_after_an_up_that_was_killed(home: tuple[Path, Path]) -> 
     _no_orphans(up.pid)
 
 
-def _script() -> Any:
-    """The ./ctxlake script as a module (it has no .py name to import it by)."""
-    import importlib.machinery
-    import importlib.util
-
-    loader = importlib.machinery.SourceFileLoader("ctxlake_script", str(ROOT / "ctxlake"))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    assert spec is not None
-    script = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = script  # its dataclasses look their module up there
-    try:
-        loader.exec_module(script)
-    finally:
-        del sys.modules[spec.name]
-    return script
-
-
 def test_test_runs_two_workers_unless_the_caller_chose_or_there_is_one_core() -> None:
     """`./ctxlake test` adds pytest-xdist's two workers, each taking whole files; a caller's
     own choice of workers (or of none) is left alone, and so is a one-core machine."""
-    args = _script().pytest_args
+    args = ctxlake_script().pytest_args
     assert args(["tests/fleet", "-x"], cores=2) == [
         "-n", "2", "--dist", "loadfile", "tests/fleet", "-x"]
     assert args(["-q"], cores=64)[:2] == ["-n", "2"]
@@ -351,7 +335,7 @@ def test_stop_knows_the_workers_by_the_title_setproctitle_gives_them() -> None:
     """With setproctitle installed (django-q2 and gunicorn use it when it is there), a
     worker's command line reads "qcluster MainProcess <name>": `stop` must still count
     its group as ours, or an `up` killed with SIGKILL leaves the workers running."""
-    script = _script()
+    script = ctxlake_script()
     titled = subprocess.Popen(["bash", "-c", 'exec -a "qcluster MainProcess tango-x" sleep 60'],
                               start_new_session=True)
     stranger = subprocess.Popen(["bash", "-c", "exec -a qclusterish sleep 60"],

@@ -19,7 +19,8 @@ from urllib.parse import quote
 import pytest
 
 from ctxlake_site import embedded_db
-from tests.helpers import HANG_GUARD_SECS
+from tests.helpers import HANG_GUARD_SECS, ctxlake_script
+from tests.site.homes import private_home
 
 ROOT = Path(__file__).resolve().parents[2]
 DEBIAN_BIN = next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)), None)
@@ -34,7 +35,10 @@ def _url(socket_dir: Path, db: str) -> str:
 def _run(
     args: list[str], url: str, home: Path, timeout: int = 300
 ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "DATABASE_URL": url, "CTXLAKE_HOME": str(home)}
+    """`args` run by this interpreter against `url`, with none of this pytest's own
+    variables (an xdist worker's PYTEST_XDIST_WORKER is not the sub-run's)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env |= {"DATABASE_URL": url, "CTXLAKE_HOME": str(home)}
     return subprocess.run(
         [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
     )
@@ -81,12 +85,15 @@ def postgres_without_pgvector() -> Iterator[Path]:
 
 
 @pytest.fixture(scope="module")
-def separate_pgvector_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    data = tmp_path_factory.mktemp("external-pg") / "pg"
-    server = embedded_db.attach(data)
-    embedded_db.ensure_database(server, "ctxlake_ext")
-    yield server.socket_dir
-    embedded_db.stop(data)
+def separate_pgvector_server() -> Iterator[Path]:
+    """A second embedded server, outside pytest's temp root (homes.private_home): the
+    sub-run's own pytest resets that root to 0700, and the server (user pgserver) lost its
+    data directory mid-run ("could not open file .../global/pg_control: Permission
+    denied")."""
+    with private_home() as home:
+        server = embedded_db.attach(home / "pg")
+        embedded_db.ensure_database(server, "ctxlake_ext")
+        yield server.socket_dir
 
 
 def test_migrate_names_the_missing_extension_and_how_to_get_it(
@@ -107,19 +114,13 @@ def test_doctor_reports_pgvector_missing(postgres_without_pgvector: Path, tmp_pa
 def test_the_model_suite_passes_against_a_database_url(
     separate_pgvector_server: Path, tmp_path: Path
 ) -> None:
+    """Run as `./ctxlake test` runs pytest (its workers too: this one test is often the
+    last file handed out, and on one worker the other would idle for minutes)."""
     url = _url(separate_pgvector_server, "ctxlake_ext")
+    suite = ["tests/fleet", "tests/claims/test_models.py", "tests/claims/test_moderation.py",
+             "tests/site/test_drain.py"]
     result = _run(
-        [
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "tests/fleet",
-            "tests/claims/test_models.py",
-            "tests/claims/test_moderation.py",
-            "tests/site/test_drain.py",
-        ],
+        ["-m", "pytest", *ctxlake_script().pytest_args(["-q", "-p", "no:cacheprovider", *suite])],
         url,
         tmp_path,
         timeout=HANG_GUARD_SECS,  # this sub-suite ran past 300 s on a slow 2-core VM
