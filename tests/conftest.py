@@ -42,7 +42,7 @@ def pytest_configure(config: Any) -> None:
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Refuse a run in which two tests share an id: pytest-xdist hands out tests by id and
     runs one of them (the 38 schemathesis operations once ran as 1; tests/fleet/conftest.py)."""
     shared = sorted(nodeid for nodeid, n in Counter(i.nodeid for i in items).items() if n > 1)

@@ -325,10 +325,9 @@ def test_a_run_with_two_tests_of_one_id_is_refused() -> None:
     from tests import conftest
 
     items: list[Any] = [SimpleNamespace(nodeid=f"tests/t.py::{name}") for name in "aba"]
-    config = SimpleNamespace()
     with pytest.raises(pytest.UsageError, match="1 test id.*tests/t.py::a"):
-        conftest.pytest_collection_modifyitems(config, items)
-    conftest.pytest_collection_modifyitems(config, items[:2])  # distinct: nothing to say
+        conftest.pytest_collection_modifyitems(items)
+    conftest.pytest_collection_modifyitems(items[:2])  # distinct: nothing to say
 
 
 def test_stop_knows_the_workers_by_the_title_setproctitle_gives_them() -> None:
