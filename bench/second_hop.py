@@ -1,4 +1,4 @@
-"""A second hop for harder questions (issue 29, item 4), measured before it may ship.
+"""A second pass for harder questions (issue 29, item 4), measured before it may ship.
 
 LoCoMo's multi-hop and open-domain questions need turns the question's own words do not
 reach ("What fields would Caroline be likely to pursue?"). A pseudo-relevance step takes
@@ -9,6 +9,13 @@ again. Two forms, each with its constants fixed before measuring (none tuned):
   HOP_DOCS results' vectors, re-normalised; the lexical list is kept.
 - terms: the query plus the HOP_TERMS rarest words (highest summed idf) that the first
   top HOP_DOCS results share with at least one other claim; the vector list is kept.
+
+And one re-ordering, no second search: multi-hop questions have answering turns on
+different sides of the question, which a top 5 filled with turns alike in meaning misses.
+
+- diverse: maximal marginal relevance over the first search's top MMR_POOL results: each
+  next result is the one with the best MMR_LAMBDA · score / best score − (1 − MMR_LAMBDA)
+  · its highest cosine to a result already placed; the rest keep their order.
 
 Both are ranked by the shipped fusion (mcp_bridge.contract.ranking.fuse) and compared
 with the first search, both from k=100 lists on the bridge path, per LoCoMo category
@@ -42,8 +49,10 @@ from mcp_bridge.snapshot import Snapshot
 
 HOP_DOCS = 3  # first results taken as evidence
 HOP_TERMS = 5  # words added to the query
+MMR_POOL = 20  # first results the diverse variant re-orders
+MMR_LAMBDA = 0.7  # relevance's share against redundancy (the usual 0.5–0.7)
 CATEGORIES = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop"}
-VARIANTS = ("first", "vector", "terms")
+VARIANTS = ("first", "vector", "terms", "diverse")
 
 
 def words(text: str) -> set[str]:
@@ -63,12 +72,29 @@ def expansion(query: str, top: list[str], text: dict[str, str], df: Counter[str]
     return [w for w, _ in weight.most_common(HOP_TERMS)]
 
 
-def ranked(lexical: list[int], cover: dict[int, float], vector: list[int],
-           ids: dict[int, str]) -> list[str]:
+def fused(lexical: list[int], cover: dict[int, float], vector: list[int],
+          ids: dict[int, str]) -> list[tuple[str, float]]:
     lex, vec = [ids[r] for r in lexical], [ids[r] for r in vector]
     factors = dict.fromkeys([*lex, *vec], se.UNIFORM)
-    return [c for c, _ in ranking.fuse(lex, vec, factors,
-                                       coverage={ids[r]: c for r, c in cover.items()})]
+    return ranking.fuse(lex, vec, factors, coverage={ids[r]: c for r, c in cover.items()})
+
+
+def ranked(lexical: list[int], cover: dict[int, float], vector: list[int],
+           ids: dict[int, str]) -> list[str]:
+    return [c for c, _ in fused(lexical, cover, vector, ids)]
+
+
+def diverse(first: list[tuple[str, float]], vector: dict[str, Any]) -> list[str]:
+    """`first` re-ordered by maximal marginal relevance over its top MMR_POOL."""
+    pool, placed = dict(first[:MMR_POOL]), []
+    best = first[0][1] if first else 1.0
+    while pool:
+        def value(cid: str) -> float:
+            alike = max((float(vector[cid] @ vector[p]) for p in placed), default=0.0)
+            return MMR_LAMBDA * pool[cid] / best - (1 - MMR_LAMBDA) * alike
+        placed.append(max(pool, key=value))
+        del pool[placed[-1]]
+    return placed + [c for c, _ in first[MMR_POOL:]]
 
 
 def hops(snap: Snapshot, query: str, qvec: Any, subject: str | None,
@@ -79,11 +105,14 @@ def hops(snap: Snapshot, query: str, qvec: Any, subject: str | None,
     row = {cid: r for r, cid in ids.items()}
     lex, cover = snap._lexical(query, se.DEEP, now, None, subject, None)
     vec = snap._vector(qvec, se.DEEP, now, None, subject, None)
-    first = ranked(lex, cover, vec, ids)
+    scored = fused(lex, cover, vec, ids)
+    first = [c for c, _ in scored]
     top = first[:HOP_DOCS]
     matrix = snap.vectors()
     assert matrix is not None
     at = {int(r): i for i, r in enumerate(matrix.rowids)}
+    unit = {c: matrix.matrix[at[row[c]]] / (np.linalg.norm(matrix.matrix[at[row[c]]]) or 1.0)
+            for c, _ in scored[:MMR_POOL]}
     mean = np.mean([matrix.matrix[at[row[c]]] for c in top], axis=0) if top else 0.0
     moved = np.asarray(qvec, dtype=np.float32) + mean
     moved = moved / (np.linalg.norm(moved) or 1.0)
@@ -92,7 +121,7 @@ def hops(snap: Snapshot, query: str, qvec: Any, subject: str | None,
     lex2, cover2 = (snap._lexical(f"{query} {' '.join(extra)}", se.DEEP, now, None, subject,
                                   None) if extra else (lex, cover))
     return {"first": first, "vector": ranked(lex, cover, vec2, ids),
-            "terms": ranked(lex2, cover2, vec, ids)}
+            "terms": ranked(lex2, cover2, vec, ids), "diverse": diverse(scored, unit)}
 
 
 def categories(base: Path, name: str) -> dict[str, str]:
@@ -162,7 +191,8 @@ def main() -> int:
     for name in [s for s in args.sets.split(",") if s]:
         lines += summary(name, run_set(base, name))
     load = os.getloadavg()
-    print(f"second hop: {HOP_DOCS} docs, {HOP_TERMS} terms; embedder {embed.NAME}; "
+    print(f"second hop: {HOP_DOCS} docs, {HOP_TERMS} terms; diverse: top {MMR_POOL}, "
+          f"lambda {MMR_LAMBDA}; embedder {embed.NAME}; "
           f"{time.monotonic() - started:.0f}s; load average {load[0]:.2f} {load[1]:.2f} "
           f"{load[2]:.2f}\n")
     print("\n".join(lines))
