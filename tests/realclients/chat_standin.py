@@ -17,17 +17,15 @@ Every request is recorded for the test to inspect.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from typing import Any
 
-from tests.realclients.local_server import LocalServer
+from tests.realclients import local_server
+from tests.realclients.local_server import SIDE_REPLY, JsonHandler, LocalServer, Say, step_index
 
 #: Tool-call ids the stand-in writes start with this; it counts its own steps by them.
 CALL_ID_PREFIX = "call_standin_"
-SIDE_REPLY = "ok"
 
 
 @dataclass(frozen=True)
@@ -38,28 +36,16 @@ class Call:
     arguments: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class Say:
-    """The model answers with text and ends its turn."""
-
-    text: str
-
-
 Step = Call | Say
 
 
 @dataclass(frozen=True)
-class Recorded:
-    """One HTTP request the client made."""
-
-    method: str
-    path: str
-    body: Any
+class Recorded(local_server.Recorded):
+    """One HTTP request Hermes made."""
 
     @property
     def is_agent_loop(self) -> bool:
-        return self.path.split("?", 1)[0].endswith("/chat/completions") and bool(
-            self.tool_names())
+        return self.route.endswith("/chat/completions") and bool(self.tool_names())
 
     def tool_names(self) -> list[str]:
         tools = self.body.get("tools") if isinstance(self.body, dict) else None
@@ -73,9 +59,6 @@ class Recorded:
     def answered(self) -> set[str]:
         return {str(m.get("tool_call_id")) for m in self.messages() if m.get("role") == "tool"}
 
-    def dump(self) -> str:
-        return json.dumps(self.body, ensure_ascii=False)
-
 
 def call_id(step: int) -> str:
     return f"{CALL_ID_PREFIX}{step}"
@@ -86,29 +69,18 @@ class Standin(LocalServer):
     """The server; use as a context manager. `base_url` goes into Hermes' model config."""
 
     script: Sequence[Step]
-    requests: list[Recorded] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _server: ThreadingHTTPServer | None = None
-
-    def __post_init__(self) -> None:
-        if not self.script or not isinstance(self.script[-1], Say):
-            raise ValueError("a script ends with a Say: the turn must end")
 
     @property
     def base_url(self) -> str:
         return self.address + "/v1"
 
     def turns(self) -> list[Recorded]:
-        with self._lock:
-            return [r for r in self.requests if r.is_agent_loop]
+        return self.recorded(lambda r: r.is_agent_loop)
 
     def next_step(self, request: Recorded) -> tuple[int, Step]:
         if not request.is_agent_loop:
             return -1, Say(SIDE_REPLY)
-        answered = request.answered()
-        calls = [i for i, s in enumerate(self.script) if isinstance(s, Call)]
-        done = sum(1 for i in calls if call_id(i) in answered)
-        index = calls[done] if done < len(calls) else len(self.script) - 1
+        index = step_index(self.script, request.answered(), call_id)
         return index, self.script[index]
 
 
@@ -143,32 +115,27 @@ def chunks(n: int, model: str, msg: dict[str, Any]) -> Iterator[dict[str, Any]]:
            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     owner: Standin
     server_version = "chat-standin/1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib's name
-        pass
+    record_type = Recorded
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib's name
-        self.owner.record(Recorded(self.command, self.path, None))
-        if self.path.split("?", 1)[0].endswith("/models"):
+        request = self._record(None)
+        if request.route.endswith("/models"):
             self._json(200, {"object": "list", "data": [
                 {"id": "standin-model", "object": "model", "owned_by": "standin"}]})
         else:
-            self._json(404, {"error": {"message": f"no {self.path} in the stand-in"}})
+            self._json(404, self.error("not_found", f"no {self.path} in the stand-in"))
 
     def do_POST(self) -> None:  # noqa: N802
-        length = int(self.headers.get("Content-Length") or 0)
-        try:
-            body = json.loads(self.rfile.read(length) or b"{}")
-        except ValueError:
-            self._json(400, {"error": {"message": "body is not JSON"}})
+        request = self._read()
+        if request is None:
             return
-        request = Recorded(self.command, self.path, body)
-        self.owner.record(request)
-        if not self.path.split("?", 1)[0].endswith("/chat/completions"):
-            self._json(404, {"error": {"message": f"no {self.path} in the stand-in"}})
+        assert isinstance(request, Recorded)
+        body = request.body
+        if not request.route.endswith("/chat/completions"):
+            self._json(404, self.error("not_found", f"no {self.path} in the stand-in"))
             return
         index, step = self.owner.next_step(request)
         n, model = len(self.owner.requests), str(body.get("model") or "standin-model")
@@ -176,22 +143,11 @@ class _Handler(BaseHTTPRequestHandler):
         if not body.get("stream"):
             self._json(200, completion(n, model, msg))
             return
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.end_headers()
+        self._start_events()
         for chunk in chunks(n, model, msg):
             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
-
-    def _json(self, status: int, value: dict[str, Any]) -> None:
-        data = json.dumps(value).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
 
 Standin.handler = _Handler

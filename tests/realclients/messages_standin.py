@@ -22,17 +22,15 @@ stop reason; message_stop). Every request is recorded for the test to inspect.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from typing import Any
 
-from tests.realclients.local_server import LocalServer
+from tests.realclients import local_server
+from tests.realclients.local_server import SIDE_REPLY, JsonHandler, LocalServer, Say, step_index
 
 #: Tool-use ids the stand-in writes start with this; it counts its own steps by them.
 TOOL_ID_PREFIX = "toolu_standin_"
-SIDE_REPLY = "ok"
 
 
 @dataclass(frozen=True)
@@ -43,28 +41,16 @@ class ToolUse:
     input: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class Say:
-    """The model answers with text and ends its turn."""
-
-    text: str
-
-
 Step = ToolUse | Say
 
 
 @dataclass(frozen=True)
-class Recorded:
-    """One HTTP request the client made."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
+class Recorded(local_server.Recorded):
+    """One HTTP request Claude Code made."""
 
     @property
     def is_agent_loop(self) -> bool:
-        return self.path.split("?", 1)[0] == "/v1/messages" and bool(self._tools())
+        return self.route == "/v1/messages" and bool(self._tools())
 
     def _tools(self) -> list[Any]:
         tools = self.body.get("tools") if isinstance(self.body, dict) else None
@@ -72,10 +58,6 @@ class Recorded:
 
     def tool_names(self) -> list[str]:
         return [str(t.get("name")) for t in self._tools() if isinstance(t, dict)]
-
-    def dump(self) -> str:
-        """The whole body as text, for "does the client send X anywhere" checks."""
-        return json.dumps(self.body, ensure_ascii=False)
 
     def tool_results(self) -> dict[str, Any]:
         """tool_use_id → the tool_result block, over the whole conversation sent."""
@@ -107,31 +89,19 @@ class Standin(LocalServer):
     """The server; use as a context manager. `url` goes into ANTHROPIC_BASE_URL."""
 
     script: Sequence[Step]
-    requests: list[Recorded] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _server: ThreadingHTTPServer | None = None
-
-    def __post_init__(self) -> None:
-        if not self.script or not isinstance(self.script[-1], Say):
-            raise ValueError("a script ends with a Say: the turn must end")
 
     @property
     def url(self) -> str:
-        return self.address + ""
+        return self.address
 
     def agent_requests(self) -> list[Recorded]:
-        with self._lock:
-            return [r for r in self.requests if r.is_agent_loop]
+        return self.recorded(lambda r: r.is_agent_loop)
 
     def next_step(self, request: Recorded) -> tuple[int, Step]:
         """The step this request is answered with (see the module docstring)."""
         if not request.is_agent_loop:
             return -1, Say(SIDE_REPLY)
-        answered = request.tool_results()
-        done = sum(1 for i, s in enumerate(self.script)
-                   if isinstance(s, ToolUse) and tool_id(i) in answered)
-        steps = [i for i, s in enumerate(self.script) if isinstance(s, ToolUse)]
-        index = steps[done] if done < len(steps) else len(self.script) - 1
+        index = step_index(self.script, request.tool_results(), tool_id)
         return index, self.script[index]
 
 
@@ -172,16 +142,18 @@ def sse_events(whole: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     yield "message_stop", {"type": "message_stop"}
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     owner: Standin
     server_version = "messages-standin/1"
+    record_type = Recorded
+    reply_headers = (("request-id", "req_standin"),)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib's name
-        pass  # the test inspects `requests`; stderr stays quiet
+    def error(self, kind: str, text: str) -> dict[str, Any]:
+        return {"type": "error", "error": {"type": kind, "message": text}}
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib's name
         self._record(None)
-        self._json(404, _error("not_found_error", f"no {self.path} in the stand-in"))
+        self._json(404, self.error("not_found_error", f"no {self.path} in the stand-in"))
 
     def do_HEAD(self) -> None:  # noqa: N802
         self._record(None)
@@ -189,18 +161,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
     def do_POST(self) -> None:  # noqa: N802
-        length = int(self.headers.get("Content-Length") or 0)
-        try:
-            body = json.loads(self.rfile.read(length) or b"{}")
-        except ValueError:
-            self._record(None)
-            self._json(400, _error("invalid_request_error", "body is not JSON"))
+        request = self._read()
+        if request is None:
             return
-        request = self._record(body)
-        path = self.path.split("?", 1)[0]
-        if path == "/v1/messages/count_tokens":
+        assert isinstance(request, Recorded)
+        body = request.body
+        if request.route == "/v1/messages/count_tokens":
             self._json(200, {"input_tokens": 100})
-        elif path == "/v1/messages":
+        elif request.route == "/v1/messages":
             index, step = self.owner.next_step(request)
             whole = message(str(body.get("model", "standin")), index, step)
             if body.get("stream"):
@@ -208,36 +176,13 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._json(200, whole)
         else:
-            self._json(404, _error("not_found_error", f"no {path} in the stand-in"))
-
-    def _record(self, body: Any) -> Recorded:
-        request = Recorded(self.command, self.path, {k.lower(): v for k, v in self.headers.items()},
-                           body)
-        self.owner.record(request)
-        return request
-
-    def _json(self, status: int, value: dict[str, Any]) -> None:
-        data = json.dumps(value).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("request-id", "req_standin")
-        self.end_headers()
-        self.wfile.write(data)
+            self._json(404, self.error("not_found_error", f"no {request.route} in the stand-in"))
 
     def _stream(self, whole: dict[str, Any]) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("request-id", "req_standin")
-        self.end_headers()
+        self._start_events()
         for event, data in sse_events(whole):
             self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
             self.wfile.flush()
-
-
-def _error(kind: str, text: str) -> dict[str, Any]:
-    return {"type": "error", "error": {"type": kind, "message": text}}
 
 
 Standin.handler = _Handler

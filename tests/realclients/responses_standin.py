@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from typing import Any
 
-from tests.realclients.local_server import LocalServer
+from tests.realclients import local_server
+from tests.realclients.local_server import JsonHandler, LocalServer, Say, step_index
 
 #: Call ids the stand-in writes start with this; it counts its own steps by them.
 CALL_ID_PREFIX = "call_standin_"
@@ -61,28 +60,16 @@ class Patch:
     patch: str
 
 
-@dataclass(frozen=True)
-class Say:
-    """The model answers with text and ends its turn."""
-
-    text: str
-
-
 Step = Shell | Patch | Say
 
 
 @dataclass(frozen=True)
-class Recorded:
-    """One HTTP request the client made."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
+class Recorded(local_server.Recorded):
+    """One HTTP request Codex made."""
 
     @property
     def is_turn(self) -> bool:
-        return self.path.split("?", 1)[0].endswith("/responses") and isinstance(self.body, dict)
+        return self.route.endswith("/responses") and isinstance(self.body, dict)
 
     @property
     def is_agent_loop(self) -> bool:
@@ -117,9 +104,6 @@ class Recorded:
                 out[str(item.get("call_id"))] = raw if isinstance(raw, str) else json.dumps(raw)
         return out
 
-    def dump(self) -> str:
-        return json.dumps(self.body, ensure_ascii=False)
-
 
 def call_id(step: int) -> str:
     return f"{CALL_ID_PREFIX}{step}"
@@ -144,30 +128,20 @@ class Standin(LocalServer):
     #: Called with the step index before a step is answered: a test's way to make the
     #: "model" take its time until something outside Codex has happened.
     before_reply: Callable[[int], None] | None = None
-    requests: list[Recorded] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _server: ThreadingHTTPServer | None = None
-
-    def __post_init__(self) -> None:
-        if not self.script or not isinstance(self.script[-1], Say):
-            raise ValueError("a script ends with a Say: the turn must end")
 
     @property
     def base_url(self) -> str:
         return self.address + "/v1"
 
     def turns(self) -> list[Recorded]:
-        with self._lock:
-            return [r for r in self.requests if r.is_turn]
+        return self.recorded(lambda r: r.is_turn)
 
     def next_step(self, request: Recorded) -> tuple[int, Step]:
         """The step this request is answered with (see the module docstring)."""
         answered = request.answered()
         if not request.is_agent_loop:
             return -1, Say(f"{COMPACT_SUMMARY} [standin done: {' '.join(sorted(answered))}]")
-        steps = [i for i, s in enumerate(self.script) if not isinstance(s, Say)]
-        done = sum(1 for i in steps if call_id(i) in answered)
-        index = steps[done] if done < len(steps) else len(self.script) - 1
+        index = step_index(self.script, answered, call_id)
         return index, self.script[index]
 
 
@@ -217,31 +191,25 @@ def sse_events(response_id: str, item: dict[str, Any],
                         "usage": usage}}
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     owner: Standin
     server_version = "responses-standin/1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib's name
-        pass  # the test inspects `requests`; stderr stays quiet
+    record_type = Recorded
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib's name
-        self._record(None)
-        if self.path.split("?", 1)[0].endswith("/models"):
+        request = self._record(None)
+        if request.route.endswith("/models"):
             self._json(200, {"object": "list", "data": [], "models": []})
         else:
-            self._json(404, _error("not_found", f"no {self.path} in the stand-in"))
+            self._json(404, self.error("not_found", f"no {self.path} in the stand-in"))
 
     def do_POST(self) -> None:  # noqa: N802
-        length = int(self.headers.get("Content-Length") or 0)
-        try:
-            body = json.loads(self.rfile.read(length) or b"{}")
-        except ValueError:
-            self._record(None)
-            self._json(400, _error("invalid_request_error", "body is not JSON"))
+        request = self._read()
+        if request is None:
             return
-        request = self._record(body)
+        assert isinstance(request, Recorded)
         if not request.is_turn:
-            self._json(404, _error("not_found", f"no {self.path} in the stand-in"))
+            self._json(404, self.error("not_found", f"no {self.path} in the stand-in"))
             return
         index, step = self.owner.next_step(request)
         if self.owner.before_reply is not None:
@@ -249,35 +217,15 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             item = output_item(request, index, step)
         except LookupError as e:
-            self._json(400, _error("invalid_request_error", str(e)))
+            self._json(400, self.error("invalid_request_error", str(e)))
             return
         n = len(self.owner.turns())
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.end_headers()
+        self._start_events()
         tokens = FULL_CONTEXT_TOKENS if index in self.owner.full_context_at else 10
         for event in sse_events(f"resp_standin_{n}", item, tokens):
             self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
             self.wfile.flush()
 
-    def _record(self, body: Any) -> Recorded:
-        request = Recorded(self.command, self.path, {k.lower(): v for k, v in self.headers.items()},
-                           body)
-        self.owner.record(request)
-        return request
-
-    def _json(self, status: int, value: dict[str, Any]) -> None:
-        data = json.dumps(value).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-
-def _error(kind: str, text: str) -> dict[str, Any]:
-    return {"error": {"type": kind, "message": text}}
 
 
 Standin.handler = _Handler
