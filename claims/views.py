@@ -77,13 +77,8 @@ class ClaimViewSet(FleetViewSet):
         ],
     )
     def list(self, request: Request, fleet: str) -> Response:
-        qs = self.get_queryset()
-        for name, choices in (("status", Claim.Status.values), ("type", Claim.Type.values)):
-            value = request.query_params.get(name)
-            if value is not None and value not in choices:
-                raise exceptions.ValidationError({name: [f"one of {', '.join(choices)}"]})
-            if value is not None:
-                qs = qs.filter(**{name: value})
+        qs = self.filtered(self.get_queryset(),
+                           {"status": Claim.Status.values, "type": Claim.Type.values})
         if request.query_params.get("subject"):
             qs = qs.filter(subject=request.query_params["subject"])
         return self.page(qs)

@@ -7,6 +7,7 @@ starts from it, so another fleet's row is 404 whatever its id.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any, cast
 
@@ -89,6 +90,19 @@ class FleetViewSet(viewsets.GenericViewSet[Any]):
         serializer = serializer_class(data=self.request.data)
         serializer.is_valid(raise_exception=True)
         return dict(serializer.validated_data)
+
+    def filtered(self, queryset: QuerySet[Any],
+                 choices: Mapping[str, Sequence[str]]) -> QuerySet[Any]:
+        """`queryset` narrowed by each of these query parameters the request gives (a field
+        of the same name); a value outside its choices is a 400 that lists them."""
+        for name, allowed in choices.items():
+            value = self.request.query_params.get(name)
+            if value is None:
+                continue
+            if value not in allowed:
+                raise ValidationError({name: [f"one of {', '.join(allowed)}"]})
+            queryset = queryset.filter(**{name: value})
+        return queryset
 
     def page(self, queryset: QuerySet[Any], **context: Any) -> Response:
         page = self.paginate_queryset(queryset)
@@ -333,13 +347,7 @@ class HandoffViewSet(FleetViewSet):
         parameters=[OpenApiParameter("state", str, enum=Handoff.State.values, required=False)],
     )
     def list(self, request: Request, fleet: str) -> Response:
-        qs = self.get_queryset()
-        state = request.query_params.get("state")
-        if state is not None:
-            if state not in Handoff.State.values:
-                raise ValidationError({"state": [f"one of {', '.join(Handoff.State.values)}"]})
-            qs = qs.filter(state=state)
-        return self.page(qs)
+        return self.page(self.filtered(self.get_queryset(), {"state": Handoff.State.values}))
 
     @extend_schema(summary="One handoff")
     def retrieve(self, request: Request, fleet: str, pk: str) -> Response:
@@ -465,10 +473,4 @@ class IncidentViewSet(FleetViewSet):
         parameters=[OpenApiParameter("kind", str, enum=Incident.Kind.values, required=False)],
     )
     def list(self, request: Request, fleet: str) -> Response:
-        qs = self.get_queryset()
-        kind = request.query_params.get("kind")
-        if kind is not None:
-            if kind not in Incident.Kind.values:
-                raise ValidationError({"kind": [f"one of {', '.join(Incident.Kind.values)}"]})
-            qs = qs.filter(kind=kind)
-        return self.page(qs)
+        return self.page(self.filtered(self.get_queryset(), {"kind": Incident.Kind.values}))

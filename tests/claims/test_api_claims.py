@@ -116,6 +116,22 @@ def test_non_operators_see_only_promoted_claims(api_as: ApiAs, world: World) -> 
     assert operator.get(f"{_base(world)}/claims/{world.proposed.public_id}").status_code == 200
 
 
+def test_the_list_filters_by_status_and_type_and_names_the_choices_of_a_bad_one(
+    api_as: ApiAs, world: World
+) -> None:
+    operator = api_as(world.fleet, "operator")
+
+    def ids(query: str) -> list[str]:
+        return [c["id"] for c in operator.get(f"{_base(world)}/claims?{query}").json()["results"]]
+
+    assert ids("status=proposed") == [world.proposed.public_id]
+    assert ids("status=promoted&type=fact") == [world.promoted.public_id]
+    assert ids("status=promoted&type=decision") == []
+    bad = operator.get(f"{_base(world)}/claims?type=rumour")
+    assert bad.status_code == 400
+    assert bad.json() == {"type": [f"one of {', '.join(Claim.Type.values)}"]}
+
+
 @pytest.mark.parametrize(("mode", "enabled"), [("shadow", True), ("off", False)])
 def test_search_follows_the_memory_mode(
     api_as: ApiAs, world: World, mode: str, enabled: bool

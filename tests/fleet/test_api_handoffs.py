@@ -36,6 +36,19 @@ def test_it_picks_up_with_confirm_and_bumps_the_version(
     assert response.json()["handoff"]["version"] == 2
 
 
+def test_the_list_filters_by_state_and_names_the_states_of_a_bad_one(
+    api_as: ApiAs, world: World, bo: Agent
+) -> None:
+    client = api_as(bo)
+    url = f"/api/v1/fleets/{world.fleet.slug}/handoffs"
+    assert [h["id"] for h in client.get(f"{url}?state=pending").json()["results"]] == [
+        world.handoff.pk]
+    assert client.get(f"{url}?state=cleared").json()["results"] == []
+    bad = client.get(f"{url}?state=lost")
+    assert bad.status_code == 400
+    assert bad.json() == {"state": [f"one of {', '.join(Handoff.State.values)}"]}
+
+
 def test_an_operator_handoff_needs_no_confirmation(api_as: ApiAs, world: World, bo: Agent) -> None:
     operator = api_as(world.fleet, "operator")
     made = operator.post(
