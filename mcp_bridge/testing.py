@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp_bridge import contract
-from mcp_bridge.contract import atomic, embed
+from mcp_bridge.contract import atomic, delta, embed
 
 EMBEDDER: dict[str, Any] = {"name": embed.NAME, "dims": embed.DIMS}  # what the bridge expects
 
@@ -113,6 +113,17 @@ def write_snapshot(path: Path, fleet: str, claims: Sequence[dict[str, Any]], *,
     with open(tmp, "rb+") as f:
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def snapshot_rows(path: Path) -> dict[str, list[Any]]:
+    """Every row of the tables a delta carries, and of meta, in order: two snapshot files
+    hold the same data exactly when these are equal (whatever their bytes)."""
+    db = sqlite3.connect(path)
+    try:
+        return {t: db.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
+                for t in (*delta.TABLES, "meta")}
+    finally:
+        db.close()
 
 
 def _sql(value: Any) -> Any:

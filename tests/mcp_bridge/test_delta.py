@@ -26,7 +26,7 @@ from mcp_bridge import contract, sync
 from mcp_bridge.cache import Cache
 from mcp_bridge.contract import delta, embed
 from mcp_bridge.snapshot import Snapshot
-from mcp_bridge.testing import synthetic_claims, write_snapshot
+from mcp_bridge.testing import snapshot_rows, synthetic_claims, write_snapshot
 from tests.mcp_bridge.stdio import ROOT
 
 FLEET = "acme"
@@ -121,17 +121,6 @@ def _answers(path: Path) -> list[Any]:
         snap.close()
 
 
-def _tables(path: Path) -> dict[str, list[Any]]:
-    db = sqlite3.connect(path)
-    try:
-        return {
-            t: db.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
-            for t in (*delta.TABLES, "meta")
-        }
-    finally:
-        db.close()
-
-
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -144,7 +133,7 @@ def test_it_applies_a_delta_and_searches_exactly_like_the_full_snapshot(
     wire = delta.encode(d)
     assert len(wire) < renders["v2"].stat().st_size / 4
     delta.apply(renders["host"], delta.decode(wire), fleet=FLEET)
-    assert _tables(renders["host"]) == _tables(renders["v2"])
+    assert snapshot_rows(renders["host"]) == snapshot_rows(renders["v2"])
     assert _answers(renders["host"]) == _answers(renders["v2"])
     db = sqlite3.connect(renders["host"])  # the FTS index is whole, not just answering
     assert (
@@ -165,7 +154,7 @@ def test_merged_deltas_equal_one_delta(renders: dict[str, Any], tmp_path: Path) 
     merged = delta.merge([renders["delta"], second])
     assert merged["base"] == 1 and merged["version"] == 3
     delta.apply(renders["host"], merged, fleet=FLEET)
-    assert _tables(renders["host"]) == _tables(v3)
+    assert snapshot_rows(renders["host"]) == snapshot_rows(v3)
     assert delta.unpack_index(delta.pack_index(index3)) == index3
 
 
@@ -267,7 +256,7 @@ def test_a_delta_killed_before_commit_is_rolled_back_by_the_next_sync(
     """The writer dies mid-transaction (pages spilled to the file): the bridge cannot read
     the snapshot meanwhile (a note, never half a delta), and sync's next pass rolls the
     journal back to the old snapshot, whole."""
-    before = _tables(renders["host"])
+    before = snapshot_rows(renders["host"])
     code = (
         "import os, sys, json, sqlite3\n"
         "from pathlib import Path\n"
@@ -297,6 +286,6 @@ def test_a_delta_killed_before_commit_is_rolled_back_by_the_next_sync(
     assert read.value is None and "unreadable" in (read.note or "")
     sync._settle_journal(renders["host"])
     assert not journal.exists()
-    assert _tables(renders["host"]) == before
+    assert snapshot_rows(renders["host"]) == before
     delta.apply(renders["host"], renders["delta"], fleet=FLEET)  # and the delta still applies
-    assert _tables(renders["host"]) == _tables(renders["v2"])
+    assert snapshot_rows(renders["host"]) == snapshot_rows(renders["v2"])

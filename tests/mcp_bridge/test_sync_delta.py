@@ -25,6 +25,7 @@ from fleet.models import Agent, Fleet, SnapshotDelta
 from mcp_bridge import contract, sync
 from mcp_bridge.contract import delta, embed
 from mcp_bridge.snapshot import Snapshot
+from mcp_bridge.testing import snapshot_rows
 
 QUERIES = ("widgets retry", "database migration", "flaky pytest cache", "deploy")
 
@@ -99,17 +100,6 @@ def _answers(path: Path, fleet: str) -> list[Any]:
         snap.close()
 
 
-def _rows(path: Path) -> dict[str, list[Any]]:
-    db = sqlite3.connect(path)
-    try:
-        return {
-            t: db.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
-            for t in (*delta.TABLES, "meta")
-        }
-    finally:
-        db.close()
-
-
 def test_first_sync_is_full_then_a_delta_that_searches_like_a_full_download(
     server: sync.Remote, tmp_path: Path
 ) -> None:
@@ -124,7 +114,7 @@ def test_first_sync_is_full_then_a_delta_that_searches_like_a_full_download(
     full_size = _snapshot(tmp_path / "fresh", server.fleet).stat().st_size
     assert second.fetched_bytes < full_size / 20, (second.fetched_bytes, full_size)
     mine, theirs = _snapshot(host, server.fleet), _snapshot(tmp_path / "fresh", server.fleet)
-    assert _rows(mine) == _rows(theirs)
+    assert snapshot_rows(mine) == snapshot_rows(theirs)
     assert _answers(mine, server.fleet) == _answers(theirs, server.fleet)
     assert sync.pull(server, host).unchanged  # and then nothing to fetch
 
@@ -143,7 +133,8 @@ def test_by_delta_false_downloads_the_changed_snapshot_whole(
     assert f"({whole.fetched_bytes} bytes fetched)" in sync._summary(sync.PushReport(), whole)
     fresh = tmp_path / "fresh"
     sync.pull(server, fresh)
-    assert _rows(_snapshot(host, server.fleet)) == _rows(_snapshot(fresh, server.fleet))
+    assert snapshot_rows(_snapshot(host, server.fleet)) == snapshot_rows(
+        _snapshot(fresh, server.fleet))
 
 
 def test_a_host_several_renders_behind_gets_one_merged_delta(
@@ -157,7 +148,7 @@ def test_a_host_several_renders_behind_gets_one_merged_delta(
     report = sync.pull(server, tmp_path / "host")
     assert report.delta
     sync.pull(server, tmp_path / "fresh")
-    assert _rows(_snapshot(tmp_path / "host", server.fleet)) == _rows(
+    assert snapshot_rows(_snapshot(tmp_path / "host", server.fleet)) == snapshot_rows(
         _snapshot(tmp_path / "fresh", server.fleet)
     )
 
@@ -216,7 +207,7 @@ def test_a_corrupted_delta_is_refused_whole_and_the_snapshot_downloaded(
     assert not report.delta and "digest" in report.notes[0]
     assert contract.SNAPSHOT in report.changed
     sync.pull(server, tmp_path / "fresh")
-    assert _rows(path) == _rows(_snapshot(tmp_path / "fresh", server.fleet))
+    assert snapshot_rows(path) == snapshot_rows(_snapshot(tmp_path / "fresh", server.fleet))
 
 
 def test_the_delta_endpoint_answers_304_when_current_and_404_for_unknown_versions(

@@ -5,6 +5,9 @@
 - `fleet`: a throwaway HOME, CTXLAKE_HOME and project, with a fleet cache written by
   mcp_bridge.testing (a promoted claim, a briefing, another agent's live lease), and
   `fleet.install(runtime)` running the real `python -m mcp_bridge install` into them.
+- `server_world`: the same world with an empty cache, which the real server in the test
+  process drains and renders into (one machine running both); `moderator`: the person who
+  promotes.
 
 Nothing here is stubbed but the model behind Claude Code (messages_standin.py) and Codex
 (responses_standin.py).
@@ -12,12 +15,13 @@ Nothing here is stubbed but the model behind Claude Code (messages_standin.py) a
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -25,6 +29,9 @@ from mcp_bridge import testing
 from mcp_bridge.contract import spool
 from tests.realclients import npm_clients
 from tests.realclients.matrix import CLIENTS, VERSIONS
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 ROOT = Path(__file__).resolve().parents[2]
 FLEET, AGENT, HOLDER = "fleet-rc", "ada", "bo"
@@ -111,6 +118,40 @@ class Fleet:
     def events(self) -> list[dict[str, Any]]:
         """Every line the bridge and its hooks spooled for this fleet."""
         return spool.read_events(self.ctx_home / "spool", FLEET)
+
+    def what_happened(self, done: subprocess.CompletedProcess[str] | None = None) -> str:
+        """For a failure message: every spooled line (kind, agent, session, payload head),
+        the capture log's tail and, given the client's run, its output's tails."""
+        lines = [f"{e['kind']} agent={e.get('agent')} session={e.get('session')} "
+                 f"{json.dumps(e.get('payload'))[:300]}" for e in self.events()]
+        log = self.ctx_home / "logs" / "capture.log"
+        return ("spooled:\n  " + ("\n  ".join(lines) or "(nothing)") + "\ncapture.log:\n"
+                + (log.read_text(errors="replace")[-3000:] if log.exists() else "(none)")
+                + (f"\nclient stdout tail:\n{done.stdout[-2000:]}\nclient stderr tail:\n"
+                   f"{done.stderr[-3000:]}" if done else ""))
+
+
+@pytest.fixture
+def server_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings: Any) -> Fleet:
+    """One machine running both: the server (drain, render) reads and writes this world's
+    CTXLAKE_HOME spool and cache; its cache starts empty."""
+    world = Fleet(tmp_path)
+    spool_dir, cache_dir = world.ctx_home / "spool", world.ctx_home / "cache"
+    monkeypatch.setenv("CTXLAKE_SPOOL_DIR", str(spool_dir))  # ctxlake_site.paths reads these
+    monkeypatch.setenv("CTXLAKE_CACHE_DIR", str(cache_dir))
+    settings.CTXLAKE_SPOOL_DIR, settings.CTXLAKE_CACHE_DIR = spool_dir, cache_dir
+    return world
+
+
+@pytest.fixture
+def moderator(db: None) -> User:
+    """A person: staff, holding the moderation permission, granted fleets one by one."""
+    # imported here: bench/capture_set.py imports this module without setting Django up
+    from django.contrib.auth.models import Permission, User
+
+    user = User.objects.create_user("rita", password="rita-pass-1234", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="promote_claim"))
+    return user
 
 
 @pytest.fixture

@@ -15,14 +15,11 @@ Only the model is a stand-in. Nothing is promoted automatically: the test is the
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from html import escape
-from pathlib import Path
-from typing import Any
 
 import pytest
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
@@ -35,7 +32,7 @@ from tests.capture_log import wait_until_finished
 from tests.realclients.claude_session import drive
 from tests.realclients.conftest import AGENT, FLEET, Clients, Fleet
 from tests.realclients.messages_standin import Say, Step, ToolUse
-from tests.realclients.scenario import CHECK, REMOTE, TEST_FILE
+from tests.realclients.scenario import CHECK, REMOTE, checkout
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -51,15 +48,6 @@ SEARCH, HISTORY = "mcp__ctxlake__memory_search", "mcp__ctxlake__fleet_history"
 CAPTURE_WAIT_SECS = 30
 
 
-def what_happened(world: Fleet) -> str:
-    """For a failure message: every spooled line (kind, session, payload head) and the log."""
-    lines = [f"{e['kind']} session={e.get('session')} {json.dumps(e.get('payload'))[:300]}"
-             for e in world.events()]
-    log = world.ctx_home / "logs" / "capture.log"
-    return ("spooled:\n  " + ("\n  ".join(lines) or "(nothing)") + "\ncapture.log:\n"
-            + (log.read_text(errors="replace")[-3000:] if log.exists() else "(none)"))
-
-
 def wait_for_session_end(world: Fleet, session_id: str) -> None:
     """The capture runs detached after the CLI exits: wait for its session.end."""
     deadline = time.monotonic() + CAPTURE_WAIT_SECS
@@ -67,35 +55,17 @@ def wait_for_session_end(world: Fleet, session_id: str) -> None:
                if e["kind"] == "session.end" and e.get("session") == session_id]:
         assert time.monotonic() < deadline, (
             f"no session.end for {session_id} within {CAPTURE_WAIT_SECS} s\n"
-            f"{what_happened(world)}")
+            f"{world.what_happened()}")
         time.sleep(0.1)
     # PreCompact's run, if any, may finish after the end's: wait for every run to say so
-    wait_until_finished(world.ctx_home, session=session_id, context=lambda: what_happened(world))
+    wait_until_finished(world.ctx_home, session=session_id, context=world.what_happened)
 
 
 @pytest.fixture
-def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings: Any) -> Fleet:
-    """HOME, CTXLAKE_HOME and a project with an origin remote; the server (drain, render)
-    reads and writes that CTXLAKE_HOME's spool and cache, as one machine running both."""
-    world = Fleet(tmp_path)
-    spool_dir, cache_dir = world.ctx_home / "spool", world.ctx_home / "cache"
-    monkeypatch.setenv("CTXLAKE_SPOOL_DIR", str(spool_dir))  # ctxlake_site.paths reads these
-    monkeypatch.setenv("CTXLAKE_CACHE_DIR", str(cache_dir))
-    settings.CTXLAKE_SPOOL_DIR, settings.CTXLAKE_CACHE_DIR = spool_dir, cache_dir
-    project = str(world.project)
-    subprocess.run(["git", "init", "-q", project], check=True, timeout=30)
-    subprocess.run(["git", "-C", project, "remote", "add", "origin", REMOTE], check=True,
-                   timeout=30)
-    (world.project / "test_config.py").write_text(TEST_FILE)
-    return world
-
-
-@pytest.fixture
-def moderator(db: None) -> User:
-    """A person: staff, holding the moderation permission, granted fleets one by one."""
-    user = User.objects.create_user("rita", password="rita-pass-1234", is_staff=True)
-    user.user_permissions.add(Permission.objects.get(codename="promote_claim"))
-    return user
+def world(server_world: Fleet) -> Fleet:
+    """The server and the client on one machine; the project is the session's checkout."""
+    checkout(server_world.project)
+    return server_world
 
 
 def test_real_session_to_review_queue_to_promotion_to_next_session(
@@ -130,8 +100,8 @@ def test_real_session_to_review_queue_to_promotion_to_next_session(
     # -- the server: drain, then the worker's embedding pass ---------------------------------
     report = workers.drain_spool(FLEET)
     dead = list(DeadLetter.objects.values("event_id", "reason", "line"))
-    assert not dead, f"dead-lettered: {dead}\n{what_happened(world)}"
-    assert report.applied >= 2, f"{report}\n{what_happened(world)}"
+    assert not dead, f"dead-lettered: {dead}\n{world.what_happened()}"
+    assert report.applied >= 2, f"{report}\n{world.what_happened()}"
     tasks.embed_pending()
 
     claims = list(Claim.objects.filter(fleet=fleet).prefetch_related("evidence")
@@ -140,7 +110,7 @@ def test_real_session_to_review_queue_to_promotion_to_next_session(
         claim__in=claims, kind=ClaimEvent.Kind.PROPOSED).select_related("claim")}
     assert set(by_extractor) == {"lesson"}, (  # the fix backs the lesson naming its file
         f"extractors: {sorted(map(str, by_extractor))}; claims: {[c.text for c in claims]}\n"
-        f"{what_happened(world)}")
+        f"{world.what_happened()}")
     assert {c.status for c in claims} == {Claim.Status.PROPOSED}
     for claim in claims:
         cited = list(claim.evidence.all())
@@ -159,7 +129,7 @@ def test_real_session_to_review_queue_to_promotion_to_next_session(
 
     session = Session.objects.get(fleet=fleet, session_id=sid)
     assert (session.agent, session.repo, session.outcome) == (agent, REMOTE, "success"), (
-        f"{session.repo!r} {session.outcome!r}\n{what_happened(world)}")
+        f"{session.repo!r} {session.outcome!r}\n{world.what_happened()}")
     assert session.summary == f"Asked: {PROMPT_1}\nConcluded: {FINAL_1}", session.summary
 
     # -- the review queue a moderator opens ----------------------------------------------------
@@ -241,10 +211,10 @@ def test_an_injected_tool_result_reaches_no_agent_through_capture(
     wait_for_session_end(world, ran.session_id)
     proposed = [e["payload"] for e in world.events() if e["kind"] == "claim.proposed"]
     assert not any("disable auth" in p["claim"] or "SYSTEM" in p["claim"] for p in proposed), (
-        what_happened(world))
+        world.what_happened())
 
     report = workers.drain_spool(FLEET)
-    assert report.dead == 0, what_happened(world)
+    assert report.dead == 0, world.what_happened()
     session = Session.objects.get(fleet=fleet, session_id=ran.session_id)
     assert session.screen_pending and "summary" in session.screen_flags
     for claim in Claim.objects.filter(fleet=fleet):

@@ -29,7 +29,7 @@ import pytest
 from tests.capture_log import wait_until_finished
 from tests.realclients.conftest import Clients, Fleet
 from tests.realclients.responses_standin import Patch, Say, Shell, Standin, Step, call_id
-from tests.realclients.scenario import CHECK, REMOTE, TEST_FILE
+from tests.realclients.scenario import CHECK, GIT_AS, REMOTE, checkout
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +41,6 @@ LESSON = ("Turns out the config tests read `FOO=1` from fixtures.env, so a fresh
           "needs that file before they run.")
 FINAL = f"The config test passes now. {LESSON}"
 SCRIPT: list[Step] = [Shell(CHECK), Patch(PATCH), Shell(CHECK), Say(FINAL)]
-GIT_AS = "git -c user.name=ada -c user.email=ada@example.invalid"
 #: A commit made inside the session: only `git diff` against the start commit can see it.
 COMMIT = (f"printf 'notes\\n' > NOTES.md && git add NOTES.md && {GIT_AS} commit -qm notes")
 CAPTURE_WAIT_SECS = 30
@@ -59,16 +58,6 @@ def rollout_items(path: Path) -> dict[str, tuple[str, str]]:
             key = str(payload.get("id") or payload.get("call_id") or f"line-{n}")
             items[key] = (str(payload.get("type")), str(payload.get("call_id") or ""))
     return items
-
-
-def what_happened(world: Fleet, done: subprocess.CompletedProcess[str] | None = None) -> str:
-    """For a failure message: every spooled line, the capture log, and Codex's stderr."""
-    lines = [f"{e['kind']} session={e.get('session')} {json.dumps(e.get('payload'))[:300]}"
-             for e in world.events()]
-    log = world.ctx_home / "logs" / "capture.log"
-    return ("spooled:\n  " + ("\n  ".join(lines) or "(nothing)") + "\ncapture.log:\n"
-            + (log.read_text(errors="replace")[-3000:] if log.exists() else "(none)")
-            + ("\ncodex stderr tail:\n" + done.stderr[-3000:] if done else ""))
 
 
 def session_ends(world: Fleet, session_id: str) -> list[dict[str, Any]]:
@@ -95,13 +84,7 @@ def drive(clients: Clients, world: Fleet, script: list[Step], *,
     PATCH at step 1, the passing CHECK as its last call) through `codex exec`."""
     if "codex" in clients.cannot_run:  # e.g. a platform the package ships no binary for
         pytest.skip(f"the codex binary cannot run here: {clients.cannot_run['codex']}")
-    project = str(world.project)
-    subprocess.run(["git", "init", "-q", project], check=True, timeout=30)
-    subprocess.run(["git", "-C", project, "remote", "add", "origin", REMOTE], check=True,
-                   timeout=30)
-    (world.project / "test_config.py").write_text(TEST_FILE)
-    subprocess.run(f"git add test_config.py && {GIT_AS} commit -qm start", shell=True,
-                   cwd=project, check=True, timeout=30)
+    checkout(world.project, commit=True)
     world.install("codex")
     hooks = json.loads((world.home / ".codex" / "hooks.json").read_text())["hooks"]
     assert {"SessionStart", "SessionEnd", "PreCompact", "PreToolUse"} <= set(hooks), hooks
@@ -144,10 +127,10 @@ def wait_for_session_end(world: Fleet, ran: Ran) -> dict[str, Any]:
     while not session_ends(world, ran.session_id):
         assert time.monotonic() < deadline, (
             f"no session.end for {ran.session_id} within {CAPTURE_WAIT_SECS} s: did Codex "
-            f"fire SessionEnd?\n{what_happened(world, ran.done)}")
+            f"fire SessionEnd?\n{world.what_happened(ran.done)}")
         time.sleep(0.1)
     wait_until_finished(world.ctx_home, session=ran.session_id,
-                        context=lambda: what_happened(world, ran.done))
+                        context=lambda: world.what_happened(ran.done))
     [end] = session_ends(world, ran.session_id)
     return dict(end["payload"])
 
@@ -159,7 +142,7 @@ def check_capture(world: Fleet, ran: Ran, *, passed: int = 2,
     sid = ran.session_id
     payload = wait_for_session_end(world, ran)
     assert (payload["repo"], payload["outcome"], payload["reason"]) == (
-        REMOTE, "success", "other"), f"{payload}\n{what_happened(world, ran.done)}"
+        REMOTE, "success", "other"), f"{payload}\n{world.what_happened(ran.done)}"
     assert payload["changed_paths"] == list(changed), payload
     assert payload["summary"] == f"Asked: {PROMPT}\nConcluded: {FINAL}", payload["summary"]
 
@@ -167,7 +150,7 @@ def check_capture(world: Fleet, ran: Ran, *, passed: int = 2,
                 if e["kind"] == "claim.proposed" and e.get("session") == sid]
     extractors = [p["extractor"] for p in proposed]
     assert extractors == ["lesson"], (  # once: the fix backs it, never repeated
-        f"{extractors}\n{what_happened(world, ran.done)}")
+        f"{extractors}\n{world.what_happened(ran.done)}")
     (lesson,) = proposed
     assert (lesson["claim"], lesson["type"], lesson["subject"]) == (LESSON, "gotcha",
                                                                     "fixtures.env")
@@ -229,7 +212,7 @@ def test_codex_auto_compaction_fires_pre_compact_and_the_end_repeats_nothing(
     before = [line for line in capture_log(fleet)
               if ran.session_id in line and "before compaction" in line]
     assert len(before) == 1 and "0 candidate(s)" in before[0], (
-        f"{before}\n{what_happened(fleet, ran.done)}")
+        f"{before}\n{fleet.what_happened(ran.done)}")
     [end_line] = [line for line in capture_log(fleet)
                   if ran.session_id in line and "session.end" in line]
     assert "1 candidate(s)" in end_line, end_line

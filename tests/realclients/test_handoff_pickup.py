@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
-from pathlib import Path
-from typing import Any
 
 import pytest
 from django.utils import timezone
@@ -34,17 +32,6 @@ DONE = "standin: handoff taken"
 SECOND = "di"  # another agent of the fleet, on this machine
 
 
-@pytest.fixture
-def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings: Any) -> Fleet:
-    """One machine running both: the server drains and renders this CTXLAKE_HOME."""
-    world = Fleet(tmp_path)
-    spool_dir, cache_dir = world.ctx_home / "spool", world.ctx_home / "cache"
-    monkeypatch.setenv("CTXLAKE_SPOOL_DIR", str(spool_dir))
-    monkeypatch.setenv("CTXLAKE_CACHE_DIR", str(cache_dir))
-    settings.CTXLAKE_SPOOL_DIR, settings.CTXLAKE_CACHE_DIR = spool_dir, cache_dir
-    return world
-
-
 def bo_hands_over() -> tuple[FleetRow, str]:
     fleet = FleetRow.objects.create(slug=FLEET, name="Real clients", memory_mode="live")
     bo = Agent.objects.create(fleet=fleet, agent_id=HOLDER, runtime="claude-code")
@@ -58,23 +45,23 @@ def bo_hands_over() -> tuple[FleetRow, str]:
 
 
 def test_claude_code_takes_a_handoff_through_mcp_and_a_latecomer_is_told(
-    clients: Clients, world: Fleet,
+    clients: Clients, server_world: Fleet,
 ) -> None:
     fleet, ref = bo_hands_over()
-    world.install("claude-code")
+    server_world.install("claude-code")
     script: list[Step] = [
         ToolUse("ToolSearch", {"query": f"select:{PICKUP}"}),
         ToolUse(PICKUP, {"handoff": ref}),
         ToolUse(PICKUP, {"handoff": ref, "confirm": True}),
         Say(DONE),
     ]
-    ada = drive(clients, world, PROMPT, script)
+    ada = drive(clients, server_world, PROMPT, script)
 
     gated, failed = ada.step_result(1)  # the gate: an agent's note is data until confirmed
     assert failed and "source trust 'agent'" in gated and "Nothing was queued" in gated, gated
     queued, failed = ada.step_result(2)
     assert not failed and json.loads(queued)["message"].startswith("Queued for sync"), queued
-    pickups = [e for e in world.events() if e["kind"] == "handoff.pickup"]
+    pickups = [e for e in server_world.events() if e["kind"] == "handoff.pickup"]
     assert [(e["agent"], e["payload"]) for e in pickups] == [
         (AGENT, {"handoff": ref, "version": 1, "confirm": True})]
     assert Handoff.objects.get(fleet=fleet).state == "pending"  # queued is not done
@@ -92,7 +79,7 @@ def test_claude_code_takes_a_handoff_through_mcp_and_a_latecomer_is_told(
         ToolUse(PICKUP, {"handoff": ref, "confirm": True}),
         Say(DONE),
     ]
-    di = drive(clients, world, PROMPT, late, env={"CTXLAKE_AGENT_ID": SECOND})
+    di = drive(clients, server_world, PROMPT, late, env={"CTXLAKE_AGENT_ID": SECOND})
     told, failed = di.step_result(1)
     assert failed and f"{ref} is already picked up by {AGENT}" in told, told
-    assert [e["agent"] for e in world.events() if e["kind"] == "handoff.pickup"] == [AGENT]
+    assert [e["agent"] for e in server_world.events() if e["kind"] == "handoff.pickup"] == [AGENT]

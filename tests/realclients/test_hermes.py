@@ -29,7 +29,7 @@ from tests.realclients import hermes_client
 from tests.realclients.chat_standin import Call, Say, Standin, Step, call_id
 from tests.realclients.conftest import BRIEFING_MARK, FOREIGN_ENV, Fleet
 from tests.realclients.matrix import VERSIONS
-from tests.realclients.scenario import CHECK, REMOTE, TEST_FILE
+from tests.realclients.scenario import CHECK, REMOTE, checkout
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +40,6 @@ FINAL = f"The config test passes now. {LESSON}"
 SCRIPT: list[Step] = [Call("terminal", {"command": CHECK}),
                       Call("write_file", {"path": "fixtures.env", "content": "FOO=1\n"}),
                       Call("terminal", {"command": CHECK}), Say(FINAL)]
-GIT_AS = "git -c user.name=ada -c user.email=ada@example.invalid"
 #: The user's own config: a comment and a setting install must leave as they are.
 USER_CONFIG = """\
 # my Hermes settings
@@ -76,16 +75,6 @@ def hermes_env(world: Fleet) -> dict[str, str]:
     return {**base, "HOME": str(world.home), "NO_COLOR": "1"}
 
 
-def what_happened(world: Fleet, done: subprocess.CompletedProcess[str] | None) -> str:
-    lines = [f"{e['kind']} session={e.get('session')} {json.dumps(e.get('payload'))[:300]}"
-             for e in world.events()]
-    log = world.ctx_home / "logs" / "capture.log"
-    return ("spooled:\n  " + ("\n  ".join(lines) or "(nothing)") + "\ncapture.log:\n"
-            + (log.read_text(errors="replace")[-3000:] if log.exists() else "(none)")
-            + (f"\nhermes stdout:\n{done.stdout[-2000:]}\nhermes stderr:\n{done.stderr[-3000:]}"
-               if done else ""))
-
-
 def state_ids(db: Path, session: str) -> set[str]:
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         return {str(r[0]) for r in conn.execute(
@@ -94,13 +83,7 @@ def state_ids(db: Path, session: str) -> set[str]:
 
 def test_hermes_chat_gets_the_briefing_and_its_session_is_captured(hermes: Path,
                                                                      fleet: Fleet) -> None:
-    project = str(fleet.project)
-    subprocess.run(["git", "init", "-q", project], check=True, timeout=30)
-    subprocess.run(["git", "-C", project, "remote", "add", "origin", REMOTE], check=True,
-                   timeout=30)
-    (fleet.project / "test_config.py").write_text(TEST_FILE)
-    subprocess.run(f"git add test_config.py && {GIT_AS} commit -qm start", shell=True,
-                   cwd=project, check=True, timeout=30)
+    checkout(fleet.project, commit=True)
     config = fleet.home / ".hermes" / "config.yaml"
     config.parent.mkdir()
     with Standin(SCRIPT) as standin:
@@ -111,14 +94,14 @@ def test_hermes_chat_gets_the_briefing_and_its_session_is_captured(hermes: Path,
         assert text.startswith(user), text  # the user's lines, byte for byte
         done = subprocess.run(
             [str(hermes), "chat", "-q", PROMPT, "--accept-hooks", "--yolo", "-Q"],
-            cwd=project, env=hermes_env(fleet), capture_output=True, text=True, timeout=240,
+            cwd=fleet.project, env=hermes_env(fleet), capture_output=True, text=True, timeout=240,
             stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, what_happened(fleet, done)
+    assert done.returncode == 0, fleet.what_happened(done)
     turns = standin.turns()
     assert turns, [r.path for r in standin.requests]
     # the briefing reached the model: in the first request's user message, once
     first = [m for m in turns[0].messages() if m.get("role") == "user"]
-    assert BRIEFING_MARK in json.dumps(first), what_happened(fleet, done)
+    assert BRIEFING_MARK in json.dumps(first), fleet.what_happened(done)
     assert all(BRIEFING_MARK not in json.dumps(m) for t in turns[1:] for m in t.messages()
                [len(turns[0].messages()):]), "briefed again after the first turn"
     outputs = {str(m.get("tool_call_id")): str(m.get("content")) for t in turns
@@ -129,16 +112,16 @@ def test_hermes_chat_gets_the_briefing_and_its_session_is_captured(hermes: Path,
     db = fleet.home / ".hermes" / "state.db"
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         (sid,) = {r[0] for r in conn.execute("SELECT id FROM sessions")}
-    wait_until_finished(fleet.ctx_home, session=sid, context=lambda: what_happened(fleet, done))
+    wait_until_finished(fleet.ctx_home, session=sid, context=lambda: fleet.what_happened(done))
     ends = [e for e in fleet.events() if e["kind"] == "session.end" and e["session"] == sid]
-    assert len(ends) == 1, what_happened(fleet, done)
+    assert len(ends) == 1, fleet.what_happened(done)
     payload: dict[str, Any] = ends[0]["payload"]
     assert (payload["repo"], payload["outcome"]) == (REMOTE, "success"), payload
     assert payload["changed_paths"] == ["fixtures.env"], payload
     assert payload["summary"] == f"Asked: {PROMPT}\nConcluded: {FINAL}", payload["summary"]
     proposed = [e["payload"] for e in fleet.events()
                 if e["kind"] == "claim.proposed" and e["session"] == sid]
-    assert [p["claim"] for p in proposed] == [LESSON], what_happened(fleet, done)
+    assert [p["claim"] for p in proposed] == [LESSON], fleet.what_happened(done)
     (lesson,) = proposed
     assert any("FileNotFoundError" in c["excerpt"] for c in lesson["evidence"]), lesson
     cited = {c["message_id"] for p in proposed for c in p["evidence"]}

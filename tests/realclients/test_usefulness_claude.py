@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import time
 from dataclasses import replace
 from html import escape
-from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
@@ -40,7 +38,7 @@ from tests.capture_log import wait_until_finished
 from tests.realclients.claude_session import drive
 from tests.realclients.conftest import AGENT, FLEET, HOLDER, Clients, Fleet
 from tests.realclients.messages_standin import Say, Step, ToolUse
-from tests.realclients.scenario import CHECK, REMOTE, TEST_FILE
+from tests.realclients.scenario import CHECK, checkout
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -55,15 +53,6 @@ FINAL_2 = "standin: told the moderators"
 WAIT_SECS = 60  # a deadline for a hang; every wait below returns as soon as its line is there
 
 
-def what_happened(world: Fleet) -> str:
-    """For a failure message: every spooled line (kind, session, payload head) and the log."""
-    lines = [f"{e['kind']} agent={e.get('agent')} session={e.get('session')} "
-             f"{json.dumps(e.get('payload'))[:300]}" for e in world.events()]
-    log = world.ctx_home / "logs" / "capture.log"
-    return ("spooled:\n  " + ("\n  ".join(lines) or "(nothing)") + "\ncapture.log:\n"
-            + (log.read_text(errors="replace")[-3000:] if log.exists() else "(none)"))
-
-
 def wait_for_line(world: Fleet, kind: str, session: str, **payload: Any) -> dict[str, Any]:
     """The first spooled `kind` line of `session` whose payload has these items; waits for
     it (the capture runs detached after the CLI exits; served lines come from a thread)."""
@@ -74,39 +63,23 @@ def wait_for_line(world: Fleet, kind: str, session: str, **payload: Any) -> dict
                     and all(e["payload"].get(k) == v for k, v in payload.items())):
                 return e
         assert time.monotonic() < deadline, (
-            f"no {kind} {payload} for {session} within {WAIT_SECS} s\n{what_happened(world)}")
+            f"no {kind} {payload} for {session} within {WAIT_SECS} s\n{world.what_happened()}")
         time.sleep(0.1)
 
 
 def session_ended(world: Fleet, session: str) -> dict[str, Any]:
     end = wait_for_line(world, "session.end", session)
     # a PreCompact run, if any, may finish after the end's: wait for every run to say so
-    wait_until_finished(world.ctx_home, session=session, context=lambda: what_happened(world))
+    wait_until_finished(world.ctx_home, session=session, context=world.what_happened)
     return end
 
 
 @pytest.fixture
-def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings: Any) -> Fleet:
-    """One machine running both: the server drains and renders this CTXLAKE_HOME; the
-    project is a git checkout whose config test needs fixtures.env."""
-    world = Fleet(tmp_path)
-    spool_dir, cache_dir = world.ctx_home / "spool", world.ctx_home / "cache"
-    monkeypatch.setenv("CTXLAKE_SPOOL_DIR", str(spool_dir))
-    monkeypatch.setenv("CTXLAKE_CACHE_DIR", str(cache_dir))
-    settings.CTXLAKE_SPOOL_DIR, settings.CTXLAKE_CACHE_DIR = spool_dir, cache_dir
-    project = str(world.project)
-    subprocess.run(["git", "init", "-q", project], check=True, timeout=30)
-    subprocess.run(["git", "-C", project, "remote", "add", "origin", REMOTE], check=True,
-                   timeout=30)
-    (world.project / "test_config.py").write_text(TEST_FILE)
-    return world
-
-
-@pytest.fixture
-def moderator(db: None) -> User:
-    user = User.objects.create_user("rita", password="rita-pass-1234", is_staff=True)
-    user.user_permissions.add(Permission.objects.get(codename="promote_claim"))
-    return user
+def world(server_world: Fleet) -> Fleet:
+    """The server and the client on one machine; the project is a git checkout whose config
+    test needs fixtures.env."""
+    checkout(server_world.project)
+    return server_world
 
 
 def promoted_claim(moderator: User) -> Claim:
@@ -170,14 +143,14 @@ def test_a_served_and_cited_claim_is_tallied_and_feedback_waits_for_a_person(
     assert served["payload"]["claims"] == [cid], served
     end = session_ended(world, sid)["payload"]
     # the outcome is the capture's own reading of the transcript: the last check passed
-    assert (end.get("outcome"), end.get("used")) == ("success", [cid]), what_happened(world)
+    assert (end.get("outcome"), end.get("used")) == ("success", [cid]), world.what_happened()
 
     report = workers.drain_spool(FLEET)
     dead = list(DeadLetter.objects.values("event_id", "reason", "line"))
-    assert not dead and report.dead == 0, f"dead-lettered: {dead}\n{what_happened(world)}"
+    assert not dead and report.dead == 0, f"dead-lettered: {dead}\n{world.what_happened()}"
     claim.refresh_from_db()
     assert (claim.served_sessions, claim.used_sessions, claim.used_succeeded,
-            claim.used_partial, claim.used_failed) == (1, 1, 1, 0, 0), what_happened(world)
+            claim.used_partial, claim.used_failed) == (1, 1, 1, 0, 0), world.what_happened()
     use = ClaimUse.objects.get(claim=claim)
     assert (use.session.session_id, use.used) == (sid, True)
     assert "search" in use.via, use.via
@@ -207,10 +180,10 @@ def test_a_served_and_cited_claim_is_tallied_and_feedback_waits_for_a_person(
     session_ended(world, sid_2)
     spooled = [e for e in world.events() if e["kind"] == "claim.feedback"]
     assert [(e["agent"], e["session"]) for e in spooled] == [(HOLDER, sid_2)], (
-        what_happened(world))
+        world.what_happened())
 
     report = workers.drain_spool(FLEET)
-    assert report.dead == 0 and not DeadLetter.objects.exists(), what_happened(world)
+    assert report.dead == 0 and not DeadLetter.objects.exists(), world.what_happened()
     fb = ClaimFeedback.objects.get(claim=claim)
     assert (fb.agent.agent_id if fb.agent else None, fb.session.session_id if fb.session
             else None, fb.verdict, fb.note, fb.resolution) == (HOLDER, sid_2, "wrong", NOTE, "")
