@@ -5,6 +5,7 @@ search's top MMR_POOL and leaves the rest as they were. Its figures belong to th
 from __future__ import annotations
 
 import importlib
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -16,7 +17,9 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 @pytest.fixture
 def hop(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    monkeypatch.syspath_prepend(str(BENCH))
+    # search_eval, which second_hop imports, puts the repository and bench/ on sys.path:
+    # on a copy, given back after the test, so bench's module names shadow nothing later
+    monkeypatch.setattr(sys, "path", [str(BENCH), *sys.path])
     return importlib.import_module("second_hop")
 
 
