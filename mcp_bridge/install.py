@@ -339,19 +339,27 @@ def write(change: Change, *, now: dt.datetime | None = None) -> Path | None:
 
 
 def run(target: Target, *, remove: bool, dry_run: bool, out: Any = None) -> int:
+    """Write every change, then print what was done. The report waits for the writes so that
+    a reader who stops early (`install … | head`) cannot leave an install half written; a
+    write that fails still gets the report of those before it."""
     out = out or sys.stdout
     changes = [c for c in plan(target, remove=remove) if c.changed]
     verb = "uninstall" if remove else "install"
     if not changes:
         out.write(f"ctxlake {verb} ({target.runtime}): no changes\n")
         return 0
-    for change in changes:
-        out.write(change.diff())
-        if dry_run:
-            continue
-        backup = write(change)
-        verb = "removed" if change.after is None else "wrote"
-        out.write(f"{verb} {change.path}" + (f" (backup: {backup})" if backup else "") + "\n")
+    report: list[str] = []
+    try:
+        for change in changes:
+            report.append(change.diff())
+            if dry_run:
+                continue
+            backup = write(change)
+            verb = "removed" if change.after is None else "wrote"
+            report.append(f"{verb} {change.path}" + (f" (backup: {backup})" if backup else "")
+                          + "\n")
+    finally:
+        out.write("".join(report))
     if dry_run:
         out.write(f"dry run: nothing written ({len(changes)} file(s) would change)\n")
     out.write(summary(target, changes, remove=remove, dry_run=dry_run))

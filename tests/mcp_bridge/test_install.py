@@ -146,6 +146,23 @@ def test_a_dry_run_prints_the_diff_and_writes_nothing(
     assert not list(where["project"].rglob("*.ctxlake-backup-*"))
 
 
+def test_a_reader_that_stops_early_still_gets_a_whole_install(where: dict[str, Path]) -> None:
+    """`install … | head -1`: the pipe closes after the first line of the first diff, and
+    both files (the server entry and the hooks) are written all the same."""
+    before = {k: where[k].read_bytes() for k in ("claude-code", "claude-hooks")}
+    command = [sys.executable, "-m", "mcp_bridge", "install", "--runtime", "claude-code",
+               "--fleet", "acme", "--agent", "ada", "--home", str(where["home"]),
+               "--project", str(where["project"])]
+    done = subprocess.run(f"{shlex.join(command)} | head -1", shell=True, capture_output=True,
+                          text=True, timeout=60, cwd=Path(install.__file__).parents[1],
+                          executable="/bin/bash")
+    assert done.stdout.startswith("--- "), done
+    after = {k: where[k].read_bytes() for k in before}
+    assert all(after[k] != before[k] for k in before), done.stderr
+    assert "ctxlake" in _servers(where["claude-code"])
+    assert "hook session-start" in where["claude-hooks"].read_text()
+
+
 def test_claude_code_hooks_are_added_beside_the_users_and_removed_alone(
     where: dict[str, Path]
 ) -> None:
