@@ -105,7 +105,7 @@ class LocalServer:
 
 
 class JsonHandler(BaseHTTPRequestHandler):
-    """A stand-in's handler: quiet, records every request as its `recorded` type, reads
+    """A stand-in's handler: quiet, records every request as its `record_type`, reads
     JSON bodies and answers JSON or server-sent events."""
 
     owner: LocalServer
