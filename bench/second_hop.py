@@ -17,11 +17,11 @@ different sides of the question, which a top 5 filled with turns alike in meanin
   next result is the one with the best MMR_LAMBDA · score / best score − (1 − MMR_LAMBDA)
   · its highest cosine to a result already placed; the rest keep their order.
 
-Both are ranked by the shipped fusion (mcp_bridge.contract.ranking.fuse) and compared
-with the first search, both from k=100 lists on the bridge path, per LoCoMo category
-(1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop: the dataset's numbering) and on
-SciFact, with 95 % paired-bootstrap intervals of hop − first. A hop would ship only if it
-wins significantly on LoCoMo without significantly hurting SciFact.
+The hops are ranked by the shipped fusion (mcp_bridge.contract.ranking.fuse); each
+variant is compared with the first search, all from k=100 lists on the bridge path, per
+LoCoMo category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop: the dataset's
+numbering) and on SciFact, with 95 % paired-bootstrap intervals of variant − first. One
+would ship only if it wins significantly on LoCoMo without significantly hurting SciFact.
 
     /work/main/.venv/bin/python bench/second_hop.py [--data DIR] [--sets locomo,scifact]
 """
@@ -111,8 +111,8 @@ def hops(snap: Snapshot, query: str, qvec: Any, subject: str | None,
     matrix = snap.vectors()
     assert matrix is not None
     at = {int(r): i for i, r in enumerate(matrix.rowids)}
-    unit = {c: matrix.matrix[at[row[c]]] / (np.linalg.norm(matrix.matrix[at[row[c]]]) or 1.0)
-            for c, _ in scored[:MMR_POOL]}
+    pooled = {c: matrix.matrix[at[row[c]]] for c, _ in scored[:MMR_POOL]}
+    unit = {c: v / (np.linalg.norm(v) or 1.0) for c, v in pooled.items()}
     mean = np.mean([matrix.matrix[at[row[c]]] for c in top], axis=0) if top else 0.0
     moved = np.asarray(qvec, dtype=np.float32) + mean
     moved = moved / (np.linalg.norm(moved) or 1.0)
