@@ -285,6 +285,18 @@ class Snapshot:
         live = {r[0] for r in self.db.execute(sql, [*rowids, now.strftime("%Y-%m-%dT%H:%M:%SZ")])}
         return [r for r in rowids if r in live]
 
+    def has_vectors(self) -> bool:
+        """Whether the snapshot holds any embedding: a search of one that holds none has
+        nothing to compare a query vector with, so the query is not embedded at all."""
+        with self._lock:
+            if self._vectors is not None:
+                return bool(len(self._vectors.rowids))
+        try:
+            row = self.db.execute("SELECT EXISTS (SELECT 1 FROM embeddings)").fetchone()
+        except sqlite3.Error:
+            return False  # the search itself meets the error and says so
+        return bool(row[0])
+
     def vectors(self) -> _Vectors | None:
         """The embedding matrix, loaded once (the one-time cost of the first hybrid search)."""
         with self._lock:

@@ -260,6 +260,8 @@ class _QueryVector:
                          f"{theirs.get('dims')!r}, this bridge embeds with {embed.NAME}/"
                          f"{embed.DIMS}")
             return
+        if not snap.has_vectors():
+            return  # searched lexically (its `mode` says so): no model to load, no wait
         text = query.strip()[:2000]
         if embed_service.enabled(os.environ) and not embed_service.hosting():
             # one model per host, not one per session: asked of the bridge (or process)

@@ -137,6 +137,27 @@ def test_it_falls_back_to_lexical_when_the_embedder_differs(config: Config,
     assert [r["id"] for r in out["results"]] == ["cc-01"]
 
 
+def test_a_snapshot_without_embeddings_is_searched_without_embedding_the_query(
+        config: Config, bridge: Bridge, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing to compare a query vector with: no model loaded, no embedder asked."""
+    from mcp_bridge import embed_service, embed_thread
+
+    def refuse(*_: Any, **__: Any) -> None:
+        raise AssertionError("the query was sent to be embedded")
+
+    monkeypatch.setattr(embed_thread, "query_vector_soon", refuse)
+    monkeypatch.setattr(embed_service, "ask", refuse)
+    testing.build_cache(config.cache_dir, FLEET, vectors=None,
+                        claims=[testing.claim("cc-01", "stripe retries need idempotency")])
+    out = tools.memory_search(bridge, "stripe retries")
+    assert (out["mode"], [r["id"] for r in out["results"]]) == ("lexical", ["cc-01"])
+    assert "note" not in out
+    testing.build_cache(config.cache_dir, FLEET, vectors="random",
+                        claims=[testing.claim("cc-01", "stripe retries need idempotency")])
+    with pytest.raises(AssertionError, match="sent to be embedded"):
+        tools.memory_search(bridge, "stripe retries")  # with embeddings it asks, as it should
+
+
 def test_it_lists_the_timeline_of_a_subject(live: Config, bridge: Bridge) -> None:
     out = tools.memory_timeline(bridge, "Payments")
     assert [e["kind"] for e in out["entries"]] == ["session", "promoted", "proposed"]
