@@ -111,8 +111,7 @@ def hops(snap: Snapshot, query: str, qvec: Any, subject: str | None,
     matrix = snap.vectors()
     assert matrix is not None
     at = {int(r): i for i, r in enumerate(matrix.rowids)}
-    pooled = {c: matrix.matrix[at[row[c]]] for c, _ in scored[:MMR_POOL]}
-    unit = {c: v / (np.linalg.norm(v) or 1.0) for c, v in pooled.items()}
+    unit = {c: matrix.matrix[at[row[c]]] for c, _ in scored[:MMR_POOL]}  # L2-normalised
     mean = np.mean([matrix.matrix[at[row[c]]] for c in top], axis=0) if top else 0.0
     moved = np.asarray(qvec, dtype=np.float32) + mean
     moved = moved / (np.linalg.norm(moved) or 1.0)
