@@ -75,8 +75,8 @@ class Unsorted:
         out = []
         for i in range(0, len(texts), 32):
             encs = self.enc.tokenizer.encode_batch(texts[i:i + 32])
-            width = max(len(e.ids) for e in encs)
-            out.append(self.enc._run([e.ids for e in encs], width))
+            width = max(len(ids) for ids in encs)
+            out.append(self.enc._run(encs, width))
         return np.concatenate(out).astype(np.float32)
 
 

@@ -258,12 +258,12 @@ def e5_tokenizer(source: Path, max_tokens: int = MAX_TOKENS) -> Any:
     spaces = re.compile(" {2,}")
 
     class Normalising:
-        """What OnnxEncoder calls: encode_batch(texts) → encodings with .ids."""
+        """What OnnxEncoder calls: encode_batch(texts) → token id lists."""
 
         @staticmethod
         def encode_batch(texts: list[str]) -> Any:
-            return tok.encode_batch([spaces.sub(" ", t.translate(table)).strip()
-                                     for t in texts])
+            return [e.ids for e in tok.encode_batch([spaces.sub(" ", t.translate(table)).strip()
+                                                     for t in texts])]
 
         @staticmethod
         def encode(text: str) -> Any:

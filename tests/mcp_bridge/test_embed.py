@@ -183,7 +183,10 @@ _PEAK_RSS = """
 import sys
 from pathlib import Path
 from mcp_bridge.contract import embed
-embed.OnnxEncoder(Path(sys.argv[1])).encode(["warm up the session once"])
+encoder = embed.OnnxEncoder(Path(sys.argv[1]))
+encoder.encode(["warm up the session once"])
+mapped = embed.weights_path(Path(sys.argv[1])).name in open("/proc/self/maps").read()
+assert mapped == embed.weights_path(Path(sys.argv[1])).exists(), "weights file not mapped"
 print(next(int(line.split()[1]) for line in open("/proc/self/status")
            if line.startswith("VmHWM:")))
 """
@@ -200,7 +203,8 @@ def _peak_rss_kib_loading(path: Path) -> int:
 def test_the_derived_weights_sit_beside_the_graph_and_load_with_less_memory(
         tmp_path: Path) -> None:
     """derive writes the weights as ONNX external data: the graph file is small, the
-    vectors are those of the same model saved as one file, and a process loading it peaks
+    vectors are those of the same model saved as one file, onnxruntime maps the weights
+    file instead of parsing a protobuf holding them, and a process loading it peaks
     lower (the whole file's protobuf is never held beside the tensors)."""
     import onnx
 
@@ -215,10 +219,12 @@ def test_the_derived_weights_sit_beside_the_graph_and_load_with_less_memory(
     ours = embed.OnnxEncoder(path).encode(texts)
     theirs = embed.OnnxEncoder(single).encode(texts)
     assert np.allclose(ours, theirs, atol=1e-6)
-    saved_kib = _peak_rss_kib_loading(single) - _peak_rss_kib_loading(path)
-    # Half the weights' size: measured ~20 MiB for 23 MB of weights with the word table in
-    # them, 8.0–11.6 MiB for the 11 MB left once it moved to a file of its own.
-    assert saved_kib > weights.stat().st_size // 2048, saved_kib
+    peaks = {p: [_peak_rss_kib_loading(p) for _ in range(2)] for p in (single, path)}
+    # Measured ~20 MiB lower for 23 MB of weights with the word table in them, 8.0–11.6
+    # MiB for the 11 MB left once it moved to a file of its own, both beside the
+    # `tokenizers` package; 1.7–6.1 MiB since the Python tokenizer replaced it (its
+    # allocations no longer sit between the freed protobuf and the tensors).
+    assert max(peaks[path]) < min(peaks[single]), peaks
 
 
 def test_a_graph_without_its_weights_file_is_derived_again(tmp_path: Path) -> None:
