@@ -346,7 +346,7 @@ def run(target: Target, *, remove: bool, dry_run: bool, out: Any = None) -> int:
     changes = [c for c in plan(target, remove=remove) if c.changed]
     verb = "uninstall" if remove else "install"
     if not changes:
-        out.write(f"ctxlake {verb} ({target.runtime}): no changes\n")
+        say(out, f"ctxlake {verb} ({target.runtime}): no changes\n")
         return 0
     report: list[str] = []
     try:
@@ -359,11 +359,27 @@ def run(target: Target, *, remove: bool, dry_run: bool, out: Any = None) -> int:
             report.append(f"{verb} {change.path}" + (f" (backup: {backup})" if backup else "")
                           + "\n")
     finally:
-        out.write("".join(report))
+        say(out, "".join(report))
     if dry_run:
-        out.write(f"dry run: nothing written ({len(changes)} file(s) would change)\n")
-    out.write(summary(target, changes, remove=remove, dry_run=dry_run))
+        say(out, f"dry run: nothing written ({len(changes)} file(s) would change)\n")
+    say(out, summary(target, changes, remove=remove, dry_run=dry_run))
     return 0
+
+
+def say(out: Any, text: str) -> None:
+    """Print to a reader who may have stopped reading (`install … | head -1`). Its leaving
+    is no failure: every file is written before the report, so the rest of the report goes
+    to no one and the command goes on (remembering `--server`, say) and exits 0. Python's
+    own advice: point stdout at /dev/null, so that no later write or the flush at exit
+    fails on the closed pipe."""
+    try:
+        out.write(text)
+        out.flush()
+    except BrokenPipeError:
+        if out is sys.stdout:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
 
 
 _LINK_AGENT = re.compile(r"^# ctxlake: \S+ runs fleet \S+ as agent (\S+) ", re.MULTILINE)
@@ -445,6 +461,6 @@ def main(argv: list[str], *, command: str = "install") -> int:
         from mcp_bridge import sync
 
         where = sync.remember(a.fleet, a.server, a.token_file, dry_run=a.dry_run)
-        sys.stdout.write(f"sync settings for {a.fleet}: {where}; run "
-                         f"`{a.python} -m mcp_bridge sync --fleet {a.fleet} --interval 15`\n")
+        say(sys.stdout, f"sync settings for {a.fleet}: {where}; run "
+                        f"`{a.python} -m mcp_bridge sync --fleet {a.fleet} --interval 15`\n")
     return code

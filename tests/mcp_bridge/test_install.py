@@ -146,21 +146,63 @@ def test_a_dry_run_prints_the_diff_and_writes_nothing(
     assert not list(where["project"].rglob("*.ctxlake-backup-*"))
 
 
-def test_a_reader_that_stops_early_still_gets_a_whole_install(where: dict[str, Path]) -> None:
+_FAILING_HOOKS_WRITE = """
+import sys
+from mcp_bridge import install
+wrote = install.write
+def write(change):
+    if change.path.name == "settings.json":
+        raise OSError(28, "No space left on device")
+    return wrote(change)
+install.write = write
+sys.exit(install.main(sys.argv[1:]))
+"""
+
+
+def _install_into_head(where: dict[str, Path], *extra: str,
+                       failing: bool = False) -> subprocess.CompletedProcess[str]:
+    """`install … | head -1` in bash with pipefail (the status is install's), its report
+    long enough to fill the pipe: the hooks file padded, so its diff is ~200 kB and the
+    closed pipe is surely written to (a short report could fit in the pipe's buffer)."""
+    where["claude-hooks"].write_text(json.dumps({"padding": ["x" * 100] * 2000}, indent=1))
+    run = ["-c", _FAILING_HOOKS_WRITE] if failing else ["-m", "mcp_bridge", "install"]
+    command = [sys.executable, *run, "--runtime", "claude-code", "--fleet", "acme",
+               "--agent", "ada", "--home", str(where["home"]), "--project",
+               str(where["project"]), *extra]
+    return subprocess.run(f"set -o pipefail; {shlex.join(command)} | head -1", shell=True,
+                          capture_output=True, text=True, timeout=60,
+                          cwd=Path(install.__file__).parents[1], executable="/bin/bash")
+
+
+def test_a_reader_that_stops_early_still_gets_a_whole_install(where: dict[str, Path],
+                                                              tmp_path: Path) -> None:
     """`install … | head -1`: the pipe closes after the first line of the first diff, and
-    both files (the server entry and the hooks) are written all the same."""
-    before = {k: where[k].read_bytes() for k in ("claude-code", "claude-hooks")}
-    command = [sys.executable, "-m", "mcp_bridge", "install", "--runtime", "claude-code",
-               "--fleet", "acme", "--agent", "ada", "--home", str(where["home"]),
-               "--project", str(where["project"])]
-    done = subprocess.run(f"{shlex.join(command)} | head -1", shell=True, capture_output=True,
-                          text=True, timeout=60, cwd=Path(install.__file__).parents[1],
-                          executable="/bin/bash")
+    both files (the server entry and the hooks) are written all the same, the `--server`
+    settings are remembered after them, and the command exits 0 without a word on stderr:
+    the reader leaving is not a failure."""
+    before = {"claude-code": where["claude-code"].read_bytes()}
+    token = tmp_path / "token"
+    token.write_text("t0ken")
+    done = _install_into_head(where, "--server", "http://127.0.0.1:9", "--token-file",
+                              str(token))
+    assert done.returncode == 0 and done.stderr == "", done
     assert done.stdout.startswith("--- "), done
-    after = {k: where[k].read_bytes() for k in before}
-    assert all(after[k] != before[k] for k in before), done.stderr
+    assert where["claude-code"].read_bytes() != before["claude-code"]
     assert "ctxlake" in _servers(where["claude-code"])
     assert "hook session-start" in where["claude-hooks"].read_text()
+    remembered = json.loads((tmp_path / "ctxlake" / "remotes" / "acme.json").read_text())
+    assert remembered["server"] == "http://127.0.0.1:9"
+
+
+def test_a_write_that_fails_is_still_an_error_when_the_reader_has_left(
+        where: dict[str, Path]) -> None:
+    """The report's pipe closing does not hide a failed write: exit 1 and the error on
+    stderr, the server entry written before it kept."""
+    done = _install_into_head(where, failing=True)
+    assert done.returncode == 1, done
+    assert done.stderr == "ctxlake install: [Errno 28] No space left on device\n", done
+    assert "ctxlake" in _servers(where["claude-code"])
+    assert "hook session-start" not in where["claude-hooks"].read_text()
 
 
 def test_claude_code_hooks_are_added_beside_the_users_and_removed_alone(

@@ -34,7 +34,7 @@ def ours() -> wordpiece.WordPiece:
     return wordpiece.WordPiece(embed.VOCAB_PATH, embed.MAX_TOKENS)
 
 
-def _same(hf: Any, ours: wordpiece.WordPiece, texts: list[str]) -> list[str]:
+def _differing(hf: Any, ours: wordpiece.WordPiece, texts: list[str]) -> list[str]:
     """The texts the two tokenize differently."""
     theirs = [e.ids for e in hf.encode_batch(texts)]
     return [t for t, ids in zip(texts, theirs, strict=True) if ours.encode(t) != ids]
@@ -58,7 +58,7 @@ def test_its_tables_are_what_the_reference_does_with_each_code_point() -> None:
 def test_every_code_point_alone_gives_the_references_ids(hf: Any,
                                                          ours: wordpiece.WordPiece) -> None:
     texts = [chr(c) for c in ref.code_points()]
-    differ = _same(hf, ours, texts)
+    differ = _differing(hf, ours, texts)
     assert differ == [], [hex(ord(t)) for t in differ[:20]]
 
 
@@ -73,7 +73,7 @@ def _project_texts() -> list[str]:
 def test_the_projects_claims_and_queries_give_the_references_ids(
         hf: Any, ours: wordpiece.WordPiece) -> None:
     texts = _project_texts()
-    assert len(texts) > 500 and _same(hf, ours, texts) == []
+    assert len(texts) > 500 and _differing(hf, ours, texts) == []
 
 
 @pytest.mark.skipif(not PUBLIC.is_dir(), reason="../shared/retrieval-dev is not beside the "
@@ -90,7 +90,7 @@ def test_the_public_sets_texts_give_the_references_ids(hf: Any,
                     row = json.loads(line)
                     texts.append(f"{row.get('title', '')} {row['text']}".strip())
     assert len(texts) > 9_000
-    assert _same(hf, ours, texts) == []
+    assert _differing(hf, ours, texts) == []
 
 
 def test_random_text_gives_the_references_ids(hf: Any, ours: wordpiece.WordPiece) -> None:
@@ -107,7 +107,7 @@ def test_random_text_gives_the_references_ids(hf: Any, ours: wordpiece.WordPiece
                if c not in ref.SURROGATES])  # the reference cannot take a lone surrogate
     texts = ["".join(rng.choice(pool) + (" " if rng.random() < 0.3 else "")
                      for _ in range(rng.randrange(1, 80))) for _ in range(6000)]
-    assert _same(hf, ours, texts) == []
+    assert _differing(hf, ours, texts) == []
 
 
 def test_a_long_text_is_cut_to_max_tokens_with_its_separator(hf: Any,
