@@ -5,7 +5,7 @@ sets' texts and for random text; its tables what the reference says; hostile tex
 from __future__ import annotations
 
 import csv
-import json
+import importlib.util
 import random
 import subprocess
 import sys
@@ -21,7 +21,19 @@ sys.path.insert(0, str(Path(__file__).parent))
 import wordpiece_reference as ref  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-PUBLIC = ROOT.parent / "shared" / "retrieval-dev"
+
+
+def _bench_module(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+retrieval_dev = _bench_module("retrieval_dev")  # the public sets, as the benches read them
+PUBLIC = retrieval_dev.data_dir()
 
 
 @pytest.fixture(scope="module")
@@ -76,19 +88,17 @@ def test_the_projects_claims_and_queries_give_the_references_ids(
     assert len(texts) > 500 and _differing(hf, ours, texts) == []
 
 
-@pytest.mark.skipif(not PUBLIC.is_dir(), reason="../shared/retrieval-dev is not beside the "
-                    "repository")
+@pytest.mark.skipif(retrieval_dev.available(PUBLIC) != list(retrieval_dev.SETS),
+                    reason="../shared/retrieval-dev is not beside the repository")
 def test_the_public_sets_texts_give_the_references_ids(hf: Any,
                                                         ours: wordpiece.WordPiece) -> None:
     """SciFact's abstracts and claims, LoCoMo's turns and questions (read at run time,
-    never copied): 9,700-odd texts in English with scientific notation, names, numbers."""
+    never copied, as bench/retrieval_dev.py reads them): 9,500-odd texts in English with
+    scientific notation, names, numbers."""
     texts = []
-    for folder in ("scifact", "locomo"):
-        for name in ("corpus.jsonl", "queries.jsonl"):
-            with open(PUBLIC / folder / name, encoding="utf-8") as f:
-                for line in f:
-                    row = json.loads(line)
-                    texts.append(f"{row.get('title', '')} {row['text']}".strip())
+    for name in retrieval_dev.SETS:
+        data = retrieval_dev.load(PUBLIC, name)
+        texts += [d["text"] for d in data.docs] + [q["query"] for q in data.queries]
     assert len(texts) > 9_000
     assert _differing(hf, ours, texts) == []
 
