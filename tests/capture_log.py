@@ -15,25 +15,34 @@ from pathlib import Path
 WAIT_SECS = 120.0  # a generous deadline for a hang; a finished capture returns at once
 
 
-def finished(home: Path, session: str | None = None) -> int:
-    """How many capture runs (of `session`, or any) have written their closing line."""
+#: What a closing line says of its phase (capture/run.py): the end names its session.end; a
+#: PreCompact run says "before compaction".
+PHASE_MARKS = {"end": ", session.end ", "compact": ", before compaction,"}
+
+
+def finished(home: Path, session: str | None = None, phase: str | None = None) -> int:
+    """How many capture runs (of `session`, or any; of `phase`, or either) have written their
+    closing line."""
     try:
         lines = (home / "logs" / "capture.log").read_text(errors="replace").splitlines()
     except FileNotFoundError:
         return 0
     mark = "ctxlake capture: session " + (f"{session} (" if session is not None else "")
-    return sum(mark in line for line in lines)
+    of_phase = PHASE_MARKS[phase] if phase is not None else ""
+    return sum(mark in line and of_phase in line for line in lines)
 
 
 def wait_until_finished(home: Path, count: int = 1, *, session: str | None = None,
-                        context: Callable[[], str] = str) -> None:
-    """Wait until `count` capture runs (of `session`, or any) have finished."""
+                        phase: str | None = None, context: Callable[[], str] = str) -> None:
+    """Wait until `count` capture runs (of `session`, or any; of `phase`, or either) have
+    finished. A session that compacted has a PreCompact run's line too: waiting for its end
+    names phase "end", or that line would count."""
     deadline = time.monotonic() + WAIT_SECS
-    while finished(home, session) < count:
+    while finished(home, session, phase) < count:
         if time.monotonic() > deadline:
             log = home / "logs" / "capture.log"
             raise AssertionError(
-                f"{finished(home, session)} of {count} capture run(s) finished within "
+                f"{finished(home, session, phase)} of {count} capture run(s) finished within "
                 f"{WAIT_SECS:.0f} s; capture.log: "
                 f"{log.read_text(errors='replace') if log.exists() else '(none)'}\n{context()}")
         time.sleep(0.05)

@@ -26,6 +26,7 @@ from mcp_bridge.capture import extract, ledger, llm, mode, record, run, transcri
 from mcp_bridge.config import Config
 from mcp_bridge.contract import atomic
 from mcp_bridge.contract.spool import read_events
+from tests.capture_log import finished
 from tests.mcp_bridge.capture_run import hook_env, wait_for, wait_for_end
 from tests.mcp_bridge.stdio import ROOT
 from tests.mcp_bridge.transcripts import Claude, error_fix_claude
@@ -367,6 +368,9 @@ def test_precompact_proposes_early_and_the_end_does_not_repeat_it(
     early = wait_for(config, lambda ev: any(e["kind"] == "claim.proposed" for e in ev),
                       "PreCompact proposed nothing")
     assert {e["kind"] for e in early} == {"claim.proposed"}  # no session.end: it goes on
+    # its closing line counts as a compaction's, never as the end's (a wait for the end
+    # that counted it returned before the end had logged: Codex's compaction test, once)
+    assert [finished(config.home, "s-long", phase) for phase in ("compact", "end")] == [1, 0]
     first = [e["payload"]["claim"] for e in early]
 
     # the session goes on, teaches one more thing, and ends
@@ -376,6 +380,7 @@ def test_precompact_proposes_early_and_the_end_does_not_repeat_it(
     _hook(config, "session-end", {**body, "hook_event_name": "SessionEnd",
                                   "reason": "prompt_input_exit"})
     events = wait_for_end(config, captures=2)  # the PreCompact run and the end's
+    assert [finished(config.home, "s-long", phase) for phase in ("compact", "end")] == [1, 1]
     claims = [e["payload"]["claim"] for e in events if e["kind"] == "claim.proposed"]
     assert claims[:len(first)] == first
     assert len(claims) == len(set(claims)), "a candidate was proposed twice"

@@ -129,7 +129,7 @@ def wait_for_session_end(world: Fleet, ran: Ran) -> dict[str, Any]:
             f"no session.end for {ran.session_id} within {CAPTURE_WAIT_SECS} s: did Codex "
             f"fire SessionEnd?\n{world.what_happened(ran.done)}")
         time.sleep(0.1)
-    wait_until_finished(world.ctx_home, session=ran.session_id,
+    wait_until_finished(world.ctx_home, session=ran.session_id, phase="end",
                         context=lambda: world.what_happened(ran.done))
     [end] = session_ends(world, ran.session_id)
     return dict(end["payload"])
