@@ -12,12 +12,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from mcp_bridge.capture import run
+
 WAIT_SECS = 120.0  # a generous deadline for a hang; a finished capture returns at once
-
-
-#: What a closing line says of its phase (capture/run.py): the end names its session.end; a
-#: PreCompact run says "before compaction".
-PHASE_MARKS = {"end": ", session.end ", "compact": ", before compaction,"}
 
 
 def finished(home: Path, session: str | None = None, phase: str | None = None) -> int:
@@ -28,7 +25,7 @@ def finished(home: Path, session: str | None = None, phase: str | None = None) -
     except FileNotFoundError:
         return 0
     mark = "ctxlake capture: session " + (f"{session} (" if session is not None else "")
-    of_phase = PHASE_MARKS[phase] if phase is not None else ""
+    of_phase = f", {run.CLOSING[phase]}" if phase is not None else ""  # after the mode
     return sum(mark in line and of_phase in line for line in lines)
 
 

@@ -28,7 +28,11 @@ from mcp_bridge.capture import extract, ledger, llm, record, transcript, used
 from mcp_bridge.capture.mode import Mode
 from mcp_bridge.contract import redact
 
-PHASES = ("end", "compact")
+#: Each phase a run can be, and how its closing line in capture.log names it, right after
+#: "capture <mode>, " (tests wait for a session's end by it: a session that compacted has
+#: a line of each).
+CLOSING = {"end": "session.end", "compact": "before compaction"}
+PHASES = tuple(CLOSING)
 
 
 def capture(cfg: Any, *, path: str, session: str, reason: str | None = None,
@@ -213,8 +217,8 @@ def _main(argv: list[str]) -> int:
                    cwd=a.cwd, phase=a.phase,
                    max_candidates=None if a.max_candidates is None else max(0, a.max_candidates))
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    ended = (f"session.end {done['end']} outcome={done['outcome']} [{done['why']}]"
-             if a.phase == "end" else "before compaction")
+    ended = (f"{CLOSING['end']} {done['end']} outcome={done['outcome']} [{done['why']}]"
+             if a.phase == "end" else CLOSING["compact"])
     line = (f"{stamp} ctxlake capture: session {done['session']} ({done['format']}): "
             f"capture {done['mode']}, {ended}, {done['candidates']} candidate(s), "
             f"{done['secs']}s"
