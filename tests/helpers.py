@@ -36,6 +36,18 @@ def ctxlake_script() -> ModuleType:
     return script
 
 
+def bench_module(name: str, as_name: str | None = None) -> ModuleType:
+    """bench/<name>.py as a module (bench/ is not a package), registered as `as_name`
+    (default `name`): its dataclasses look their module up by that name."""
+    path = Path(__file__).resolve().parents[1] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(as_name or name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def env_for_test_database(**extra: str) -> dict[str, str]:
     """Environment for a `manage.py` subprocess that must use *this* test run's database."""
     s = connection.settings_dict

@@ -1,9 +1,9 @@
 """What the test database is doing when a test has waited too long on it.
 
-`test_a_render_killed_mid_write_leaves_the_previous_cache_whole` has stalled for 5-11
-minutes in 3 of about 10 CI runs (6-8 s otherwise). faulthandler_timeout showed the test
-waiting in psycopg on one SELECT of the render (contradictions.open_pairs): a lock, or a
-plan gone bad, the Python stack cannot say which. After `after` seconds this prints, from
+`test_a_render_killed_mid_write_leaves_the_previous_cache_whole` sometimes stalls for
+minutes in CI (docs/tests.md has the runs). faulthandler_timeout showed the test waiting in
+psycopg on one SELECT of the render (contradictions.open_pairs): a lock, or a plan gone
+bad, the Python stack cannot say which. After `after` seconds this prints, from
 its own connection, every session of the test database with what it waits for, who blocks
 it and its query, to stderr with pytest's capture suspended (as faulthandler's dump, it
 reaches the run's log from an xdist worker). It only reports: the test goes on and passes
@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Any
 
 from django.db import connection
@@ -29,7 +29,7 @@ ORDER BY query_start
 """
 
 
-def report(label: str, config: Any = None) -> None:
+def report(label: str, config: Any) -> None:
     """Print the test database's sessions (this thread's own connection, closed after);
     `config`: pytest's, whose capture is suspended while printing."""
     try:
@@ -43,8 +43,7 @@ def report(label: str, config: Any = None) -> None:
         lines = [f"pg_watchdog: {label}: could not read pg_stat_activity ({e!r})"]
     finally:
         connection.close()
-    capture = config.pluginmanager.getplugin("capturemanager") if config else None
-    with capture.global_and_fixture_disabled() if capture else nullcontext():
+    with config.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
         sys.stderr.write("\n".join(lines) + "\n")
         sys.stderr.flush()
 

@@ -4,27 +4,21 @@ correct ones. The figures themselves belong to the bench (docs/benchmarks.md).""
 
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from mcp_bridge import testing
+from tests.helpers import bench_module
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 @pytest.fixture(scope="module")
 def sim() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("usefulness_sim", BENCH / "usefulness_sim.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("usefulness_sim")
 
 
 def small_dataset(sim: ModuleType) -> object:

@@ -5,7 +5,6 @@ sets' texts and for random text; its tables what the reference says; hostile tex
 from __future__ import annotations
 
 import csv
-import importlib.util
 import random
 import subprocess
 import sys
@@ -16,23 +15,13 @@ from typing import Any
 import pytest
 
 from mcp_bridge.contract import embed, wordpiece, wordpiece_tables
+from tests.helpers import bench_module
 
 sys.path.insert(0, str(Path(__file__).parent))
 import wordpiece_reference as ref  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _bench_module(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-retrieval_dev = _bench_module("retrieval_dev")  # the public sets, as the benches read them
+retrieval_dev = bench_module("retrieval_dev")  # the public sets, as the benches read them
 PUBLIC = retrieval_dev.data_dir()
 
 

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("bench_machine", ROOT / "bench" / "machine.py")
-assert _spec is not None and _spec.loader is not None
-machine = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(machine)
+from tests.helpers import bench_module
+
+machine = bench_module("machine", "bench_machine")
 
 
 def _cpuinfo(flags: str, model: str = "AMD EPYC") -> str:

@@ -106,7 +106,7 @@ def test_a_render_killed_mid_write_leaves_the_previous_cache_whole(
 ) -> None:
     fleet = Fleet.objects.create(slug="killrender", name="k", memory_mode="live")
     _promoted(fleet, 20000)
-    with watchdog("the first render of 20,000 claims", pytestconfig):  # stalled in 3 CI runs
+    with watchdog("the first render of 20,000 claims", pytestconfig):  # stalls in CI at times
         workers.render_fleet(fleet)
     root = spool_dir.parent / "cache" / "killrender"
     before = {p.name: p.read_bytes() for p in root.iterdir()}
